@@ -1,0 +1,5 @@
+import sys
+
+from gramtile.workflows.cli import main
+
+sys.exit(main())

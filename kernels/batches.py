@@ -1,0 +1,125 @@
+"""Flat CSR batches: the only input the kernel cores ever see.
+
+A batch holds ``n`` examples of one representation kind. ``offsets`` (int64, shape (n+1,))
+delimits each example's nodes in the node columns (int32, shape (total_nodes,)). Node indices
+inside columns such as ``parent``/``head`` are *local* to their example (0-based, -1 = none).
+Children lists are CSR too: ``child_ptr`` (int64, shape (total_nodes+1,)) into ``child_idx``
+(int32, local node indices, in order). Strings live in corpus-level vocabularies held by the
+pipeline; kernels only compare integer ids. A column whose attribute is absent holds -1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+#: Node columns of each batch kind (besides ``offsets``). Child CSR arrays are handled apart.
+KIND_COLUMNS = {
+    "tree": ("label", "prod", "parent"),
+    "dep": ("word", "lemma", "pos", "deprel", "head"),
+    "seq": ("token", "lemma", "pos"),
+    "ptree": ("label", "prod", "parent", "position"),
+    # WSD instance: a context window's words; ``target`` is 1 at the target word, else 0
+    "wsd": ("word", "lemma", "pos", "target"),
+}
+
+
+def _children_csr(parent: np.ndarray, offsets: np.ndarray, order_key: np.ndarray | None = None):
+    """Build child CSR arrays (local indices) from local parent pointers.
+
+    Children keep increasing node order, or increasing ``order_key`` when given.
+    """
+    total = parent.shape[0]
+    counts = np.zeros(total, dtype=np.int64)
+    glob_parent = np.full(total, -1, dtype=np.int64)
+    for e in range(offsets.shape[0] - 1):
+        a, b = offsets[e], offsets[e + 1]
+        p = parent[a:b].astype(np.int64)
+        has = p >= 0
+        glob_parent[a:b][has] = p[has] + a
+    valid = glob_parent >= 0
+    np.add.at(counts, glob_parent[valid], 1)
+    child_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(counts, out=child_ptr[1:])
+    nodes = np.nonzero(valid)[0]
+    key = nodes if order_key is None else order_key[nodes]
+    order = np.lexsort((key, glob_parent[nodes]))
+    nodes = nodes[order]
+    # local index of each child = global - offset of its example
+    ex_of = np.searchsorted(offsets, nodes, side="right") - 1
+    child_idx = (nodes - offsets[ex_of]).astype(np.int32)
+    return child_ptr, child_idx
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """A batch of ``n`` examples of one kind in CSR form (see module docstring)."""
+
+    kind: str
+    offsets: np.ndarray
+    columns: dict
+    child_ptr: np.ndarray | None = None
+    child_idx: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.kind not in KIND_COLUMNS:
+            raise ValueError(f"unknown batch kind {self.kind!r}; expected one of {sorted(KIND_COLUMNS)}")
+        if self.child_ptr is None and ("parent" in self.columns or "head" in self.columns):
+            parent = self.columns.get("parent", self.columns.get("head"))
+            key = self.columns.get("position")
+            cp, ci = _children_csr(parent, self.offsets, key)
+            object.__setattr__(self, "child_ptr", cp)
+            object.__setattr__(self, "child_idx", ci)
+
+    @property
+    def n(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def sizes(self) -> np.ndarray:
+        """Number of nodes (tokens) per example, shape (n,)."""
+        return np.diff(self.offsets)
+
+    def take(self, idx) -> "Batch":
+        """A new batch with the examples ``idx`` (any integer index array), in that order."""
+        idx = np.asarray(idx, dtype=np.int64)
+        starts, stops = self.offsets[idx], self.offsets[idx + 1]
+        lens = stops - starts
+        new_off = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=new_off[1:])
+        gather = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)]) if len(idx) else np.zeros(0, np.int64)
+        cols = {k: np.ascontiguousarray(v[gather]) for k, v in self.columns.items()}
+        return Batch(self.kind, new_off, cols)
+
+    def slice(self, start: int, stop: int) -> "Batch":
+        """Examples ``start:stop`` as a new batch (node arrays are copied, contiguous)."""
+        return self.take(np.arange(start, stop))
+
+    @staticmethod
+    def concat(batches) -> "Batch":
+        batches = list(batches)
+        if not batches:
+            raise ValueError("concat needs at least one batch")
+        kind = batches[0].kind
+        offs = [np.zeros(1, dtype=np.int64)]
+        base = 0
+        for b in batches:
+            if b.kind != kind:
+                raise ValueError(f"cannot concatenate batches of kinds {kind!r} and {b.kind!r}")
+            offs.append(b.offsets[1:] + base)
+            base += int(b.offsets[-1])
+        cols = {k: np.concatenate([b.columns[k] for b in batches]) for k in batches[0].columns}
+        return Batch(kind, np.concatenate(offs), cols)
+
+    def arrays(self) -> dict:
+        """All arrays by name (``offsets`` and the node columns), for storage."""
+        out = {"offsets": self.offsets}
+        out.update(self.columns)
+        return out
+
+    @staticmethod
+    def from_arrays(kind: str, arrays: dict) -> "Batch":
+        cols = {k: np.ascontiguousarray(arrays[k], dtype=np.int32) for k in KIND_COLUMNS[kind]}
+        return Batch(kind, np.ascontiguousarray(arrays["offsets"], dtype=np.int64), cols)

@@ -1,0 +1,57 @@
+"""The ``gramtile`` command line.
+
+Each subcommand lives in its own module under ``gramtile.workflows.commands`` and exposes
+``add_parser(subparsers)`` (which registers the subcommand and sets ``func``) and the function
+it sets. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy are printed
+as one clear message with exit status 2; anything else is a bug and shows a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from gramtile import __version__
+from gramtile.kernels.errors import GramtileError
+
+
+def _command_modules():
+    import gramtile.workflows.commands as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if not info.name.startswith("_"):
+            yield importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gramtile",
+        description="Tiled Gram matrices of structured NLP kernels, stored in Zarr, "
+                    "and kernel machines trained from them.")
+    p.add_argument("--version", action="version", version=f"gramtile {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in _command_modules():
+        mod.add_parser(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    try:
+        rc = args.func(args)
+    except GramtileError as e:
+        print(f"gramtile {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"gramtile {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

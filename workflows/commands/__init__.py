@@ -1,0 +1,1 @@
+"""One module per ``gramtile`` subcommand (see :mod:`gramtile.workflows.cli`)."""
