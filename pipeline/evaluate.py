@@ -1,0 +1,112 @@
+"""Block evaluation of kernel specs on in-memory batches, and the ``gram`` convenience.
+
+:func:`evaluate_block` is the one place where a spec meets data: it computes each distinct base
+spec's block and diagonals once and lets composites combine them. The tiled engine calls it per
+tile; :func:`gram` calls it once on small inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import gramtile.kernels.registry  # noqa: F401  (registers kernels)
+from gramtile.kernels.batches import Batch
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.spec import KernelSpec, parse_spec, spec_from_dict
+from gramtile.pipeline.encode import encode, kind_of
+from gramtile.pipeline.structures import Document
+from gramtile.pipeline.vocab import Vocabularies
+
+
+def as_spec(spec) -> KernelSpec:
+    if isinstance(spec, KernelSpec):
+        return spec
+    if isinstance(spec, str):
+        return parse_spec(spec)
+    return spec_from_dict(spec)
+
+
+def _batch_for(data, base):
+    """The batch a base spec reads from ``data`` (a Batch, or a mapping name -> Batch)."""
+    if isinstance(data, Batch):
+        if data.kind != base.reads:
+            raise KernelSpecError(f"kernel {base.kind!r} reads {base.reads!r} examples, got a {data.kind!r} batch")
+        return data
+    rep = base.rep_name
+    if rep not in data:
+        raise KernelSpecError(f"kernel {base.kind!r} reads representation {rep!r}, which the examples do not have "
+                              f"(they have {sorted(data)}); set the spec's 'rep' to one of those")
+    return data[rep]
+
+
+def base_block(base, X, Y=None):
+    """(K, diag_rows, diag_cols) of one base spec; Y=None means the symmetric block X x X."""
+    bx = _batch_for(X, base)
+    if Y is None:
+        K = base.block(bx)
+        d = base.diag(bx)
+        return K, d, d
+    by = _batch_for(Y, base)
+    return base.block(bx, by), base.diag(bx), base.diag(by)
+
+
+def evaluate_block(spec, X, Y=None):
+    """Evaluate ``spec`` on row examples X and column examples Y (None: Y = X).
+
+    Parameters
+    ----------
+    spec : KernelSpec
+    X, Y : Batch or mapping of representation name -> Batch (same examples across names).
+
+    Returns
+    -------
+    K : ndarray, float64, shape (n_X, n_Y)
+    diag_X : ndarray, shape (n_X,)
+    diag_Y : ndarray, shape (n_Y,)
+    """
+    spec = as_spec(spec)
+    base = {b.spec_hash: base_block(b, X, Y) for b in spec.base_specs()}
+    K, dx, dy = spec.combine(base)
+    return np.ascontiguousarray(K, dtype=np.float64), dx, dy
+
+
+def _structures(items):
+    """Normalise user input to a mapping rep name -> list of structures."""
+    if isinstance(items, dict):
+        return {k: list(v) for k, v in items.items()}
+    items = list(items)
+    if items and isinstance(items[0], Document):
+        names = set(items[0].structures)
+        return {n: [d.structures[n] for d in items] for n in names if all(n in d.structures for d in items)}
+    if not items:
+        raise ValueError("gram() needs at least one example")
+    from gramtile.kernels.spec import DEFAULT_REP
+    return {DEFAULT_REP[kind_of(items[0])]: items}
+
+
+def gram(spec, X, Y=None) -> np.ndarray:
+    """In-memory Gram matrix for small inputs.
+
+    Parameters
+    ----------
+    spec : KernelSpec, dict or JSON string (``@file`` allowed)
+    X, Y : list of structures (Tree, DepTree, TokenSeq, PTree, ...), list of Documents, or a
+        mapping representation name -> list of structures. Y=None gives the square K(X, X).
+
+    Returns
+    -------
+    ndarray of shape (len(X), len(Y)), float64.
+    """
+    spec = as_spec(spec)
+    sx = _structures(X)
+    sy = None if Y is None else _structures(Y)
+    vocabs = Vocabularies()
+    needed = {b.rep_name for b in spec.base_specs()}
+    bx, by = {}, None if sy is None else {}
+    for name in needed:
+        if name not in sx:
+            raise KernelSpecError(f"kernel reads representation {name!r}, but the examples have {sorted(sx)}")
+        bx[name] = encode(sx[name], vocabs)
+        if sy is not None:
+            by[name] = encode(sy[name], vocabs)
+    K, _, _ = evaluate_block(spec, bx, by)
+    return K
