@@ -84,41 +84,54 @@ def _flush(entry):
 def format_tree(tree: Tree, compact: bool = False) -> str:
     """Bracket string of a tree; ``parse_tree(format_tree(t)) == t``.
 
-    A leaf directly under its parent is written bare; a childless node with a sibling leaf
-    before it would merge on reading, so such leaves are written with brackets around nothing
-    only when needed — see :func:`_leaf_needs_bracket`.
+    A leaf directly under its parent is written bare; a leaf right after a leaf sibling would
+    merge with it on reading, so it is written as ``(label)`` (which reads back as a childless
+    node, i.e. the same leaf). Leaves containing whitespace are only safe when written bare.
     """
     out = []
     sep = "" if compact else " "
     # iterative preorder with explicit close markers
+    # state 0 = open, 1 = close, 2 = leaf right after a leaf sibling: written "(label)"
+    # because two bare tokens in a row would merge into one leaf on reading
     stack = [(tree, 0, True)]
     while stack:
         node, state, top = stack.pop()
         if state == 1:
             out.append(")")
             continue
+        if state == 2:
+            out.append(sep + "(" + node.label + ")")
+            continue
         if not node.children and not top:
             out.append(" " + node.label)
             continue
         out.append(("" if top and not out else sep) + "(" + node.label)
         stack.append((node, 1, False))
-        for c in reversed(node.children):
-            stack.append((c, 0, False))
+        kids = node.children
+        for k in range(len(kids) - 1, -1, -1):
+            c = kids[k]
+            after_leaf = not c.children and k > 0 and not kids[k - 1].children
+            stack.append((c, 2 if after_leaf else 0, False))
     s = "".join(out)
     return s
 
 
 def tree_is_bracket_safe(tree: Tree) -> bool:
-    """True when formatting then parsing returns the same tree (no adjacent bare leaves, no
-    childless non-root node whose label would be read as a leaf of another, no labels with
-    whitespace or brackets except in leaves)."""
+    """True when formatting then parsing returns the same tree: no label is empty or holds a
+    bracket; internal nodes, the root and leaves written as ``(label)`` (a leaf right after a
+    leaf sibling) hold no whitespace; a bare leaf holds only single spaces between tokens."""
+    def plain(s):
+        return bool(s) and "(" not in s and ")" not in s and s.split() == [s]
+
+    if not plain(tree.label):
+        return False
     for t in tree.nodes():
         prev_leaf = False
         for c in t.children:
-            if not c.children:
-                if prev_leaf:
+            if c.children or prev_leaf:
+                if not plain(c.label):
                     return False
-                prev_leaf = True
-            else:
-                prev_leaf = False
+            elif not c.label or "(" in c.label or ")" in c.label or " ".join(c.label.split()) != c.label:
+                return False
+            prev_leaf = not c.children
     return True
