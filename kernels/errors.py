@@ -60,3 +60,7 @@ class StoreCorruptError(StoreError):
 
 class ClusterConfigError(GramtileError, ValueError):
     """A bad cluster.yaml profile."""
+
+
+class EvaluationError(GramtileError, ValueError):
+    """Bad learning or evaluation input: folds, splits, labels, or a learner parameter."""
