@@ -21,7 +21,12 @@ KIND_COLUMNS = {
     "ptree": ("label", "prod", "parent", "position"),
     # WSD instance: a context window's words; ``target`` is 1 at the target word, else 0
     "wsd": ("word", "lemma", "pos", "target"),
+    # sparse bag (e.g. KeLP's bag-of-words vector): feature ids (sorted, distinct) and weights
+    "bag": ("feat", "weight"),
 }
+
+#: Columns stored as float64; every other node column is int32.
+FLOAT_COLUMNS = frozenset({"weight"})
 
 
 def _children_csr(parent: np.ndarray, offsets: np.ndarray, order_key: np.ndarray | None = None):
@@ -121,5 +126,6 @@ class Batch:
 
     @staticmethod
     def from_arrays(kind: str, arrays: dict) -> "Batch":
-        cols = {k: np.ascontiguousarray(arrays[k], dtype=np.int32) for k in KIND_COLUMNS[kind]}
+        cols = {k: np.ascontiguousarray(arrays[k], dtype=np.float64 if k in FLOAT_COLUMNS else np.int32)
+                for k in KIND_COLUMNS[kind]}
         return Batch(kind, np.ascontiguousarray(arrays["offsets"], dtype=np.int64), cols)

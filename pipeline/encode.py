@@ -15,6 +15,8 @@ KIND_OF_TYPE = {Tree: "tree", DepTree: "dep", TokenSeq: "seq", PTree: "ptree", W
 
 
 def kind_of(x) -> str:
+    if isinstance(x, dict):
+        return "bag"
     try:
         return KIND_OF_TYPE[type(x)]
     except KeyError:
@@ -29,7 +31,7 @@ def encode(structs, vocabs: Vocabularies, kind: str | None = None) -> Batch:
         if not structs:
             raise ValueError("cannot infer the kind of an empty list; pass kind=")
         kind = kind_of(structs[0])
-    enc = {"tree": _enc_tree, "dep": _enc_dep, "seq": _enc_seq, "ptree": _enc_ptree, "wsd": _enc_wsd}[kind]
+    enc = {"tree": _enc_tree, "dep": _enc_dep, "seq": _enc_seq, "ptree": _enc_ptree, "wsd": _enc_wsd, "bag": _enc_bag}[kind]
     cols = {}
     offsets = np.zeros(len(structs) + 1, dtype=np.int64)
     parts = []
@@ -39,14 +41,15 @@ def encode(structs, vocabs: Vocabularies, kind: str | None = None) -> Batch:
         c = enc(s, vocabs)
         parts.append(c)
         offsets[i + 1] = offsets[i] + len(next(iter(c.values())))
-    from gramtile.kernels.batches import KIND_COLUMNS
+    from gramtile.kernels.batches import FLOAT_COLUMNS, KIND_COLUMNS
     for name in KIND_COLUMNS[kind]:
-        cols[name] = np.asarray([v for p in parts for v in p[name]], dtype=np.int32)
+        dtype = np.float64 if name in FLOAT_COLUMNS else np.int32
+        cols[name] = np.asarray([v for p in parts for v in p[name]], dtype=dtype)
     return Batch(kind, offsets, cols)
 
 
 def decode(batch: Batch, vocabs: Vocabularies) -> list:
-    dec = {"tree": _dec_tree, "dep": _dec_dep, "seq": _dec_seq, "ptree": _dec_ptree, "wsd": _dec_wsd}[batch.kind]
+    dec = {"tree": _dec_tree, "dep": _dec_dep, "seq": _dec_seq, "ptree": _dec_ptree, "wsd": _dec_wsd, "bag": _dec_bag}[batch.kind]
     out = []
     for e in range(batch.n):
         a, b = int(batch.offsets[e]), int(batch.offsets[e + 1])
@@ -175,3 +178,15 @@ def _dec_wsd(cols, vocabs):
     sym = vocabs["sym"]
     return WSDInstance(tuple(sym[i] for i in cols["lemma"]), tuple(sym[i] for i in cols["pos"]),
                        cols["target"].index(1), _strs(sym, cols["word"]))
+
+
+def _enc_bag(bag: dict, vocabs):
+    """A bag is a dict feature -> weight; stored sorted by feature id (ids unique per bag)."""
+    sym = vocabs["sym"]
+    pairs = sorted((sym.add(str(f)), float(w)) for f, w in bag.items())
+    return {"feat": [f for f, _ in pairs], "weight": [w for _, w in pairs]}
+
+
+def _dec_bag(cols, vocabs):
+    sym = vocabs["sym"]
+    return {sym[f]: w for f, w in zip(cols["feat"], cols["weight"])}

