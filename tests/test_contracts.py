@@ -1,9 +1,12 @@
 """Contract tests run for every registered kernel instance (DESIGN.md section 5).
 
-Each kernel family adds its instances to ``INSTANCES`` with a generator of random structures
-of the kind it reads. The same checks run for each base kernel and for composites built on it.
+Each kernel family adds a module ``tests/instances_<family>.py`` defining ``INSTANCES`` (a list
+of ``(spec dict, generator name)``) and ``GENERATORS`` (generator name -> ``f(random.Random) ->
+structure``). The same checks run for each base kernel and for composites built on it.
 """
 import hashlib
+import importlib.util
+from pathlib import Path
 import json
 import pickle
 import random
@@ -67,6 +70,13 @@ def composites(base):
         {"kind": "product", "kernels": [base, {"kind": "normalized", "kernel": base}]},
     ]
 
+
+for _path in sorted(Path(__file__).parent.glob("instances_*.py")):
+    _spec = importlib.util.spec_from_file_location(_path.stem, _path)
+    _mod = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+    GENERATORS.update(getattr(_mod, "GENERATORS", {}))
+    INSTANCES += list(_mod.INSTANCES)
 
 ALL = [(d, g) for d, g in INSTANCES] + [(c, g) for d, g in INSTANCES for c in composites(d)]
 IDS = [json.dumps(d, sort_keys=True)[:90] for d, _ in ALL]
