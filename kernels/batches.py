@@ -26,7 +26,15 @@ KIND_COLUMNS = {
 }
 
 #: Columns stored as float64; every other node column is int32.
-FLOAT_COLUMNS = frozenset({"weight"})
+FLOAT_COLUMNS = {"weight"}
+
+
+def register_batch_kind(kind: str, columns: tuple, float_columns=()):
+    """Add a batch kind (used by representations defined in their own modules)."""
+    if kind in KIND_COLUMNS and KIND_COLUMNS[kind] != tuple(columns):
+        raise ValueError(f"batch kind {kind!r} already registered with columns {KIND_COLUMNS[kind]}")
+    KIND_COLUMNS[kind] = tuple(columns)
+    FLOAT_COLUMNS.update(float_columns)
 
 
 def _children_csr(parent: np.ndarray, offsets: np.ndarray, order_key: np.ndarray | None = None):

@@ -31,7 +31,7 @@ def encode(structs, vocabs: Vocabularies, kind: str | None = None) -> Batch:
         if not structs:
             raise ValueError("cannot infer the kind of an empty list; pass kind=")
         kind = kind_of(structs[0])
-    enc = {"tree": _enc_tree, "dep": _enc_dep, "seq": _enc_seq, "ptree": _enc_ptree, "wsd": _enc_wsd, "bag": _enc_bag}[kind]
+    enc = _ENCODERS[kind]
     cols = {}
     offsets = np.zeros(len(structs) + 1, dtype=np.int64)
     parts = []
@@ -49,7 +49,7 @@ def encode(structs, vocabs: Vocabularies, kind: str | None = None) -> Batch:
 
 
 def decode(batch: Batch, vocabs: Vocabularies) -> list:
-    dec = {"tree": _dec_tree, "dep": _dec_dep, "seq": _dec_seq, "ptree": _dec_ptree, "wsd": _dec_wsd, "bag": _dec_bag}[batch.kind]
+    dec = _DECODERS[batch.kind]
     out = []
     for e in range(batch.n):
         a, b = int(batch.offsets[e]), int(batch.offsets[e + 1])
@@ -190,3 +190,22 @@ def _enc_bag(bag: dict, vocabs):
 def _dec_bag(cols, vocabs):
     sym = vocabs["sym"]
     return {sym[f]: w for f, w in zip(cols["feat"], cols["weight"])}
+
+
+_ENCODERS = {"tree": _enc_tree, "dep": _enc_dep, "seq": _enc_seq, "ptree": _enc_ptree, "wsd": _enc_wsd, "bag": _enc_bag}
+_DECODERS = {"tree": _dec_tree, "dep": _dec_dep, "seq": _dec_seq, "ptree": _dec_ptree, "wsd": _dec_wsd, "bag": _dec_bag}
+
+
+def register_kind(kind: str, typ: type, columns: tuple, enc, dec, float_columns=()):
+    """Register a representation kind defined outside this module (e.g. relation examples).
+
+    ``enc(structure, vocabs) -> {column: list}`` gives one value per node for every column;
+    ``dec({column: list}, vocabs) -> structure`` inverts it exactly. Columns named ``parent`` or
+    ``head`` get child CSR arrays built automatically.
+    """
+    from gramtile.kernels.batches import register_batch_kind
+
+    register_batch_kind(kind, columns, float_columns)
+    KIND_OF_TYPE[typ] = kind
+    _ENCODERS[kind] = enc
+    _DECODERS[kind] = dec
