@@ -1,0 +1,244 @@
+"""What every corpus reader shares: the error policy, line-numbered text input, record limits.
+
+Readers are generators of :class:`~gramtile.pipeline.structures.Document`. A malformed record
+becomes a :class:`~gramtile.kernels.errors.CorpusFormatError` naming the file, the line, the
+offending value and the fix; the reader hands it to an :class:`ErrorPolicy`, which either
+raises it (the default) or records it and lets the reader go on with the next record.
+"""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from gramtile.kernels.errors import CorpusFormatError
+
+DEFAULT_MAX_TOKENS = 1000
+MAX_TOKENS_FIX = "split it, or raise --max-tokens (max_tokens=) if the kernels should see it whole"
+
+
+class ErrorPolicy:
+    """What a reader does with a malformed record.
+
+    Parameters
+    ----------
+    mode : {"raise", "skip"}
+        ``"raise"`` stops at the first bad record; ``"skip"`` records the error in
+        :attr:`skipped` and lets the reader continue with the next record.
+    """
+
+    MODES = ("raise", "skip")
+
+    def __init__(self, mode: str = "raise"):
+        if mode not in self.MODES:
+            raise CorpusFormatError(f"unknown on_error mode {mode!r}",
+                                    fix=f"use one of {list(self.MODES)}")
+        self.mode = mode
+        self.skipped: list[CorpusFormatError] = []
+
+    def handle(self, err: CorpusFormatError) -> None:
+        """Raise ``err`` (mode "raise") or remember it (mode "skip")."""
+        if self.mode == "raise":
+            raise err
+        self.skipped.append(err)
+
+    def report(self) -> str:
+        """One line per skipped record, after a count; ``""`` when nothing was skipped."""
+        if not self.skipped:
+            return ""
+        lines = [f"{len(self.skipped)} record(s) skipped:"]
+        lines += [f"  {e}" for e in self.skipped]
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"ErrorPolicy(mode={self.mode!r}, skipped={len(self.skipped)})"
+
+
+def make_policy(on_error: str = "raise", policy: ErrorPolicy | None = None) -> ErrorPolicy:
+    """The policy a reader uses: ``policy`` when given (so the caller can read its report)."""
+    return policy if policy is not None else ErrorPolicy(on_error)
+
+
+def record_id(path, number: int) -> str:
+    """Default document id ``"<file stem>:<record number>"`` (1-based record number).
+
+    The stem drops ``.gz`` and then one more suffix, so ``train.klp.gz`` gives ``train``.
+    """
+    name = Path(path).name
+    if name.endswith(".gz"):
+        name = name[:-3]
+    stem = Path(name).stem or name
+    return f"{stem}:{number}"
+
+
+def source(path, line: int) -> str:
+    return f"{path}:{line}"
+
+
+def check_path(path) -> Path:
+    """``path`` as a :class:`Path`, or a CorpusFormatError when it does not exist."""
+    p = Path(path)
+    if not p.exists():
+        raise CorpusFormatError("no such file or directory", path=p,
+                                fix="check the path (relative paths start at the current directory)")
+    return p
+
+
+def files_in(path, suffixes: tuple[str, ...]) -> list[Path]:
+    """``[path]`` for a file; the sorted files of a directory whose names end in ``suffixes``."""
+    p = check_path(path)
+    if p.is_file():
+        return [p]
+    files = sorted(f for f in p.iterdir() if f.is_file() and f.name.endswith(suffixes))
+    if not files:
+        raise CorpusFormatError(f"directory holds no {'/'.join(suffixes)} files", path=p,
+                                fix="point at a file, or at a directory of such files")
+    return files
+
+
+def _open_binary(path: Path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def lines(path, policy: ErrorPolicy, encoding: str = "utf-8"):
+    """Decoded lines of a text file (plain or gzip), with 1-based line numbers.
+
+    Yields
+    ------
+    (int, str or None)
+        Line number and the line without its line ending. A line that cannot be decoded is
+        handed to ``policy`` as a CorpusFormatError naming the line and byte offset; in skip
+        mode it is yielded as ``None`` so a multi-line record containing it can be dropped.
+
+    A file with no non-blank line raises (or, in skip mode, records) "empty file".
+    """
+    path = check_path(path)
+    seen_text = False
+    offset = 0  # byte offset of the current line's start, for the decode error message
+    with _open_binary(path) as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as e:
+                bad = raw[e.start:e.start + 1]
+                policy.handle(CorpusFormatError(
+                    f"invalid {encoding} byte 0x{bad.hex().upper()} at byte offset {offset + e.start} "
+                    f"(column {e.start + 1} of the line's bytes)", path=path, line=number,
+                    fix="re-encode the file as UTF-8 (e.g. iconv -f latin-1 -t utf-8), "
+                        "or pass encoding='latin-1' if that is its encoding"))
+                offset += len(raw)
+                seen_text = True
+                yield number, None
+                continue
+            offset += len(raw)
+            if number == 1 and text.startswith("\ufeff"):
+                text = text[1:]  # a UTF-8 byte-order mark is not part of the first record
+            text = text.rstrip("\r\n")
+            if not seen_text and text.strip():
+                seen_text = True
+            yield number, text
+    if not seen_text:
+        policy.handle(CorpusFormatError("empty file: it holds no records", path=path,
+                                        fix="check that the right file was given and that it was written completely"))
+
+
+def blocks(path, policy: ErrorPolicy, encoding: str = "utf-8"):
+    """Blank-line separated blocks of lines (CoNLL-U, Malt-TAB).
+
+    Yields
+    ------
+    list of (int, str or None)
+        The numbered lines of one block; a ``None`` line could not be decoded (already
+        reported to ``policy``).
+    """
+    block = []
+    for number, text in lines(path, policy, encoding):
+        if text is not None and not text.strip():
+            if block:
+                yield block
+                block = []
+        else:
+            block.append((number, text))
+    if block:
+        yield block
+
+
+def check_tokens(n: int, max_tokens: int | None, path, line: int, what: str = "sentence") -> None:
+    """Raise when a record has no tokens or more than ``max_tokens``.
+
+    Kernels are quadratic (or worse) in the size of a structure, so one runaway record (a
+    whole document on one line, a parser failure) can dominate a Gram matrix's run time.
+    """
+    if n == 0:
+        raise CorpusFormatError(f"empty {what}: it has no tokens", path=path, line=line,
+                                fix=f"remove the empty {what} or give it at least one token")
+    if max_tokens is not None and n > max_tokens:
+        raise CorpusFormatError(f"{what} has {n} tokens, more than max_tokens={max_tokens}",
+                                path=path, line=line, fix=MAX_TOKENS_FIX)
+
+
+def head_problem(heads) -> tuple[int, str] | None:
+    """First problem of a 0-based head list as ``(word index, reason)``, or None for a tree.
+
+    Unlike :func:`~gramtile.pipeline.structures.validate_heads` this returns the offending
+    word, so readers can point at the line that holds it.
+    """
+    n = len(heads)
+    for i, h in enumerate(heads):
+        if h < -1 or h >= n:
+            return i, f"head {h + 1} (1-based) is outside the sentence of {n} words"
+        if h == i:
+            return i, "the word is its own head"
+    # no root at all needs no test of its own: every word then leads into a cycle, found below
+    roots = [i for i, h in enumerate(heads) if h == -1]
+    if len(roots) > 1:
+        return roots[1], f"second root (words {[r + 1 for r in roots[:5]]} all have head 0)"
+    state = [0] * n  # 0 unseen, 1 on the current path, 2 known to reach the root
+    for s in range(n):
+        path = []
+        v = s
+        while v != -1 and state[v] == 0:
+            state[v] = 1
+            path.append(v)
+            v = heads[v]
+        if v != -1 and state[v] == 1:
+            cycle = path[path.index(v):]
+            return v, f"dependency cycle through words {[c + 1 for c in cycle[:10]]} (1-based)"
+        for u in path:
+            state[u] = 2
+    return None
+
+
+HEAD_FIX = ("give every word a head inside the sentence (1-based, 0 for the root), "
+            "with exactly one root and no cycle")
+
+
+def parse_bracketed(text: str, path, line: int, what: str = "tree", root_label=None):
+    """Parse a bracket string read from ``path`` at ``line`` into a Tree.
+
+    A :class:`~gramtile.pipeline.brackets.BracketError` becomes a CorpusFormatError whose line
+    is the one holding the offending character (trees may span several lines).
+    """
+    from gramtile.pipeline.brackets import BracketError, parse_tree
+
+    if not text.strip():
+        raise CorpusFormatError(f"empty {what}: no bracketed tree", path=path, line=line,
+                                fix=f"remove the record or give it a tree such as (S (NN word))")
+    try:
+        return parse_tree(text, root_label=root_label)
+    except BracketError as e:
+        at = line + text.count("\n", 0, e.pos)
+        snippet = text[max(0, e.pos - 30):e.pos + 10].replace("\n", " ")
+        raise CorpusFormatError(f"malformed {what}: {e} (near {snippet!r})", path=path, line=at,
+                                fix="balance the brackets: every '(' needs its ')' and every node "
+                                    "a label, as in (S (NP (DT the) (NN dog)) (VP (VBZ barks)))") from None
+
+
+def guarded(policy: ErrorPolicy, make, *args):
+    """``make(*args)``, or None after handing its CorpusFormatError to ``policy``."""
+    try:
+        return make(*args)
+    except CorpusFormatError as e:
+        policy.handle(e)
+        return None

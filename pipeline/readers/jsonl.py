@@ -1,0 +1,317 @@
+"""JSON lines: gramtile's own interchange format (FORMATS.md), read and written.
+
+One object per line. Keys: ``id`` (string, unique in the file), ``label`` (string or list of
+strings), ``text`` (string), and the keys of at most one of the word-level representations
+
+=================  ======================================================  ===============
+representation     keys                                                    structure name
+=================  ======================================================  ===============
+dependency tree    ``words``, ``heads`` + optional ``lemmas pos deprels``  ``"dep"``
+token sequence     ``tokens`` + optional ``lemmas pos``                    ``"seq"``
+WSD instance       ``lemmas``, ``pos``, ``target`` + optional ``words``    ``"wsd"``
+=================  ======================================================  ===============
+
+plus, freely combined with them, ``tree`` (a bracket string, structure ``"tree"``) and
+``ptree`` (nested ``{"label", "children": {"<position>": NODE}}``, structure ``"ptree"``).
+Unknown keys and wrong types are errors naming the key and the line. Blank lines are not
+records. ``relation`` and ``hdag`` objects are documented in FORMATS.md but have no structure
+type yet, so they are refused with a clear error rather than dropped.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from gramtile.kernels.errors import CorpusFormatError, RepresentationError
+from gramtile.pipeline.brackets import format_tree, parse_tree
+from gramtile.pipeline.readers.base import (
+    DEFAULT_MAX_TOKENS, HEAD_FIX, check_tokens, guarded, head_problem, lines, make_policy,
+    parse_bracketed, record_id, source,
+)
+from gramtile.pipeline.structures import DepTree, Document, PTree, TokenSeq, Tree, WSDInstance
+
+KEYS = ("id", "label", "text", "tree", "words", "heads", "lemmas", "pos", "deprels", "tokens",
+        "target", "ptree")
+UNSUPPORTED = ("relation", "hdag")
+# structure name -> type, as the reader produces them and the writer expects them
+NAMES = {"tree": Tree, "dep": DepTree, "seq": TokenSeq, "wsd": WSDInstance, "ptree": PTree}
+_WORD_LEVEL = ("dep", "seq", "wsd")
+
+
+def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8"):
+    """Read a JSON-lines file (plain or gzip) into Documents.
+
+    Parameters
+    ----------
+    path : str or Path
+    policy : ErrorPolicy, optional
+        Receives malformed records; default: ``ErrorPolicy(on_error)``.
+    max_tokens : int or None
+        Largest number of tokens (tree leaves, words) a structure may have.
+    encoding : str
+
+    Yields
+    ------
+    Document
+        ``id`` from the object or ``"<stem>:<record number>"``; ``source`` = ``"path:line"``.
+    """
+    policy = make_policy(on_error, policy)
+    ids = set()
+    number = 0
+    for line, text in lines(path, policy, encoding):
+        if text is None:
+            number += 1
+            continue
+        if not text.strip():
+            continue
+        number += 1
+        doc = guarded(policy, _document, text, path, line, number, max_tokens, ids)
+        if doc is not None:
+            yield doc
+
+
+def _document(text, path, line, number, max_tokens, ids):
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CorpusFormatError(f"invalid JSON at column {e.colno}: {e.msg}", path=path, line=line,
+                                fix="write one complete JSON object per line") from None
+    if not isinstance(obj, dict):
+        raise CorpusFormatError(f"expected a JSON object, got {type(obj).__name__}", path=path,
+                                line=line, fix='write one object per line, e.g. {"id": "s1", "tokens": ["hi"]}')
+    for key in obj:
+        if key in UNSUPPORTED:
+            raise CorpusFormatError(f"key {key!r}: {key} examples are not supported by this reader yet",
+                                    path=path, line=line, fix=f"remove {key!r} or use another representation")
+        if key not in KEYS:
+            raise CorpusFormatError(f"unknown key {key!r}", path=path, line=line,
+                                    fix=f"use only the keys {list(KEYS)} (FORMATS.md, JSON lines)")
+    get = _Getter(obj, path, line)
+    doc_id = get.str("id")
+    if doc_id is not None:
+        if doc_id in ids:
+            raise CorpusFormatError(f"duplicate id {doc_id!r}", path=path, line=line,
+                                    fix="give every object a unique id, or leave 'id' out")
+        ids.add(doc_id)
+    label = obj.get("label")
+    if label is not None and not (isinstance(label, str) or
+                                  (isinstance(label, list) and all(isinstance(x, str) for x in label))):
+        raise CorpusFormatError(f"key 'label' has type {_tname(label)}; expected a string or a list of strings",
+                                path=path, line=line, fix='quote labels, e.g. "label": "1"')
+    structures = {}
+    if "tree" in obj:
+        tree = parse_bracketed(get.str("tree"), path, line)
+        check_tokens(len(tree.leaves()), max_tokens, path, line, "tree")
+        structures["tree"] = tree
+    if "ptree" in obj:
+        ptree = _ptree(obj["ptree"], get, "ptree")
+        check_tokens(sum(1 for t in ptree.nodes() if not t.children), max_tokens, path, line, "positional tree")
+        structures["ptree"] = ptree
+    structures.update(_word_level(obj, get, path, line, max_tokens))
+    text = get.str("text")
+    if not structures and text is None:
+        raise CorpusFormatError("object has no representation and no text", path=path, line=line,
+                                fix="add 'text' or a representation ('tree', 'words'+'heads', 'tokens', ...)")
+    return Document(id=doc_id if doc_id is not None else record_id(path, number),
+                    label=label, text=text, structures=structures, source=source(path, line))
+
+
+def _word_level(obj, get, path, line, max_tokens):
+    kinds = [k for k, key in (("dep", "heads"), ("seq", "tokens"), ("wsd", "target")) if key in obj]
+    if len(kinds) > 1:
+        raise CorpusFormatError(f"keys {[{'dep': 'heads', 'seq': 'tokens', 'wsd': 'target'}[k] for k in kinds]} "
+                                "in one object: their 'lemmas'/'pos' would be ambiguous", path=path, line=line,
+                                fix="give one of dependency tree / token sequence / WSD instance per line")
+    kind = kinds[0] if kinds else None
+    allowed = {"dep": ("words", "heads", "lemmas", "pos", "deprels"), "seq": ("tokens", "lemmas", "pos"),
+               "wsd": ("lemmas", "pos", "target", "words"), None: ()}[kind]
+    for key in ("words", "lemmas", "pos", "deprels"):
+        if key in obj and key not in allowed:
+            raise CorpusFormatError(
+                f"key {key!r} without the keys of a representation that uses it", path=path, line=line,
+                fix="a dependency tree needs 'words' and 'heads', a token sequence 'tokens', a WSD instance "
+                    "'lemmas', 'pos' and 'target' (FORMATS.md)")
+    try:
+        if kind == "dep":
+            words, heads = get.strs("words", required="a dependency tree"), get.ints("heads")
+            if len(heads) != len(words):
+                raise CorpusFormatError(f"'heads' has {len(heads)} entries for {len(words)} words", path=path,
+                                        line=line, fix="give one head per word (-1 for the root)")
+            check_tokens(len(words), max_tokens, path, line)
+            bad = head_problem(heads)
+            if bad is not None:
+                raise CorpusFormatError(f"word {bad[0]} ({words[bad[0]]!r}): {bad[1]}", path=path, line=line,
+                                        fix=HEAD_FIX.replace("1-based, 0", "0-based, -1"))
+            return {"dep": DepTree(words, heads, get.strs("lemmas"), get.strs("pos"), get.strs("deprels"))}
+        if kind == "seq":
+            tokens = get.strs("tokens")
+            check_tokens(len(tokens), max_tokens, path, line)
+            return {"seq": TokenSeq(tokens, get.strs("lemmas"), get.strs("pos"))}
+        if kind == "wsd":
+            lemmas = get.strs("lemmas", required="a WSD instance")
+            pos = get.strs("pos", required="a WSD instance")
+            target = obj["target"]
+            if not isinstance(target, int) or isinstance(target, bool):
+                raise CorpusFormatError(f"key 'target' has type {_tname(target)}; expected an integer",
+                                        path=path, line=line, fix="give the 0-based index of the target word")
+            check_tokens(len(lemmas), max_tokens, path, line)
+            return {"wsd": WSDInstance(lemmas, pos, target, get.strs("words"))}
+    except RepresentationError as e:
+        raise CorpusFormatError(str(e), path=path, line=line,
+                                fix="make the lists the same length and indices point inside them") from None
+    return {}
+
+
+def _ptree(node, get, where):
+    if not isinstance(node, dict):
+        get.fail(where, node, "an object {\"label\": ..., \"children\": {...}}")
+    for key in node:
+        if key not in ("label", "children"):
+            raise CorpusFormatError(f"unknown key {key!r} in positional tree node at {where}", path=get.path,
+                                    line=get.line, fix="a node has only 'label' and 'children'")
+    label = node.get("label")
+    if not isinstance(label, str):
+        get.fail(f"{where}.label", label, "a string")
+    children = node.get("children", {})
+    if not isinstance(children, dict):
+        get.fail(f"{where}.children", children, 'an object {"<position>": NODE}')
+    kids = []
+    for p, c in children.items():
+        if not p.isdigit() or int(p) < 1:
+            raise CorpusFormatError(f"positional tree position {p!r} at {where}", path=get.path, line=get.line,
+                                    fix="positions are integers >= 1 written as strings, e.g. \"1\"")
+        kids.append((int(p), _ptree(c, get, f"{where}.children.{p}")))
+    return PTree(label, tuple(kids))
+
+
+def _tname(x):
+    return {str: "string", int: "integer", float: "number", bool: "boolean", list: "list",
+            dict: "object", type(None): "null"}.get(type(x), type(x).__name__)
+
+
+class _Getter:
+    """Typed access to the keys of one object; errors name the key, the line and the type."""
+
+    def __init__(self, obj, path, line):
+        self.obj, self.path, self.line = obj, path, line
+
+    def fail(self, key, value, expected):
+        raise CorpusFormatError(f"key {key!r} has type {_tname(value)}; expected {expected}",
+                                path=self.path, line=self.line, fix=f"write {key!r} as {expected}")
+
+    def str(self, key):
+        v = self.obj.get(key)
+        if v is not None and not isinstance(v, str):
+            self.fail(key, v, "a string")
+        return v
+
+    def strs(self, key, required=None):
+        v = self.obj.get(key)
+        if v is None:
+            if required:
+                raise CorpusFormatError(f"key {key!r} missing", path=self.path, line=self.line,
+                                        fix=f"{required} needs {key!r}")
+            return None
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            self.fail(key, v if not isinstance(v, list) else next(x for x in v if not isinstance(x, str)),
+                      "a list of strings")
+        return v
+
+    def ints(self, key):
+        v = self.obj.get(key)
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            bad = v if not isinstance(v, list) else next(x for x in v if not isinstance(x, int) or isinstance(x, bool))
+            self.fail(key, bad, "a list of integers")
+        return v
+
+
+# ---- writer -----------------------------------------------------------------------------
+
+def write_jsonl(docs, path) -> int:
+    """Write Documents as JSON lines that :func:`read_jsonl` reads back equal.
+
+    Parameters
+    ----------
+    docs : iterable of Document
+        Structures must be stored under the names the reader uses (``"tree"``, ``"dep"``,
+        ``"seq"``, ``"wsd"``, ``"ptree"``), with at most one of dep/seq/wsd per document.
+    path : str or Path
+        ``.gz`` paths are gzip-compressed.
+
+    Returns
+    -------
+    int
+        Number of documents written.
+
+    Raises
+    ------
+    RepresentationError
+        A document that the format cannot hold (the message names the document and the fix).
+    """
+    path = Path(path)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    n = 0
+    with opener(path, "wt", encoding="utf-8", newline="\n") as f:
+        for doc in docs:
+            f.write(json.dumps(_object(doc), ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def _object(doc: Document) -> dict:
+    where = f"document {doc.id!r}"
+    if not isinstance(doc.id, str):
+        raise RepresentationError(f"{where}: id must be a string")
+    obj = {"id": doc.id}
+    label = doc.label
+    if isinstance(label, tuple):
+        label = list(label)
+    if label is not None:
+        if not (isinstance(label, str) or (isinstance(label, list) and all(isinstance(x, str) for x in label))):
+            raise RepresentationError(f"{where}: label {label!r} is not a string or a list of strings; "
+                                      "convert labels to strings before writing")
+        obj["label"] = label
+    if doc.text is not None:
+        obj["text"] = doc.text
+    word_level = [name for name in doc.structures if name in _WORD_LEVEL]
+    if len(word_level) > 1:
+        raise RepresentationError(f"{where}: structures {word_level} would share the keys 'lemmas'/'pos'; "
+                                  "write them to separate files")
+    for name, s in doc.structures.items():
+        want = NAMES.get(name)
+        if want is None or type(s) is not want:
+            expected = next((n for n, t in NAMES.items() if t is type(s)), None)
+            fix = (f"store it under {expected!r}" if expected else
+                   f"JSON lines holds only {[t.__name__ for t in NAMES.values()]}")
+            raise RepresentationError(f"{where}: structure {name!r} ({type(s).__name__}) has no JSON-lines key; {fix}")
+        if name == "tree":
+            text = format_tree(s)
+            if parse_tree(text) != s:
+                raise RepresentationError(f"{where}: tree cannot be written as brackets and read back equal "
+                                          "(a label holds a bracket or whitespace); replace those characters")
+            obj["tree"] = text
+        elif name == "ptree":
+            obj["ptree"] = _ptree_obj(s)
+        elif name == "dep":
+            obj["words"], obj["heads"] = list(s.words), list(s.heads)
+            for key in ("lemmas", "pos", "deprels"):
+                if getattr(s, key) is not None:
+                    obj[key] = list(getattr(s, key))
+        elif name == "seq":
+            obj["tokens"] = list(s.tokens)
+            for key in ("lemmas", "pos"):
+                if getattr(s, key) is not None:
+                    obj[key] = list(getattr(s, key))
+        elif name == "wsd":
+            obj["lemmas"], obj["pos"], obj["target"] = list(s.lemmas), list(s.pos), s.target
+            if s.words is not None:
+                obj["words"] = list(s.words)
+    return obj
+
+
+def _ptree_obj(t: PTree) -> dict:
+    node = {"label": t.label}
+    if t.children:
+        node["children"] = {str(p): _ptree_obj(c) for p, c in t.children}
+    return node

@@ -1,0 +1,120 @@
+"""KeLP examples (``.klp``, ``.klp.gz``): labels, then named representations, one example a line.
+
+    LABEL [LABEL ...] |BS:quest| text |ES| |BV:bow| f:1.0 ... |EV| |BT:grct| (tree) |ET| ...
+
+* ``|BS:name| ... |ES|`` -> ``Document.text`` (one string representation per example);
+* ``|BV:name| f:v ... |EV|`` -> ``structures[name]``, a dict feature -> float (sparse vector);
+* ``|BDV:name| v v ... |EDV|`` -> ``structures[name]``, a dict ``"0"``, ``"1"``... -> float;
+* ``|BT:name| (tree) |ET|`` -> ``structures[name]``, a Tree, for every named tree (``grct``,
+  ``lct``, ``loct``, ``cgrct``, ``clct`` in the TREC distribution).
+
+KeLP writes trees without spaces between siblings (``(A(B c)(D))``); a childless bracketed
+node such as ``(POS##WRB)`` is a leaf. One label gives ``label`` a string, several a list.
+"""
+from __future__ import annotations
+
+import re
+
+from gramtile.kernels.errors import CorpusFormatError
+from gramtile.pipeline.readers.base import (
+    DEFAULT_MAX_TOKENS, check_tokens, guarded, lines, make_policy, parse_bracketed, record_id, source,
+)
+from gramtile.pipeline.structures import Document
+
+# the kind letters must match at both ends (|BT:x| ... |ET|), so a '|' inside a tree is harmless
+_PART = re.compile(r"\|B(T|V|S|DV):([^|]*)\|(.*?)\|E\1\|")
+FIX = "write each line as 'LABEL |BS:name| text |ES| |BV:name| f:v |EV| |BT:name| (tree) |ET|'"
+
+
+def read_kelp(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8"):
+    """Read a KeLP example file (plain or gzip).
+
+    Parameters
+    ----------
+    path : str or Path
+    policy : ErrorPolicy, optional
+    max_tokens : int or None
+        Largest number of leaves per tree.
+    encoding : str
+
+    Yields
+    ------
+    Document
+        ``id`` = ``"<stem>:<record number>"`` (the stem drops ``.klp.gz``).
+    """
+    policy = make_policy(on_error, policy)
+    number = 0
+    for line, text in lines(path, policy, encoding):
+        if text is not None and not text.strip():
+            continue
+        number += 1
+        if text is None:
+            continue
+        doc = guarded(policy, _document, text, path, line, number, max_tokens)
+        if doc is not None:
+            yield doc
+
+
+def _document(text, path, line, number, max_tokens):
+    first = text.find("|B")
+    if first < 0:
+        raise CorpusFormatError("no representation (no '|B...|' marker)", path=path, line=line, fix=FIX)
+    labels = text[:first].split()
+    structures = {}
+    doc_text = None
+    end = first
+    for m in _PART.finditer(text, first):
+        gap = text[end:m.start()].strip()
+        if gap:
+            raise CorpusFormatError(f"text outside any representation: {gap[:40]!r}", path=path, line=line, fix=FIX)
+        end = m.end()
+        kind, name, body = m.group(1), m.group(2), m.group(3)
+        if not name:
+            raise CorpusFormatError(f"'|B{kind}:|' without a name", path=path, line=line,
+                                    fix=f"name every representation, e.g. |B{kind}:bow|")
+        if kind == "S":
+            if doc_text is not None:
+                raise CorpusFormatError(f"second string representation {name!r}", path=path, line=line,
+                                        fix="keep one |BS:...| per example")
+            doc_text = body.strip()
+            continue
+        if name in structures:
+            raise CorpusFormatError(f"representation {name!r} given twice", path=path, line=line,
+                                    fix="give each representation a distinct name")
+        if kind == "T":
+            tree = parse_bracketed(body, path, line, what=f"tree {name!r}")
+            check_tokens(len(tree.leaves()), max_tokens, path, line, f"tree {name!r}")
+            structures[name] = tree
+        elif kind == "V":
+            structures[name] = _sparse(body, name, path, line)
+        else:
+            structures[name] = _dense(body, name, path, line)
+    rest = text[end:].strip()
+    if rest:
+        raise CorpusFormatError(f"unterminated or unknown representation: {rest[:40]!r}", path=path, line=line,
+                                fix=FIX + " (each |BX:name| needs its |EX|)")
+    label = labels[0] if len(labels) == 1 else (labels or None)
+    return Document(id=record_id(path, number), label=label, text=doc_text, structures=structures,
+                    source=source(path, line))
+
+
+def _sparse(body, name, path, line):
+    bow = {}
+    for item in body.split():
+        feat, sep, value = item.rpartition(":")
+        try:
+            if not sep or not feat:
+                raise ValueError
+            bow[feat] = bow.get(feat, 0.0) + float(value)
+        except ValueError:
+            raise CorpusFormatError(f"vector {name!r}: entry {item!r} is not 'feature:value'", path=path,
+                                    line=line, fix="write sparse entries as feature:value, e.g. _dog__n:1.0") from None
+    return bow
+
+
+def _dense(body, name, path, line):
+    try:
+        return {str(i): float(v) for i, v in enumerate(body.split())}
+    except ValueError:
+        raise CorpusFormatError(f"dense vector {name!r} holds a non-number", path=path, line=line,
+                                fix="write dense vectors as space-separated numbers") from None
