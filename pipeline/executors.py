@@ -1,0 +1,233 @@
+"""Executors: run tile tasks in-process (``sequential``, the reference) or on Dask (``dask``).
+
+Both call the same task, :func:`compute_tile`, which
+
+1. loads the row and column examples of its tile from the corpus store (through a per-process
+   LRU of shards keyed by (corpus path, content hash, representation, shard range), so a Dask
+   worker reads each shard once, not once per tile),
+2. evaluates the spec on them with :func:`~gramtile.pipeline.evaluate.evaluate_block`,
+3. **writes its whole tile (and, symmetric, the mirrored tile) into the Gram store itself**,
+4. returns only the tile's diagonals and timing to the driver.
+
+The driver then writes the diagonal chunks and the tile's done bit (driver-side done bits:
+the done array then has one writer, and a tile is marked done only after its chunk write has
+returned). So K chunks have exactly one writer each (the task of their tile), and ``done``/diag
+chunks have exactly one writer (the driver).
+
+Dask task keys are deterministic: ``gram-<spec_hash[:16]>-<store token>-<i>-<j>``. The store
+token (a hash of corpus content hash, selections and tile size) keeps two runs of the same
+kernel over different corpora on one shared scheduler from ever sharing a key. At most
+``max_in_flight`` tasks are submitted at a time, so the driver's memory does not grow with n.
+Worker loss is survived by Dask's rescheduling plus ``retries=3``; a re-run task rewrites the
+same chunk with the same numbers.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from gramtile.kernels.batches import Batch
+from gramtile.kernels.errors import StoreMismatchError
+from gramtile.pipeline.gram_store import write_tile
+from gramtile.pipeline.tiles import Tile, TileGrid
+
+#: Shards kept per process (all representations together).
+SHARD_CACHE_SIZE = 16
+
+
+@dataclass(frozen=True)
+class TileJob:
+    """Everything a tile task needs, small enough to send with every task."""
+
+    corpus_path: str
+    corpus_hash: str
+    spec_json: str
+    spec_hash: str
+    reps: tuple
+    store_path: str
+    tile: int
+    symmetric: bool
+    token: str
+
+    def key(self, t: Tile) -> str:
+        """Deterministic Dask key of tile ``t``."""
+        return f"gram-{self.spec_hash[:16]}-{self.token}-{t.i}-{t.j}"
+
+
+def store_token(corpus_hash: str, rows_sha: str, cols_sha: str, tile: int) -> str:
+    return hashlib.sha256(f"{corpus_hash}|{rows_sha}|{cols_sha}|{tile}".encode()).hexdigest()[:8]
+
+
+@dataclass
+class TileResult:
+    """What a task returns to the driver (the tile itself is already in the store)."""
+
+    tile: Tile
+    diag_r: np.ndarray
+    diag_c: np.ndarray
+    evaluations: int
+    seconds: float
+    worker: str
+
+
+# ---- per-process caches --------------------------------------------------------------------
+
+_lock = threading.Lock()
+_corpora: dict = {}
+_shards: OrderedDict = OrderedDict()
+_specs: dict = {}
+stats = {"shard_loads": 0, "shard_hits": 0}
+
+
+def _corpus(path: str, content_hash: str):
+    from gramtile.pipeline.corpus_store import CorpusStore
+
+    key = (path, content_hash)
+    with _lock:
+        cs = _corpora.get(key)
+    if cs is None:
+        cs = CorpusStore.open(path)
+        if cs.content_hash != content_hash:
+            raise StoreMismatchError(
+                f"corpus store {path} changed: content hash {cs.content_hash}, the Gram run expects "
+                f"{content_hash}; rerun against the corpus the store was created from, or use a new --out")
+        with _lock:
+            _corpora[key] = cs
+    return cs
+
+
+def _spec(spec_json: str):
+    s = _specs.get(spec_json)
+    if s is None:
+        from gramtile.kernels.spec import parse_spec
+
+        s = _specs[spec_json] = parse_spec(spec_json)
+    return s
+
+
+def _shard(cs, path, content_hash, rep, a, b) -> Batch:
+    key = (path, content_hash, rep, a, b)
+    with _lock:
+        bt = _shards.get(key)
+        if bt is not None:
+            _shards.move_to_end(key)
+            stats["shard_hits"] += 1
+            return bt
+    bt = cs.load(rep, a, b)
+    with _lock:
+        stats["shard_loads"] += 1
+        _shards[key] = bt
+        while len(_shards) > SHARD_CACHE_SIZE:
+            _shards.popitem(last=False)
+    return bt
+
+
+def _shard_ranges(cs) -> list:
+    rngs = [(int(a), int(b)) for a, b in cs.shard_ranges]
+    return rngs if rngs else [(0, int(cs.n))]
+
+
+def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
+    """Examples ``idx`` (corpus indices, any order) of each representation, through the shard LRU.
+
+    Returns
+    -------
+    dict representation name -> Batch with ``len(idx)`` examples in the order of ``idx``.
+    """
+    cs = _corpus(corpus_path, content_hash)
+    idx = np.asarray(idx, dtype=np.int64)
+    rngs = _shard_ranges(cs)
+    starts = np.asarray([a for a, _ in rngs], dtype=np.int64)
+    sh = np.searchsorted(starts, idx, side="right") - 1
+    needed = np.unique(sh)
+    out = {}
+    for rep in reps:
+        parts, base, pos = [], {}, 0
+        for s in needed:
+            a, b = rngs[int(s)]
+            bt = _shard(cs, corpus_path, content_hash, rep, a, b)
+            base[int(s)] = pos - a
+            pos += bt.n
+            parts.append(bt)
+        whole = parts[0] if len(parts) == 1 else Batch.concat(parts)
+        local = idx + np.asarray([base[int(s)] for s in sh], dtype=np.int64)
+        if local.size == whole.n and np.array_equal(local, np.arange(whole.n)):
+            out[rep] = whole
+        else:
+            out[rep] = whole.take(local)
+    return out
+
+
+def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> TileResult:
+    """Compute tile ``t`` and write it into the store (see module docstring)."""
+    from gramtile.pipeline.evaluate import evaluate_block
+
+    t = Tile(int(t[0]), int(t[1]))
+    t0 = time.perf_counter()
+    spec = _spec(job.spec_json)
+    X = load_examples(job.corpus_path, job.corpus_hash, job.reps, ridx)
+    if job.symmetric and t.i == t.j:
+        K, dr, dc = evaluate_block(spec, X)
+        n = len(ridx)
+        evals = n * (n + 1) // 2
+    else:
+        Y = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
+        K, dr, dc = evaluate_block(spec, X, Y)
+        evals = len(ridx) * len(cidx)
+    write_tile(job.store_path, t, K, job.tile, job.symmetric)
+    return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
+                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}")
+
+
+# ---- executors -----------------------------------------------------------------------------
+
+def run_sequential(job: TileJob, grid: TileGrid, tiles, on_result):
+    """Reference executor: compute ``tiles`` one after the other in this process."""
+    for t in tiles:
+        on_result(compute_tile(job, t, grid.row_index(t.i), grid.col_index(t.j)))
+
+
+def run_dask(job: TileJob, grid: TileGrid, tiles, on_result, client, max_in_flight: int | None = None):
+    """Dask executor: submit tile tasks with deterministic keys, at most ``max_in_flight`` at once.
+
+    ``on_result`` runs in the driver for each finished task, in completion order.
+    """
+    from distributed import as_completed
+
+    if max_in_flight is None:
+        threads = sum(client.nthreads().values()) or 1
+        max_in_flight = max(4, 2 * threads)
+    it = iter(tiles)
+
+    def submit(t):
+        return client.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j),
+                             key=job.key(t), retries=3)
+
+    first = []
+    for t in it:
+        first.append(submit(t))
+        if len(first) >= max_in_flight:
+            break
+    if not first:
+        return
+    ac = as_completed(first)
+    try:
+        for fut in ac:
+            res = fut.result()
+            fut.release()
+            on_result(res)
+            nxt = next(it, None)
+            if nxt is not None:
+                ac.add(submit(nxt))
+    except BaseException:
+        # leave no task of this run behind on a shared scheduler
+        for f in list(ac.futures):
+            f.cancel()
+        raise

@@ -1,0 +1,618 @@
+"""The Gram store: a Zarr v3 group holding one (possibly partial) Gram matrix and its provenance.
+
+Layout of ``GRAM.zarr/``::
+
+    zarr.json        group attributes "gramtile": provenance (kernel spec JSON and hash, corpus
+                     content hash and path, selections' sha256 and sizes, row/col example ids,
+                     tile size, symmetric flag, gramtile version, created/updated times)
+    K/               float64 (n_rows, n_cols), chunks (tile, tile), fill NaN,
+                     codecs bytes -> crc32c (every chunk carries its checksum)
+    diag_rows/       float64 (n_rows,), self-kernels of the row examples, chunks (tile,)
+    diag_cols/       float64 (n_cols,)
+    done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete
+    row_index/       int64 corpus indices of the row examples; col_index/ likewise
+    log.jsonl        one JSON line per computed tile and per run start/end
+    gramtile.lock    present while a run writes (pid, host, time)
+
+Rules (uniform, relied on by every reader):
+
+- **Symmetric matrices hold full K.** The task computing tile (i, j), i < j, writes the
+  transposed block into chunk (j, i) too, and both done bits are set. Readers never mirror.
+- **Write order.** Metadata first (attributes, then arrays); a task writes its whole tile (and
+  mirror); only then the driver writes the tile's diagonal chunks and its done bit(s). A tile
+  whose done bit is unset is recomputed on resume, so a crash at any point loses no finished
+  tile and never exposes a partial one.
+- **One writer per chunk.** ``K`` chunks are written by the task owning the tile; ``done``
+  and the diagonals only by the driver, which holds ``gramtile.lock``.
+
+The lock is a file created with ``O_CREAT | O_EXCL`` (local filesystems); a lock whose pid is
+no longer alive on this host is stale and taken over.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import socket
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec
+
+from gramtile import __version__
+from gramtile.kernels.composite import normalize_block
+from gramtile.kernels.errors import (IncompleteTileError, StoreCorruptError, StoreError, StoreLockedError,
+                                     StoreMismatchError)
+from gramtile.pipeline.tiles import Tile, TileGrid
+
+FORMAT_VERSION = 1
+LOCK_NAME = "gramtile.lock"
+LOG_NAME = "log.jsonl"
+_DONE_CHUNK = 256
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def selection_hash(idx: np.ndarray) -> str:
+    """sha256 of a selection's int64 little-endian bytes."""
+    return hashlib.sha256(np.ascontiguousarray(idx, dtype="<i8").tobytes()).hexdigest()
+
+
+def _crc_array(group, name, shape, chunks, dtype, fill):
+    return group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
+                              serializer=BytesCodec(), compressors=[Crc32cCodec()], filters=None,
+                              overwrite=True)
+
+
+# ---- lock ----------------------------------------------------------------------------------
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def store_lock(path):
+    """Hold the store's exclusive writer lock for the duration of the block.
+
+    Raises
+    ------
+    StoreLockedError
+        When another live process holds it.
+    """
+    lock = Path(path) / LOCK_NAME
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "time": _now()}
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                other = json.loads(lock.read_text())
+            except (OSError, ValueError):
+                other = {}
+            if other.get("host") == me["host"] and isinstance(other.get("pid"), int) \
+                    and not _pid_alive(other["pid"]):
+                # the holder died (e.g. SIGKILL): its tiles without done bits are recomputed anyway
+                lock.unlink(missing_ok=True)
+                continue
+            raise StoreLockedError(
+                f"Gram store {path} is being written by pid {other.get('pid')} on host {other.get('host')} "
+                f"(since {other.get('time')}); wait for that run to finish, or, if no run is active, "
+                f"delete {lock}") from None
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        break
+    else:
+        raise StoreLockedError(f"could not take the lock {lock}; delete it if no run is active")
+    try:
+        yield
+    finally:
+        try:
+            if json.loads(lock.read_text()).get("pid") == me["pid"]:
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
+
+
+# ---- the store -----------------------------------------------------------------------------
+
+class GramStore:
+    """A Gram store on disk (see module docstring). Open with :meth:`open` or :meth:`create_or_open`."""
+
+    def __init__(self, path, group):
+        self.path = Path(path)
+        self.group = group
+        self.meta = dict(group.attrs["gramtile"])
+        self.K = group["K"]
+        self.diag_rows = group["diag_rows"]
+        self.diag_cols = group["diag_cols"]
+        self.done = group["done"]
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path, mode: str = "r") -> "GramStore":
+        """Open an existing store (``mode`` "r" or "r+")."""
+        p = Path(path)
+        try:
+            g = zarr.open_group(str(p), mode=mode)
+            if "gramtile" not in g.attrs:
+                raise KeyError("gramtile")
+            return cls(p, g)
+        except (FileNotFoundError, KeyError, zarr.errors.BaseZarrError):
+            raise StoreError(f"{p} is not a gramtile Gram store (no 'gramtile' attributes); "
+                             f"create it with `gramtile gram --out {p}`") from None
+
+    @classmethod
+    def create_or_open(cls, path, *, spec, corpus_hash: str, corpus_path: str, rows: np.ndarray,
+                       cols: np.ndarray, tile: int | None, symmetric: bool, row_ids=None, col_ids=None,
+                       default_tile: int = 100) -> "GramStore":
+        """Create a store, or reopen one created for exactly this kernel, corpus and selection.
+
+        Raises
+        ------
+        StoreMismatchError
+            The existing store holds another kernel, corpus, selection or tile size.
+        """
+        p = Path(path)
+        want = {
+            "kernel_hash": spec.spec_hash,
+            "corpus_hash": corpus_hash,
+            "rows_sha256": selection_hash(rows),
+            "cols_sha256": selection_hash(cols),
+            "symmetric": bool(symmetric),
+        }
+        if (p / "zarr.json").exists():
+            st = cls.open(p, mode="r+")
+            st._check_same(want, tile)
+            st._ensure_arrays(rows, cols)
+            return st
+        t = int(tile or default_tile)
+        meta = {
+            "format": FORMAT_VERSION,
+            "gramtile_version": __version__,
+            "kernel": spec.to_dict(),
+            "kernel_json": spec.to_json(),
+            **want,
+            "corpus_path": str(corpus_path),
+            "n_rows": int(rows.shape[0]),
+            "n_cols": int(cols.shape[0]),
+            "row_ids": None if row_ids is None else [str(x) for x in row_ids],
+            "col_ids": None if (col_ids is None or symmetric) else [str(x) for x in col_ids],
+            "tile": t,
+            "mirror": "symmetric stores hold full K: the transposed tile is written too",
+            "created": _now(),
+            "updated": _now(),
+        }
+        # metadata first: attributes, then the arrays (their creation is idempotent on resume)
+        g = zarr.open_group(str(p), mode="w", attributes={"gramtile": meta})
+        st = cls.__new__(cls)
+        st.path, st.group, st.meta = p, g, meta
+        st._ensure_arrays(rows, cols)
+        return GramStore(p, zarr.open_group(str(p), mode="r+"))
+
+    def _ensure_arrays(self, rows, cols):
+        g, t = self.group, self.tile
+        nr, nc = self.meta["n_rows"], self.meta["n_cols"]
+        gshape = (-(-nr // t), -(-nc // t))
+        have = set(g.array_keys())
+        if "row_index" not in have:
+            g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True)
+        if "col_index" not in have:
+            g.create_array("col_index", data=np.asarray(cols, dtype=np.int64), chunks=(max(1, nc),), overwrite=True)
+        if "K" not in have:
+            _crc_array(g, "K", (nr, nc), (t, t), "float64", np.nan)
+        if "diag_rows" not in have:
+            _crc_array(g, "diag_rows", (nr,), (t,), "float64", np.nan)
+        if "diag_cols" not in have:
+            _crc_array(g, "diag_cols", (nc,), (t,), "float64", np.nan)
+        if "done" not in have:
+            _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool", False)
+        self.K, self.diag_rows, self.diag_cols, self.done = g["K"], g["diag_rows"], g["diag_cols"], g["done"]
+
+    def _check_same(self, want: dict, tile):
+        m = self.meta
+        what = {"kernel_hash": "kernel spec", "corpus_hash": "corpus content",
+                "rows_sha256": "row selection", "cols_sha256": "column selection", "symmetric": "symmetric flag"}
+        for key, label in what.items():
+            if m.get(key) != want[key]:
+                raise StoreMismatchError(
+                    f"Gram store {self.path} was created for another {label}: stored {key} {m.get(key)!r}, "
+                    f"this run has {want[key]!r}. Use a new --out for this run, or delete {self.path} "
+                    f"to recompute it from scratch.")
+        if tile is not None and int(tile) != self.tile:
+            raise StoreMismatchError(
+                f"Gram store {self.path} was created with tile size {self.tile}, this run asks for {tile}; "
+                f"tiles are the store's chunks and cannot change: omit --tile (or pass --tile {self.tile}) to "
+                f"resume, or use a new --out")
+
+    # -- provenance ------------------------------------------------------------------------
+    @property
+    def tile(self) -> int:
+        return int(self.meta["tile"])
+
+    @property
+    def symmetric(self) -> bool:
+        return bool(self.meta["symmetric"])
+
+    @property
+    def kernel_hash(self) -> str:
+        return self.meta["kernel_hash"]
+
+    @property
+    def corpus_hash(self) -> str:
+        return self.meta["corpus_hash"]
+
+    @property
+    def shape(self) -> tuple:
+        return (int(self.meta["n_rows"]), int(self.meta["n_cols"]))
+
+    @property
+    def spec(self):
+        import gramtile.kernels.registry  # noqa: F401  (registers kinds)
+        from gramtile.kernels.spec import spec_from_dict
+
+        return spec_from_dict(self.meta["kernel"])
+
+    def rows(self) -> np.ndarray:
+        """Corpus indices of the row examples."""
+        return np.asarray(self.group["row_index"][:], dtype=np.int64)
+
+    def cols(self) -> np.ndarray:
+        return np.asarray(self.group["col_index"][:], dtype=np.int64)
+
+    def grid(self) -> TileGrid:
+        r = self.rows()
+        c = r if self.symmetric else self.cols()
+        return TileGrid(r, c, self.tile, symmetric=self.symmetric)
+
+    def touch(self, **extra):
+        """Update the ``updated`` time (and any extra provenance) in the attributes."""
+        self.meta.update(extra)
+        self.meta["updated"] = _now()
+        self.group.attrs["gramtile"] = self.meta
+
+    # -- tiles -----------------------------------------------------------------------------
+    def done_mask(self) -> np.ndarray:
+        """bool array (n_tile_rows, n_tile_cols)."""
+        return np.asarray(self.done[...], dtype=bool)
+
+    def tiles_done(self) -> tuple:
+        """(tiles done, tiles to compute) counting only planned tiles (i <= j when symmetric)."""
+        g = self.grid()
+        d = self.done_mask()
+        planned = g.tiles()
+        return sum(bool(d[t.i, t.j]) for t in planned), len(planned)
+
+    @property
+    def complete(self) -> bool:
+        done, total = self.tiles_done()
+        return done == total
+
+    def spans(self, t: Tile) -> tuple:
+        """(r0, r1, c0, c1) array positions of tile ``t``."""
+        nr, nc = self.shape
+        s = self.tile
+        return t.i * s, min((t.i + 1) * s, nr), t.j * s, min((t.j + 1) * s, nc)
+
+    def mark_done(self, t: Tile, diag_r: np.ndarray, diag_c: np.ndarray):
+        """Driver side: write the tile's diagonal chunks, then its done bit (and the mirror's)."""
+        r0, r1, c0, c1 = self.spans(t)
+        self.diag_rows[r0:r1] = diag_r
+        self.diag_cols[c0:c1] = diag_c
+        if self.symmetric:
+            # the column examples are the row examples: keep diag_rows complete for every tile row
+            self.diag_rows[c0:c1] = diag_c
+            self.diag_cols[r0:r1] = diag_r
+        self.done[t.i, t.j] = True
+        if self.symmetric and t.i != t.j:
+            self.done[t.j, t.i] = True
+
+    def clear_done(self, tiles):
+        """Unset the done bits of ``tiles`` (and their mirrors in a symmetric store)."""
+        for t in tiles:
+            self.done[t.i, t.j] = False
+            if self.symmetric:
+                self.done[t.j, t.i] = False
+
+    def chunk_path(self, t: Tile) -> Path:
+        """File holding K's chunk for tile ``t`` (local stores, default chunk key encoding)."""
+        return self.path / "K" / "c" / str(t.i) / str(t.j)
+
+    def log(self, record: dict):
+        """Append one JSON line to ``log.jsonl``."""
+        with open(self.path / LOG_NAME, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+    def read_log(self) -> list:
+        p = self.path / LOG_NAME
+        if not p.exists():
+            return []
+        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+    def view(self) -> "GramView":
+        return GramView(self)
+
+    def summary(self) -> dict:
+        done, total = self.tiles_done()
+        m = self.meta
+        return {"path": str(self.path), "tiles_done": done, "tiles_total": total, "complete": done == total,
+                "shape": list(self.shape), "tile": self.tile, "symmetric": self.symmetric,
+                "kernel": m["kernel_json"], "kernel_hash": m["kernel_hash"], "corpus_path": m["corpus_path"],
+                "corpus_hash": m["corpus_hash"], "gramtile_version": m["gramtile_version"],
+                "created": m["created"], "updated": m["updated"]}
+
+
+def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool):
+    """Worker side: write tile ``t``'s whole chunk of K (and, symmetric and off-diagonal, its mirror).
+
+    Opens the ``K`` array by path so it can run in any process that sees the store.
+    """
+    K = zarr.open_array(str(Path(store_path) / "K"), mode="r+")
+    nr, nc = K.shape
+    r0, r1 = t.i * tile, min((t.i + 1) * tile, nr)
+    c0, c1 = t.j * tile, min((t.j + 1) * tile, nc)
+    if block.shape != (r1 - r0, c1 - c0):
+        raise StoreError(f"tile {tuple(t)} block has shape {block.shape}, expected {(r1 - r0, c1 - c0)}")
+    K[r0:r1, c0:c1] = block
+    if symmetric and t.i != t.j:
+        K[c0:c1, r0:r1] = np.ascontiguousarray(block.T)
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def _positions(sel, n: int, what: str) -> np.ndarray:
+    if sel is None:
+        return np.arange(n, dtype=np.int64)
+    if isinstance(sel, slice):
+        return np.arange(n, dtype=np.int64)[sel]
+    arr = np.asarray(sel, dtype=np.int64).reshape(-1)
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        bad = arr[(arr < 0) | (arr >= n)][0]
+        raise StoreError(f"{what} position {int(bad)} is outside the stored matrix ({n} {what}s); "
+                         f"positions index the store's own row/column selection, 0..{n - 1}")
+    return arr
+
+
+class GramView:
+    """Lazy reader of a Gram store: :meth:`block` reads only the chunks it needs.
+
+    ``chunk_reads`` counts chunks of K read so far (tests assert laziness with it).
+    """
+
+    def __init__(self, store: GramStore):
+        self.store = store
+        self.chunk_reads = 0
+        self._done = store.done_mask()
+
+    @property
+    def shape(self):
+        return self.store.shape
+
+    def _read_chunk(self, a: int, b: int) -> np.ndarray:
+        r0, r1, c0, c1 = self.store.spans(Tile(a, b))
+        self.chunk_reads += 1
+        try:
+            return np.asarray(self.store.K[r0:r1, c0:c1])
+        except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
+            raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
+                                    f"`gramtile verify {self.store.path} --repair`") from None
+
+    def diag(self, rows=None, cols=None) -> tuple:
+        """(diag over the row positions, diag over the column positions)."""
+        nr, nc = self.shape
+        r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
+        return np.asarray(self.store.diag_rows[...])[r], np.asarray(self.store.diag_cols[...])[c]
+
+    def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
+        """K[rows][:, cols] as a dense float64 array.
+
+        Parameters
+        ----------
+        rows, cols : None (all), slice, or integer positions into the store's row/column selection
+        normalized : bool
+            Divide by sqrt(K(x,x) K(y,y)) (0 where either self-kernel is 0).
+
+        Returns
+        -------
+        ndarray, shape (len(rows), len(cols))
+
+        Raises
+        ------
+        IncompleteTileError
+            A needed tile is not marked done.
+        """
+        nr, nc = self.shape
+        t = self.store.tile
+        r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
+        ti, tj = r // t, c // t
+        uti, utj = np.unique(ti), np.unique(tj)
+        for a in uti:
+            for b in utj:
+                if not self._done[a, b]:
+                    d, tot = self.store.tiles_done()
+                    raise IncompleteTileError(
+                        f"tile {(int(a), int(b))} of {self.store.path} is not computed yet ({d} of {tot} tiles "
+                        f"done); finish it by rerunning the same `gramtile gram` command")
+        out = np.empty((r.size, c.size), dtype=np.float64)
+        col_groups = [(b, np.nonzero(tj == b)[0]) for b in utj]
+        for a in uti:
+            ri = np.nonzero(ti == a)[0]
+            lr = r[ri] - a * t
+            for b, ci in col_groups:
+                chunk = self._read_chunk(int(a), int(b))
+                out[np.ix_(ri, ci)] = chunk[np.ix_(lr, c[ci] - b * t)]
+        if normalized:
+            dr, dc = self.diag(r, c)
+            out = normalize_block(out, dr, dc)
+        return out
+
+    def export(self, out_npy, normalized: bool = False):
+        """Write the full matrix to ``out_npy`` (.npy), tile by tile; refuses an incomplete store."""
+        done, total = self.store.tiles_done()
+        if done != total:
+            raise IncompleteTileError(
+                f"{self.store.path} is incomplete ({done} of {total} tiles done); finish it by rerunning the "
+                f"same `gramtile gram` command before exporting")
+        nr, nc = self.shape
+        t = self.store.tile
+        mm = np.lib.format.open_memmap(str(out_npy), mode="w+", dtype=np.float64, shape=(nr, nc))
+        dr, dc = self.diag() if normalized else (None, None)
+        for a in range(-(-nr // t)):
+            r0, r1 = a * t, min((a + 1) * t, nr)
+            for b in range(-(-nc // t)):
+                c0, c1 = b * t, min((b + 1) * t, nc)
+                blk = self._read_chunk(a, b)
+                if normalized:
+                    blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
+                mm[r0:r1, c0:c1] = blk
+        mm.flush()
+        del mm
+        return Path(out_npy)
+
+
+def export(store, out_npy, normalized: bool = False):
+    """Write a complete store's K (optionally normalized) to ``out_npy``; see :meth:`GramView.export`."""
+    st = store if isinstance(store, GramStore) else GramStore.open(store)
+    return st.view().export(out_npy, normalized=normalized)
+
+
+class ComposedView:
+    """A composite kernel read from stored base matrices, without recomputing any pair.
+
+    Parameters
+    ----------
+    spec : KernelSpec
+        The composite (or base) spec.
+    stores : mapping base spec_hash -> GramStore
+        One store per distinct base spec of ``spec``, all over the same corpus and selections.
+    """
+
+    def __init__(self, spec, stores: dict):
+        self.spec = spec
+        bases = spec.base_specs()
+        missing = [b for b in bases if b.spec_hash not in stores]
+        if missing:
+            raise StoreMismatchError(
+                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash}); "
+                f"compute it with `gramtile gram --kernel '{missing[0].to_json()}'`")
+        self.views = {}
+        ref = None
+        for b in bases:
+            st = stores[b.spec_hash]
+            if st.kernel_hash != b.spec_hash:
+                raise StoreMismatchError(f"store {st.path} holds kernel hash {st.kernel_hash}, "
+                                         f"not {b.spec_hash} ({b.to_json()}); pass the right store for it")
+            key = (st.corpus_hash, st.meta["rows_sha256"], st.meta["cols_sha256"])
+            if ref is None:
+                ref = (key, st.path)
+            elif key != ref[0]:
+                raise StoreMismatchError(f"stores {ref[1]} and {st.path} cover different corpora or selections "
+                                         f"(corpus hashes {ref[0][0]} vs {key[0]}); compute both over the same "
+                                         f"--corpus/--rows/--cols")
+            self.views[b.spec_hash] = GramView(st)
+
+    @property
+    def shape(self):
+        return next(iter(self.views.values())).shape
+
+    @property
+    def chunk_reads(self) -> int:
+        return sum(v.chunk_reads for v in self.views.values())
+
+    def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
+        base = {}
+        for h, v in self.views.items():
+            dr, dc = v.diag(rows, cols)
+            base[h] = (v.block(rows, cols), dr, dc)
+        K, dr, dc = self.spec.combine(base)
+        K = np.asarray(K, dtype=np.float64)
+        return normalize_block(K, dr, dc) if normalized else K
+
+
+# ---- verification --------------------------------------------------------------------------
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`verify`: tiles checked and the bad ones with reasons."""
+
+    path: str
+    checked: int = 0
+    bad: list = field(default_factory=list)  # [(Tile, reason)]
+    repaired: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no bad tile was found, or every bad tile was recomputed."""
+        return not self.bad or bool(self.repaired)
+
+
+def verify(store, repair: bool = False, cluster: str = "sequential", cluster_file=None,
+           progress: bool = False) -> VerifyReport:
+    """Re-read every done chunk; report checksum / decode failures and NaN inside done tiles.
+
+    Parameters
+    ----------
+    store : GramStore or path
+    repair : bool
+        Clear the done bits of bad tiles and recompute them (needs the corpus store named in the
+        provenance).
+    cluster, cluster_file : executor settings for the repair run.
+
+    Returns
+    -------
+    VerifyReport
+    """
+    st = store if isinstance(store, GramStore) else GramStore.open(store, mode="r+" if repair else "r")
+    rep = VerifyReport(str(st.path))
+    done = st.done_mask()
+    nr, nc = st.shape
+
+    diag_bad_rows, diag_bad_cols = set(), set()
+    for name, n, bad in (("diag_rows", nr, diag_bad_rows), ("diag_cols", nc, diag_bad_cols)):
+        arr = st.group[name]
+        for a in range(-(-n // st.tile)):
+            if not (done[a, :].any() if name == "diag_rows" else done[:, a].any()):
+                continue
+            s0, s1 = a * st.tile, min((a + 1) * st.tile, n)
+            try:
+                v = np.asarray(arr[s0:s1])
+                if np.isnan(v).any():
+                    bad.add(a)
+            except Exception:  # noqa: BLE001
+                bad.add(a)
+
+    for a, b in zip(*np.nonzero(done)):
+        t = Tile(int(a), int(b))
+        r0, r1, c0, c1 = st.spans(t)
+        rep.checked += 1
+        try:
+            v = np.asarray(st.K[r0:r1, c0:c1])
+        except Exception as e:  # noqa: BLE001  (checksum mismatch, truncated chunk, ...)
+            rep.bad.append((t, f"unreadable chunk: {type(e).__name__}: {e}"))
+            continue
+        if np.isnan(v).any():
+            rep.bad.append((t, "NaN inside a done tile (chunk missing or partly written)"))
+        elif t.i in diag_bad_rows or t.j in diag_bad_cols:
+            rep.bad.append((t, "diagonal chunk of this tile's rows/columns unreadable or NaN"))
+
+    if repair and rep.bad:
+        canon = sorted({Tile(min(t), max(t)) if st.symmetric else t for t, _ in rep.bad})
+        st.clear_done(canon)
+        from gramtile.pipeline.engine import run_gram
+
+        run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(),
+                 cols=None if st.symmetric else st.cols(), cluster=cluster, cluster_file=cluster_file,
+                 progress=progress)
+        rep.repaired = canon
+    return rep
