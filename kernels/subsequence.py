@@ -1,0 +1,283 @@
+"""Gap-weighted subsequence kernel with optional soft matching (Lodhi et al. 2002; Cancedda et al.
+2003; Giuliano, Gliozzo, Strapparava 2006). KERNELS.md section 3.
+
+With l(i) = i_p - i_1 + 1 the span of an increasing index tuple i of length p::
+
+    K_p(s, t)   = sum_{i, j, |i| = |j| = p} lam^{l(i) + l(j)} prod_k A[s_{i_k}, t_{j_k}]
+    K_<=n(s, t) = sum_{p=1..n} K_p(s, t)
+
+with A the identity (exact matching) or a positive semidefinite symbol-similarity matrix
+(soft matching, applied at every position). Computed by the K'/K'' dynamic programme in
+O(n |s| |t|): with S_p(i, j) the weight of the pairs of length-p tuples ending exactly at
+(i, j) and P_p(i, j) = sum_{i' <= i, j' <= j} lam^{(i - i') + (j - j')} S_p(i', j'),
+
+    S_1(i, j)     = lam^2 A[s_i, t_j]
+    S_{p+1}(i, j) = lam^2 A[s_i, t_j] P_p(i - 1, j - 1)
+    K_p           = sum_{i, j} S_p(i, j)
+
+P is accumulated row by row as K''(i, j) = lam K''(i, j - 1) + S(i, j), P(i, j) =
+lam P(i - 1, j) + K''(i, j): only additions of like-signed terms, no inclusion-exclusion
+subtraction, so exact-match values stay accurate to rounding. All levels advance together
+while a row of s is read, so the scratch is O(n |t|), not O(n |s| |t|).
+
+Soft matching reads the similarity as a *resource* (see :meth:`SubsequenceKernel.resources`):
+either a CSR matrix over the corpus symbol ids (``indptr``, ``indices`` sorted per row,
+``data``, used as given, diagonal included; WordNet synonymy is very sparse) or a dense factor ``D`` of shape (n_symbols, k)
+with A = D D^T off the diagonal and A[u, u] = 1 (LSA; rows of D are unit or zero, so this
+only adds a non-negative diagonal and keeps A PSD). The match matrix of a pair of sequences
+is built once, then the dynamic programme runs on it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from gramtile.kernels.errors import KernelSpecError, RepresentationError
+from gramtile.kernels.spec import BaseSpec, register
+
+#: Batch column read for each ``on`` value.
+_COLUMN = {"tokens": "token", "lemmas": "lemma", "pos": "pos"}
+
+# Match modes of the cores.
+_EXACT, _CSR, _FACTOR = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _csr_lookup(aptr, aidx, aval, u, v):
+    """A[u, v] from a CSR matrix with sorted column indices per row (binary search)."""
+    lo = aptr[u]
+    hi = aptr[u + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        c = aidx[mid]
+        if c < v:
+            lo = mid + 1
+        elif c > v:
+            hi = mid
+        else:
+            return aval[mid]
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def _match(s, t, mode, aptr, aidx, aval, fac, M):
+    """Fill M[:len(s), :len(t)] with A[s_i, t_j]; return whether any entry is non-zero."""
+    ls = s.shape[0]
+    lt = t.shape[0]
+    k = fac.shape[1]
+    any_nz = False
+    for i in range(ls):
+        u = s[i]
+        for j in range(lt):
+            v = t[j]
+            if mode == _CSR:
+                m = _csr_lookup(aptr, aidx, aval, u, v)
+            elif u == v:
+                m = 1.0
+            elif mode == _FACTOR:
+                m = 0.0
+                for c in range(k):
+                    m += fac[u, c] * fac[v, c]
+            else:
+                m = 0.0
+            M[i, j] = m
+            if m != 0.0:
+                any_nz = True
+    return any_nz
+
+
+@njit(cache=True, nogil=True)
+def _dp(M, ls, lt, n, lam, cumulative, P, row):
+    """Kernel value from the match matrix M (ls x lt) by the row-wise K'/K'' programme.
+
+    P (n, >= lt) and row (>= lt) are scratch; P[p] holds P_{p+1}(i - 1, :) between rows.
+    """
+    top = min(n, ls, lt)
+    if top < n and not cumulative:
+        return 0.0
+    lam2 = lam * lam
+    for p in range(top):
+        for j in range(lt):
+            P[p, j] = 0.0
+    total = 0.0
+    for i in range(ls):
+        # Levels high to low: level p + 1 reads P[p] of row i - 1 before level p overwrites it.
+        for p in range(top - 1, -1, -1):
+            keep = cumulative or p == n - 1
+            acc = 0.0
+            run = 0.0
+            for j in range(lt):
+                m = M[i, j]
+                s = 0.0
+                if m != 0.0:
+                    if p == 0:
+                        s = lam2 * m
+                    elif j > 0:
+                        s = lam2 * m * P[p - 1, j - 1]
+                # row holds the new P_p(i, :) until the whole row is read (S_p needs the old one)
+                run = lam * run + s
+                row[j] = lam * P[p, j] + run
+                acc += s
+            if keep:
+                total += acc
+            for j in range(lt):
+                P[p, j] = row[j]
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, mode, aptr, aidx, aval, fac):
+    na = offa.shape[0] - 1
+    nb = offb.shape[0] - 1
+    maxa = 1
+    for a in range(na):
+        maxa = max(maxa, offa[a + 1] - offa[a])
+    maxb = 1
+    for b in range(nb):
+        maxb = max(maxb, offb[b + 1] - offb[b])
+    M = np.empty((maxa, maxb))
+    P = np.empty((n, maxb))
+    row = np.empty(maxb)
+    out = np.empty((na, nb))
+    for a in range(na):
+        s = cola[offa[a]:offa[a + 1]]
+        start = a if symmetric else 0
+        for b in range(start, nb):
+            t = colb[offb[b]:offb[b + 1]]
+            v = 0.0
+            if _match(s, t, mode, aptr, aidx, aval, fac, M):
+                v = _dp(M, s.shape[0], t.shape[0], n, lam, cumulative, P, row)
+            out[a, b] = v
+            if symmetric:
+                out[b, a] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _diag(off, col, n, lam, cumulative, mode, aptr, aidx, aval, fac):
+    ne = off.shape[0] - 1
+    maxl = 1
+    for e in range(ne):
+        maxl = max(maxl, off[e + 1] - off[e])
+    M = np.empty((maxl, maxl))
+    P = np.empty((n, maxl))
+    row = np.empty(maxl)
+    out = np.zeros(ne)
+    for e in range(ne):
+        s = col[off[e]:off[e + 1]]
+        if _match(s, s, mode, aptr, aidx, aval, fac, M):
+            out[e] = _dp(M, s.shape[0], s.shape[0], n, lam, cumulative, P, row)
+    return out
+
+
+def _unused():
+    """Typed placeholders for the similarity arrays a match mode does not read."""
+    return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros((0, 1))
+
+
+@register
+@dataclass(frozen=True)
+class SubsequenceKernel(BaseSpec):
+    """Gap-weighted subsequence kernel over tokens, lemmas or PoS, exact or soft-matched.
+
+    Parameters
+    ----------
+    n : int >= 1
+        Subsequence length (the largest one when ``cumulative``).
+    lam : float in (0, 1]
+        Gap decay; a tuple pair spanning l(i) + l(j) positions weighs lam^(l(i) + l(j)).
+    cumulative : bool
+        True: K_1 + ... + K_n; false: K_n only.
+    on : {"tokens", "lemmas", "pos"}
+        Sequence column compared.
+    similarity : {None, "wordnet", "lsa"}
+        Soft matching matrix A, read from the resource named by :meth:`resources`.
+    rep : str
+        Corpus representation read (a token-sequence batch).
+    """
+
+    kind = "subsequence"
+    reads = "seq"
+    n: int = 3
+    lam: float = 0.5
+    cumulative: bool = True
+    on: str = "tokens"
+    similarity: str | None = None
+    rep: str = "seq"
+
+    def validate(self):
+        self._number("n", lo=1, integer=True)
+        self._number("lam", lo=0, hi=1, lo_open=True)
+        self._flag("cumulative")
+        self._choice("on", tuple(_COLUMN))
+        self._choice("similarity", (None, "wordnet", "lsa"))
+        self._string("rep")
+
+    def resources(self) -> tuple:
+        """Names of the corpus resources :meth:`block` needs besides the batches.
+
+        ``()`` for exact matching; ``("similarity/wordnet",)`` (a function of the symbol
+        strings only) or ``("similarity/lsa/<on>",)`` (built from the corpus's ``on`` column).
+        The evaluator looks each name up in the same mapping as the batches and passes
+        ``resources={name: value}`` to :meth:`block` and :meth:`diag`.
+        """
+        if self.similarity is None:
+            return ()
+        if self.similarity == "lsa":
+            return (f"similarity/lsa/{self.on}",)
+        return (f"similarity/{self.similarity}",)
+
+    # -- inputs for the cores -----------------------------------------------------------
+    def _column(self, X):
+        name = _COLUMN[self.on]
+        col = X.columns.get(name)
+        if col is None or (col.size and int(col.min()) < 0):
+            raise RepresentationError(
+                f"kernel 'subsequence' with on={self.on!r} reads the {name!r} column, which these "
+                f"examples lack; give every sequence its {self.on} or set 'on' to 'tokens'")
+        return np.ascontiguousarray(X.offsets, dtype=np.int64), np.ascontiguousarray(col, dtype=np.int32)
+
+    def _matcher(self, resources, max_id):
+        """(mode, aptr, aidx, aval, fac) for the cores, from the similarity resource."""
+        no_ptr, no_idx, no_val, no_fac = _unused()
+        if self.similarity is None:
+            return _EXACT, no_ptr, no_idx, no_val, no_fac
+        name = self.resources()[0]
+        if not resources or name not in resources:
+            raise KernelSpecError(
+                f"kernel 'subsequence' with similarity={self.similarity!r} needs the resource {name!r} "
+                f"(the similarity matrix over the corpus symbols); pass it with the batches, or use "
+                f"gramtile.gram(), which builds it")
+        A = resources[name]
+        if hasattr(A, "indptr"):
+            size = int(A.shape[0])
+            mode, arrays = _CSR, (np.ascontiguousarray(A.indptr, dtype=np.int64),
+                                  np.ascontiguousarray(A.indices, dtype=np.int32),
+                                  np.ascontiguousarray(A.data, dtype=np.float64), no_fac)
+        else:
+            fac = np.ascontiguousarray(A, dtype=np.float64)
+            if fac.ndim != 2:
+                raise KernelSpecError(f"resource {name!r} must be a CSR matrix or a 2-D factor, got shape {fac.shape}")
+            size = fac.shape[0]
+            mode, arrays = _FACTOR, (no_ptr, no_idx, no_val, fac)
+        if max_id >= size:
+            raise KernelSpecError(
+                f"resource {name!r} covers {size} symbols but the examples use symbol id {max_id}; "
+                f"rebuild the similarity matrix from the vocabulary the examples were encoded with")
+        return (mode,) + arrays
+
+    def block(self, X, Y=None, resources=None) -> np.ndarray:
+        """K[a, b] = k(X_a, Y_b), float64 of shape (X.n, Y.n); Y=None means Y = X."""
+        offa, cola = self._column(X)
+        offb, colb = (offa, cola) if Y is None else self._column(Y)
+        max_id = max(int(cola.max(initial=-1)), int(colb.max(initial=-1)))
+        m = self._matcher(resources, max_id)
+        return _block(offa, cola, offb, colb, Y is None, self.n, self.lam, self.cumulative, *m)
+
+    def diag(self, X, resources=None) -> np.ndarray:
+        """Self-kernels k(X_a, X_a), shape (X.n,)."""
+        off, col = self._column(X)
+        m = self._matcher(resources, int(col.max(initial=-1)))
+        return _diag(off, col, self.n, self.lam, self.cumulative, *m)
