@@ -92,6 +92,11 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     from gramtile.pipeline.executors import TileJob, run_dask, run_sequential, store_token
 
     spec = as_spec(spec)
+    profile = None
+    if cluster != "sequential":
+        from gramtile.pipeline.cluster import get_profile
+
+        profile = get_profile(cluster, cluster_file)  # a bad profile fails before any work
     cs = _open_corpus(corpus)
     reps = tuple(sorted({b.rep_name for b in spec.base_specs()}))
     have = cs.representations
@@ -129,7 +134,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
                       store_path=str(out.resolve()), tile=store.tile, symmetric=symmetric,
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile))
-        executor = "sequential" if cluster == "sequential" else "dask"
+        executor = "sequential" if profile is None or profile.type == "sequential" else "dask"
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
                    "tiles_total": total_tiles, "executor": executor, "cluster": cluster})
         store.touch()
@@ -162,7 +167,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             elif todo:
                 from gramtile.pipeline.cluster import open_client
 
-                with open_client(cluster, cluster_file) as client:
+                with open_client(profile) as client:
                     if client is None:
                         run_sequential(job, grid, todo, record)
                     else:

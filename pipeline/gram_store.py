@@ -195,7 +195,8 @@ class GramStore:
             "updated": _now(),
         }
         # metadata first: attributes, then the arrays (their creation is idempotent on resume)
-        g = zarr.open_group(str(p), mode="w", attributes={"gramtile": meta})
+        # create_group keeps files already in the directory (the lock taken before creation)
+        g = zarr.create_group(str(p), attributes={"gramtile": meta})
         st = cls.__new__(cls)
         st.path, st.group, st.meta = p, g, meta
         st._ensure_arrays(rows, cols)
@@ -205,7 +206,9 @@ class GramStore:
         g, t = self.group, self.tile
         nr, nc = self.meta["n_rows"], self.meta["n_cols"]
         gshape = (-(-nr // t), -(-nc // t))
-        have = set(g.array_keys())
+        # existence by file, not by listing the group: listing warns about log.jsonl and the lock
+        have = {name for name in ("row_index", "col_index", "K", "diag_rows", "diag_cols", "done")
+                if (self.path / name / "zarr.json").exists()}
         if "row_index" not in have:
             g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True)
         if "col_index" not in have:

@@ -1,0 +1,227 @@
+"""The Gram store: provenance, mismatch and lock errors, incomplete reads, lazy views, verify/repair,
+composites from stored base matrices. Real NUM_train.dat trees, real SST/ST kernels, real Zarr."""
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+import gramtile
+from gramtile.kernels.errors import IncompleteTileError, StoreCorruptError, StoreLockedError, StoreMismatchError
+from gramtile.pipeline.corpus_store import CorpusStore
+from gramtile.pipeline.engine import run_gram
+from gramtile.pipeline.evaluate import as_spec
+from gramtile.pipeline.gram_store import ComposedView, GramStore, export, store_lock, verify
+from gramtile.pipeline.readers import read
+from gramtile.pipeline.tiles import Tile
+
+from conftest import require_data
+
+N = 240
+SST = '{"kind": "sst", "lam": 0.4}'
+ST = '{"kind": "st", "lam": 0.4}'
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def docs():
+    path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
+    return list(itertools.islice(read(path, "svmlighttk"), N))
+
+
+@pytest.fixture(scope="module")
+def corpus(docs, tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "num.zarr"
+    cs = CorpusStore.create(path, shard_size=64)
+    for k in range(0, len(docs), 64):
+        cs.write_shard(k // 64, docs[k:k + 64])
+    cs.finish()
+    cs.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def sst_store(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("gram") / "sst.zarr"
+    run_gram(corpus, SST, out, tile=50, cluster="sequential", progress=False)
+    return out
+
+
+def test_store_holds_the_in_memory_gram_and_its_provenance(sst_store, corpus, docs):
+    st = GramStore.open(sst_store)
+    K = st.view().block()
+    assert np.array_equal(K, gramtile.gram(SST, docs))
+    assert np.array_equal(st.view().block(normalized=True),
+                          gramtile.gram({"kind": "normalized", "kernel": json.loads(SST)}, docs))
+    m = st.meta
+    spec = as_spec(SST)
+    assert m["kernel_hash"] == spec.spec_hash and json.loads(m["kernel_json"]) == spec.to_dict()
+    assert m["corpus_hash"] == CorpusStore.open(corpus).content_hash
+    assert m["corpus_path"] == str(corpus.resolve())
+    assert m["tile"] == 50 and m["symmetric"] is True and m["n_rows"] == N
+    assert m["row_ids"] == CorpusStore.open(corpus).ids
+    assert m["gramtile_version"] == gramtile.__version__ and m["created"] and m["updated"]
+    # chunks are the tiles and carry crc32c checksums
+    assert st.K.chunks == (50, 50)
+    assert "crc32c" in json.dumps(json.loads((sst_store / "K" / "zarr.json").read_text())["codecs"])
+    assert np.array_equal(st.view().diag()[0], np.diag(K))
+    assert st.complete and st.tiles_done() == (15, 15)
+
+
+def test_view_reads_only_the_chunks_it_needs(sst_store, docs):
+    v = GramStore.open(sst_store).view()
+    full = gramtile.gram(SST, docs)
+    rows, cols = [3, 7, 49], [55, 60, 99]
+    assert np.array_equal(v.block(rows, cols), full[np.ix_(rows, cols)])
+    assert v.chunk_reads == 1
+    # mirrored chunk below the diagonal holds the transposed tile
+    assert np.array_equal(v.block(cols, rows), full[np.ix_(cols, rows)])
+    assert v.chunk_reads == 2
+    sel = [230, 0, 120]
+    assert np.array_equal(v.block(sel, slice(None)), full[sel])
+    assert v.chunk_reads == 2 + 3 * 5
+
+
+def test_reopen_with_other_kernel_corpus_selection_or_tile_raises(sst_store, corpus):
+    with pytest.raises(StoreMismatchError) as e:
+        run_gram(corpus, ST, sst_store, cluster="sequential", progress=False)
+    msg = str(e.value)
+    assert as_spec(ST).spec_hash in msg and as_spec(SST).spec_hash in msg and "new --out" in msg
+    with pytest.raises(StoreMismatchError, match="row selection"):
+        run_gram(corpus, SST, sst_store, rows="0:100", cluster="sequential", progress=False)
+    with pytest.raises(StoreMismatchError, match="tile size 50"):
+        run_gram(corpus, SST, sst_store, tile=40, cluster="sequential", progress=False)
+    # the store is untouched and still complete
+    assert GramStore.open(sst_store).complete
+
+
+def test_reopen_against_another_corpus_names_both_hashes(sst_store, docs, tmp_path):
+    other = tmp_path / "other.zarr"
+    cs = CorpusStore.create(other, shard_size=300)
+    cs.write_shard(0, list(reversed(docs)))
+    cs.finish()
+    cs.close()
+    with pytest.raises(StoreMismatchError) as e:
+        run_gram(other, SST, sst_store, cluster="sequential", progress=False)
+    assert CorpusStore.open(other).content_hash in str(e.value)
+    assert GramStore.open(sst_store).corpus_hash in str(e.value)
+
+
+def test_second_writer_is_refused_and_a_dead_writers_lock_is_taken_over(corpus, tmp_path):
+    out = tmp_path / "locked.zarr"
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom gramtile.pipeline.gram_store import store_lock\n"
+         f"with store_lock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLockedError, match=f"pid {holder.pid}"):
+            run_gram(corpus, SST, out, rows="0:60", cluster="sequential", progress=False)
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died without releasing: its lock is stale and the next run proceeds
+    assert (out / "gramtile.lock").exists()
+    st = run_gram(corpus, SST, out, rows="0:60", tile=30, cluster="sequential", progress=False)
+    assert st.complete and not (out / "gramtile.lock").exists()
+    with store_lock(out):
+        with pytest.raises(StoreLockedError):
+            with store_lock(out):
+                pass
+
+
+def test_unfinished_tiles_cannot_be_read_or_exported(corpus, docs, tmp_path):
+    out = tmp_path / "partial.zarr"
+    seen = []
+
+    def stop_after_three(res):
+        assert (out / "gramtile.lock").exists()  # held from before the store's creation
+        seen.append(res.tile)
+        if len(seen) == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run_gram(corpus, SST, out, tile=50, cluster="sequential", progress=False, on_tile=stop_after_three)
+    st = GramStore.open(out)
+    assert st.tiles_done() == (3, 15) and not st.complete
+    assert seen == [Tile(0, 0), Tile(0, 1), Tile(0, 2)]
+    v = st.view()
+    full = gramtile.gram(SST, docs)
+    assert np.array_equal(v.block(slice(0, 50), slice(0, 150)), full[:50, :150])
+    with pytest.raises(IncompleteTileError, match=r"tile \(1, 1\).*3 of 15"):
+        v.block(slice(0, 100), slice(0, 100))
+    with pytest.raises(IncompleteTileError, match="incomplete"):
+        export(st, tmp_path / "K.npy")
+    assert not (tmp_path / "K.npy").exists()
+    # resuming computes only the 12 missing tiles
+    run_gram(corpus, SST, out, cluster="sequential", progress=False)
+    log = GramStore.open(out).read_log()
+    runs = [r["run"] for r in log if r["event"] == "start"]
+    assert len(runs) == 2
+    second = [tuple(r["tile"]) for r in log if r["event"] == "tile" and r["run"] == runs[1]]
+    assert len(second) == 12 and not set(second) & {(0, 0), (0, 1), (0, 2)}
+    export(out, tmp_path / "K.npy")
+    assert np.array_equal(np.load(tmp_path / "K.npy"), full)
+
+
+def test_verify_reports_flipped_bytes_and_repair_restores_them(corpus, sst_store, tmp_path):
+    import shutil
+
+    out = tmp_path / "copy.zarr"
+    shutil.copytree(sst_store, out)
+    good = GramStore.open(out).view().block()
+    assert verify(out).bad == []
+    st = GramStore.open(out)
+    chunk = st.chunk_path(Tile(1, 2))
+    raw = bytearray(chunk.read_bytes())
+    raw[100] ^= 0xFF
+    chunk.write_bytes(bytes(raw))
+    (st.chunk_path(Tile(4, 0))).unlink()  # a lost chunk reads back as NaN fill
+    rep = verify(out)
+    bad = {tuple(t) for t, _ in rep.bad}
+    assert bad == {(1, 2), (4, 0)}
+    assert any("unreadable" in why for _, why in rep.bad)
+    with pytest.raises(StoreCorruptError, match="verify"):
+        GramStore.open(out).view().block(slice(50, 100), slice(100, 150))
+    rep = verify(out, repair=True)
+    assert sorted(rep.repaired) == [Tile(0, 4), Tile(1, 2)]
+    assert verify(out).bad == []
+    assert np.array_equal(GramStore.open(out).view().block(), good)
+
+
+def test_rectangular_test_by_train_store(corpus, docs, tmp_path):
+    out = tmp_path / "rect.zarr"
+    st = run_gram(corpus, SST, out, rows="200:240", cols="0:130", tile=32, cluster="sequential", progress=False)
+    assert not st.symmetric and st.shape == (40, 130) and st.tiles_done() == (10, 10)
+    K = st.view().block()
+    assert np.allclose(K, gramtile.gram(SST, docs[200:240], docs[0:130]), rtol=1e-12, atol=0)
+    dr, dc = st.view().diag()
+    assert np.allclose(dr, np.diag(gramtile.gram(SST, docs[200:240])), rtol=1e-12)
+    assert np.allclose(dc, np.diag(gramtile.gram(SST, docs[0:130])), rtol=1e-12)
+
+
+def test_composite_from_stored_base_matrices(corpus, sst_store, docs, tmp_path):
+    st_out = tmp_path / "st.zarr"
+    run_gram(corpus, ST, st_out, tile=50, cluster="sequential", progress=False)
+    comp = as_spec({"kind": "sum", "kernels": [
+        {"weight": 0.5, "kernel": {"kind": "normalized", "kernel": json.loads(SST)}},
+        {"weight": 2.0, "kernel": {"kind": "polynomial", "kernel": json.loads(ST), "degree": 2, "offset": 1}}]})
+    stores = {s.kernel_hash: s for s in (GramStore.open(sst_store), GramStore.open(st_out))}
+    cv = ComposedView(comp, stores)
+    rows, cols = np.arange(10, 70), np.arange(100, 240)
+    want = gramtile.gram(comp, docs)
+    assert np.allclose(cv.block(rows, cols), want[np.ix_(rows, cols)], rtol=1e-12, atol=0)
+    assert np.allclose(cv.block(normalized=True),
+                       gramtile.gram({"kind": "normalized", "kernel": comp.to_dict()}, docs), rtol=1e-12, atol=1e-15)
+    with pytest.raises(StoreMismatchError, match="no stored Gram matrix"):
+        ComposedView(comp, {GramStore.open(sst_store).kernel_hash: GramStore.open(sst_store)})

@@ -1,0 +1,31 @@
+"""``gramtile status``: tiles done / total and the provenance of a Gram store."""
+from __future__ import annotations
+
+import json
+
+
+def add_parser(sub):
+    p = sub.add_parser("status", help="tiles done / total and provenance of a Gram store")
+    p.add_argument("store", help="Gram store (GRAM.zarr)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from gramtile.pipeline.gram_store import GramStore
+
+    st = GramStore.open(args.store)
+    s = st.summary()
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    pct = 100.0 * s["tiles_done"] / max(1, s["tiles_total"])
+    print(f"{s['path']}: {s['tiles_done']}/{s['tiles_total']} tiles done ({pct:.1f}%)"
+          f"{'' if s['complete'] else ' - rerun the same `gramtile gram` command to finish'}")
+    print(f"  K {s['shape'][0]} x {s['shape'][1]}, tile {s['tile']}, symmetric {s['symmetric']}")
+    print(f"  kernel      {s['kernel']}")
+    print(f"  kernel hash {s['kernel_hash']}")
+    print(f"  corpus      {s['corpus_path']} (content hash {s['corpus_hash']})")
+    print(f"  gramtile {s['gramtile_version']}, created {s['created']}, updated {s['updated']}")
+    return 0

@@ -1,0 +1,27 @@
+"""``gramtile verify``: re-read every done tile (checksums, NaN); ``--repair`` recomputes bad ones."""
+from __future__ import annotations
+
+
+def add_parser(sub):
+    p = sub.add_parser("verify", help="re-check every done tile of a Gram store; --repair recomputes bad tiles")
+    p.add_argument("store", help="Gram store (GRAM.zarr)")
+    p.add_argument("--repair", action="store_true",
+                   help="clear the done bits of bad tiles and recompute them from the corpus store")
+    p.add_argument("--cluster", default="sequential", help="cluster.yaml profile for the repair (default sequential)")
+    p.add_argument("--cluster-file", default=None)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from gramtile.pipeline.gram_store import verify
+
+    rep = verify(args.store, repair=args.repair, cluster=args.cluster, cluster_file=args.cluster_file,
+                 progress=args.repair)
+    for t, why in rep.bad:
+        print(f"bad tile {tuple(t)}: {why}")
+    if rep.repaired:
+        print(f"repaired {len(rep.repaired)} tile(s): {[tuple(t) for t in rep.repaired]}")
+    print(f"{rep.path}: {rep.checked} done tile(s) checked, {len(rep.bad)} bad"
+          + ("" if not rep.bad or rep.repaired else "; run `gramtile verify --repair` to recompute them"))
+    return 0 if rep.ok else 1
