@@ -46,6 +46,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -173,6 +174,7 @@ class CorpusStore:
                                      f"version {FORMAT_VERSION}. Fix: prepare the corpus again into a new store")
         self._vocabs = None
         self._cache: OrderedDict = OrderedDict()
+        self._cache_lock = threading.Lock()  # executors may load from several threads
 
     # ---- opening -------------------------------------------------------------------------
 
@@ -324,10 +326,11 @@ class CorpusStore:
 
     def _shard_batch(self, rep: str, index: int) -> Batch:
         key = (rep, index)
-        b = self._cache.get(key)
-        if b is not None:
-            self._cache.move_to_end(key)
-            return b
+        with self._cache_lock:
+            b = self._cache.get(key)
+            if b is not None:
+                self._cache.move_to_end(key)
+                return b
         kind = self._manifest["representations"][rep]
         g = self._g["reps"][rep][str(index)]
         arrays = {}
@@ -336,9 +339,10 @@ class CorpusStore:
             a.setflags(write=False)  # cached and shared: callers must not modify it
             arrays[name] = a
         b = Batch.from_arrays(kind, arrays)
-        self._cache[key] = b
-        while len(self._cache) > CACHE_SHARDS:
-            self._cache.popitem(last=False)
+        with self._cache_lock:
+            self._cache[key] = b
+            while len(self._cache) > CACHE_SHARDS:
+                self._cache.popitem(last=False)
         return b
 
     def load(self, rep: str, start: int, stop: int) -> Batch:

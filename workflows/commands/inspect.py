@@ -1,0 +1,76 @@
+"""``gramtile inspect CORPUS.zarr``: what a corpus store holds."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+
+
+def add_parser(sub):
+    p = sub.add_parser("inspect", help="counts, labels, sizes, vocabularies and provenance of a corpus store",
+                       description="Show what a corpus store holds: example and label counts, per-representation "
+                                   "sizes, vocabulary sizes, shards done, content hash and provenance.")
+    p.add_argument("corpus", metavar="CORPUS.zarr")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def _label_key(label):
+    return "|".join(label) if isinstance(label, list) else ("(none)" if label is None else str(label))
+
+
+def report(path) -> dict:
+    """The inspection report of a corpus store as a JSON-able dict."""
+    from gramtile.pipeline.corpus_store import CorpusStore
+
+    store = CorpusStore.open(path)
+    m = store.manifest
+    n = store.n
+    counts = Counter(_label_key(lab) for lab in store.labels)
+    labels = [{"label": lab, "count": c, "share": c / n if n else 0.0} for lab, c in sorted(counts.items())]
+    reps = {}
+    for rep, kind in store.representations.items():
+        sizes = np.concatenate([store.load(rep, a, b).sizes() for a, b in store.shard_ranges]) \
+            if store.shard_ranges else np.zeros(0, np.int64)
+        reps[rep] = {"kind": kind, "mean_nodes": float(sizes.mean()) if len(sizes) else 0.0,
+                     "max_nodes": int(sizes.max()) if len(sizes) else 0}
+    shards = m["shards"]
+    return {"path": str(path), "examples": n, "complete": store.complete, "labels": labels,
+            "representations": reps, "vocab_sizes": store.vocabs.sizes(),
+            "shards_done": sum(1 for s in shards if s["done"]), "shards_total": len(shards),
+            "shard_size": m["shard_size"], "content_hash": store.content_hash,
+            "provenance": {"source": m["source"], "input_format": m["input_format"], "parser": m["parser"],
+                           "gramtile_version": m["gramtile_version"], "created": m.get("created"),
+                           "completed": m.get("completed"), "runs": len(m["runs"]), "options": m.get("options")},
+            "skipped": m["skipped"]}
+
+
+def format_report(r: dict) -> str:
+    state = "complete" if r["complete"] else "INCOMPLETE (rerun `gramtile prepare` to finish it)"
+    out = [f"corpus store {r['path']}: {r['examples']} examples, {state}",
+           f"shards: {r['shards_done']} done / {r['shards_total']} (shard size {r['shard_size']})",
+           f"content hash: {r['content_hash']}", "", "| label | count | share |", "|---|---:|---:|"]
+    out += [f"| {x['label']} | {x['count']} | {100 * x['share']:.1f}% |" for x in r["labels"]]
+    out += ["", "| representation | kind | mean nodes | max nodes |", "|---|---|---:|---:|"]
+    out += [f"| {name} | {x['kind']} | {x['mean_nodes']:.1f} | {x['max_nodes']} |"
+            for name, x in r["representations"].items()]
+    out += ["", "vocabularies: " + ", ".join(f"{k} {v}" for k, v in r["vocab_sizes"].items())]
+    p = r["provenance"]
+    out.append(f"source: {p['source']} (format {p['input_format']})")
+    if p["parser"]:
+        pp = p["parser"]
+        out.append(f"parser: {pp.get('model')} {pp.get('model_version')} (spaCy {pp.get('spacy_version')})")
+    out.append(f"gramtile {p['gramtile_version']}; created {p['created']}; completed {p['completed']}; "
+               f"{p['runs']} run(s)")
+    if r["skipped"]:
+        out.append(f"{len(r['skipped'])} record(s) skipped:")
+        out += [f"  {s['error']}" for s in r["skipped"]]
+    return "\n".join(out)
+
+
+def run(args) -> int:
+    r = report(args.corpus)
+    print(json.dumps(r, indent=2) if args.json else format_report(r))
+    return 0

