@@ -25,7 +25,7 @@ import numpy as np
 
 from gramtile.kernels.errors import EvaluationError
 from gramtile.pipeline.folds import Split
-from gramtile.pipeline.metrics import binary_prf, classification_report
+from gramtile.pipeline.metrics import binary_prf, classification_report, positive_class
 from gramtile.pipeline.perceptron import VotedPerceptron
 
 MODELS = ("svm", "perceptron")
@@ -160,20 +160,6 @@ def read_labels(path, n: int | None = None) -> list:
         raise CorpusFormatError(f"{len(lines)} labels for a Gram store of {n} examples", path=path,
                                 fix=f"give exactly {n} lines, one per row of the store, in row order")
     return [t.strip() for t in lines]
-
-
-def positive_class(classes):
-    """The positive class of a binary task.
-
-    The first of ``"+1"``, ``"1"``, ``1``, ``True``, ``"pos"``, ``"positive"``, ``"yes"``
-    present in ``classes``; otherwise the larger of the two in sorted order (scikit-learn's
-    convention for ``decision_function > 0``).
-    """
-    cl = list(classes)
-    for c in ("+1", "1", 1, True, "pos", "positive", "yes"):
-        if any(type(x) is type(c) and x == c for x in cl):
-            return c
-    return sorted(cl)[-1]
 
 
 def parse_class_weight(text):
@@ -411,12 +397,14 @@ def nested_order(y_train, seed: int = 0) -> np.ndarray:
 
 def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), model: str = "svm", C=(1.0,),
                    class_weight=None, multiclass: str = "ovr", epochs: int = 2, seed: int = 0,
-                   kernel: str = "kernel", positive=None, progress=None) -> list[dict]:
+                   perceptron_seed=None, kernel: str = "kernel", positive=None, progress=None) -> list[dict]:
     """Scores as the training part grows: for each fraction f, train on the first
     ceil(f * n_train) examples of :func:`nested_order` of each split's training part.
 
     Reads K[train'][:, train'] and K[test][:, train'] once per split, where train' is the
-    largest subset needed; smaller subsets are sliced from them in memory.
+    largest subset needed; smaller subsets are sliced from them in memory. ``seed`` fixes the
+    nested subsets; ``perceptron_seed`` is the perceptron's visiting order as in :func:`evaluate`
+    (other parameters as there).
 
     Returns
     -------
@@ -446,7 +434,7 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
                 raise EvaluationError(f"{sp.name}: a training subset of {m} examples has one class; "
                                       "use larger learning-curve fractions")
             for s in grid:
-                est = s.build(class_weight, multiclass, len(classes), seed)
+                est = s.build(class_weight, multiclass, len(classes), perceptron_seed)
                 est.fit(K_tr[:m, :m], y[top[:m]])
                 pred = np.asarray(est.predict(K_te[:, :m]))
                 a = acc.setdefault((f, _label(s)), ([], [], [], [], s))

@@ -84,6 +84,20 @@ def classification_report(y_true, y_pred, labels=None) -> dict:
     return out
 
 
+def positive_class(classes):
+    """The positive class of a binary task.
+
+    The first of ``"+1"``, ``"1"``, ``1``, ``True``, ``"pos"``, ``"positive"``, ``"yes"``
+    present in ``classes``; otherwise the larger of the two in sorted order (scikit-learn's
+    convention for ``decision_function > 0``).
+    """
+    cl = list(classes)
+    for c in ("+1", "1", 1, True, "pos", "positive", "yes"):
+        if any(type(x) is type(c) and x == c for x in cl):
+            return c
+    return sorted(cl)[-1]
+
+
 TIES = ("pessimistic", "optimistic", "expected")
 
 

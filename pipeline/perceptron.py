@@ -7,7 +7,8 @@ when the score is exactly 0) v_{k+1} = v_k + y_i x_i with c_{k+1} = 1. In kernel
 v_k = sum over the earlier mistakes l of y_l phi(x_l), so only the mistake sequence is stored.
 
 Prediction on x is the vote  s(x) = sum_j c_j sign(<v_j, x>)  (sign(0) = 0: a vector that
-scores 0 abstains), and the predicted label is +1 when s(x) > 0, else -1. ``vote="averaged"``
+scores 0 abstains), and the predicted label is +1 when s(x) > 0, else -1 (the positive class
+of a binary task is "+1"/"1"/... when present, see ``positive_``). ``vote="averaged"``
 uses the averaged perceptron  s(x) = sum_j c_j <v_j, x>  instead. Multi-class is one-vs-rest:
 one binary perceptron per class, the class with the largest score wins (ties: first class in
 sorted order). Every class's counts sum to epochs * n_train, so scores are comparable.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramtile.kernels.errors import EvaluationError
+from gramtile.pipeline.metrics import positive_class
 
 VOTES = ("voted", "averaged")
 
@@ -73,8 +75,11 @@ class VotedPerceptron:
     ----------
     classes_ : ndarray, shape (n_classes,)
         Sorted class labels.
+    positive_ : label or None
+        With two classes, the one scored +1 (:func:`~gramtile.pipeline.metrics.positive_class`:
+        "+1"/"1"/1/True/... if present, else the larger); None for more classes.
     models_ : list of (idx, ylab, counts)
-        One binary perceptron per class (one in total for two classes: ``classes_[1]`` is +1).
+        One binary perceptron per class (one in total for two classes).
     """
 
     def __init__(self, epochs: int = 1, seed=None, vote: str = "voted"):
@@ -102,7 +107,8 @@ class VotedPerceptron:
         if len(self.classes_) < 2:
             raise EvaluationError(f"perceptron.fit: one class only ({self.classes_.tolist()!r}); "
                                   "the training part needs at least two classes")
-        targets = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
+        self.positive_ = positive_class(self.classes_.tolist()) if len(self.classes_) == 2 else None
+        targets = [self.positive_] if len(self.classes_) == 2 else self.classes_
         self.models_ = []
         for c in targets:
             rng = None if self.seed is None else np.random.default_rng(self.seed)
@@ -116,7 +122,7 @@ class VotedPerceptron:
 
         Returns
         -------
-        ndarray, shape (n_test,) for two classes (> 0 means ``classes_[1]``),
+        ndarray, shape (n_test,) for two classes (> 0 means ``positive_``),
         else (n_test, n_classes).
         """
         K_test = np.asarray(K_test, dtype=np.float64)
@@ -129,10 +135,11 @@ class VotedPerceptron:
         return S[:, 0] if len(self.classes_) == 2 else S
 
     def predict(self, K_test) -> np.ndarray:
-        """Labels for K(test, train); a binary vote of exactly 0 predicts ``classes_[0]``."""
+        """Labels for K(test, train); a binary vote of exactly 0 predicts the negative class."""
         S = self.decision_function(K_test)
         if S.ndim == 1:
-            return self.classes_[(S > 0).astype(int)]
+            negative = self.classes_[self.classes_ != self.positive_][0]
+            return np.where(S > 0, self.positive_, negative)
         return self.classes_[np.argmax(S, axis=1)]
 
     @property
