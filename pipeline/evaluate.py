@@ -38,15 +38,44 @@ def _batch_for(data, base):
     return data[rep]
 
 
+def resource_names(base) -> tuple:
+    """Names of the corpus resources a base spec needs besides its batch (usually none).
+
+    A spec may define ``resources()`` returning names such as ``"similarity/wordnet"`` (soft
+    matching matrices); the evaluator looks them up in the same mapping as the batches and
+    passes them as ``block(X, Y, resources={name: value})`` and ``diag(X, resources=...)``.
+    Specs without ``resources()`` keep the plain ``block(X, Y)`` signature.
+    """
+    get = getattr(base, "resources", None)
+    return tuple(get()) if get is not None else ()
+
+
+def _resources_for(data, base):
+    names = resource_names(base)
+    if not names:
+        return {}
+    if isinstance(data, Batch) or any(n not in data for n in names):
+        have = [] if isinstance(data, Batch) else sorted(data)
+        raise KernelSpecError(f"kernel {base.kind!r} needs the resources {list(names)} with its examples "
+                              f"(they have {have}); build them with gramtile.pipeline.similarity or use "
+                              f"gramtile.gram(), which builds them")
+    return {"resources": {n: data[n] for n in names}}
+
+
 def base_block(base, X, Y=None):
-    """(K, diag_rows, diag_cols) of one base spec; Y=None means the symmetric block X x X."""
+    """(K, diag_rows, diag_cols) of one base spec; Y=None means the symmetric block X x X.
+
+    Resources (see :func:`resource_names`) are taken from the row data X: they are corpus-level
+    and cover the column examples too.
+    """
     bx = _batch_for(X, base)
+    kw = _resources_for(X, base)
     if Y is None:
-        K = base.block(bx)
-        d = base.diag(bx)
+        K = base.block(bx, **kw)
+        d = base.diag(bx, **kw)
         return K, d, d
     by = _batch_for(Y, base)
-    return base.block(bx, by), base.diag(bx), base.diag(by)
+    return base.block(bx, by, **kw), base.diag(bx, **kw), base.diag(by, **kw)
 
 
 def evaluate_block(spec, X, Y=None):
@@ -108,5 +137,22 @@ def gram(spec, X, Y=None) -> np.ndarray:
         bx[name] = encode(sx[name], vocabs)
         if sy is not None:
             by[name] = encode(sy[name], vocabs)
+    _add_resources(spec, bx, vocabs, [sx] if sy is None else [sx, sy])
     K, _, _ = evaluate_block(spec, bx, by)
     return K
+
+
+def _add_resources(spec, data, vocabs, structs):
+    """Build on the fly the resources the spec's base kernels name (e.g. similarity matrices)
+    from the combined vocabulary and, for LSA, the input sequences (rows then columns)."""
+    for base in spec.base_specs():
+        for name in resource_names(base):
+            if name in data:
+                continue
+            from gramtile.pipeline.similarity import similarity_resource
+
+            docs = None
+            if name.startswith("similarity/lsa/"):
+                field = name.rsplit("/", 1)[1]
+                docs = [list(getattr(x, field) or ()) for group in structs for x in group[base.rep_name]]
+            data[name] = similarity_resource(name, vocabs.sym.strings, docs)
