@@ -37,8 +37,9 @@ overwrites whatever a killed run left behind. Ids are therefore deterministic.
 
 The content hash (sha256) is computed when the store is completed, by reading back every
 stored array. It covers the ids, labels, texts, vocabularies, the kind of each
-representation, its per-example sizes and node columns; it does not depend on the shard size
-or on the source path, so the same examples prepared twice hash equal.
+representation, its per-example sizes and node columns, but not the source path or the run
+history, so the same input prepared twice (with the same shard size, which fixes the order in
+which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
 """
 from __future__ import annotations
 
