@@ -317,6 +317,10 @@ def test_cli_evaluate_writes_results_and_reuses_folds(num_store, num_K, num_y, t
     assert [r["accuracy"] for r in res["rows"]] == [r["accuracy"] for r in ev.rows]
     assert [r["f1"] for r in res["rows"]] == [r["f1"] for r in ev.rows]
     assert len(res["curve"]) == 4 and 0 < res["neighbour_mrr"] <= 1
+    for key, (idx, pred) in ev.predictions.items():
+        assert res["predictions"][key]["row"] == idx.tolist()
+        assert res["predictions"][key]["predicted"] == pred.tolist()
+        assert res["predictions"][key]["gold"] == num_y[idx].tolist()
     assert (out / "results.md").read_text().count("| sst | svm |") >= 2
     assert (out / "learning_curve.png").exists()
     before = folds_file.stat().st_mtime_ns
@@ -345,6 +349,6 @@ def test_cli_perceptron_fixed_split_with_labels_file(num_store, num_y, tmp_path,
     assert main(["evaluate", "--gram", str(num_store), "--model", "perceptron", "--epochs", "1",
                  "--split", "train:0:180,test:180:240", "--labels", str(lab), "--normalized"]) == 0
     printed = capsys.readouterr().out
-    assert "| perceptron | 1 |" in printed
+    assert "| sst(lam=0.4, leaves=false) | perceptron | 1 |" in printed
 
 

@@ -67,6 +67,26 @@ def _jsonable(v):
     return v
 
 
+def spec_name(d) -> str:
+    """A short readable name of a kernel spec dict: ``normalized(sst(lam=0.4, leaves=false))``.
+
+    The representation (``rep``) is left out; the full spec stays in results.json.
+    """
+    if not isinstance(d, dict):
+        return json.dumps(d) if isinstance(d, bool) else str(d)
+    parts = []
+    for k, v in d.items():
+        if k in ("kind", "rep"):
+            continue
+        if isinstance(v, dict) and "kind" in v:
+            parts.append(spec_name(v))
+        elif isinstance(v, list):
+            parts.append(f"{k}=[" + ", ".join(spec_name(x) for x in v) + "]")
+        else:
+            parts.append(f"{k}={spec_name(v)}")
+    return f"{d.get('kind', '?')}(" + ", ".join(parts) + ")" if parts else str(d.get("kind", "?"))
+
+
 def run(args) -> int:
     from gramtile.pipeline.folds import load_or_make_folds, parse_split
     from gramtile.pipeline.learn import (evaluate, learning_curve, markdown_table, open_gram_source,
@@ -81,7 +101,7 @@ def run(args) -> int:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
     else:
         labels, label_source = store_labels(store), f"corpus store {store.meta.get('corpus_path')}"
-    name = args.name or store.meta.get("kernel_json", "kernel")
+    name = args.name or spec_name(store.meta.get("kernel") or {"kind": "kernel"})
     if args.split:
         splits = [parse_split(args.split, source.n)]
         how = f"fixed split {args.split}"
@@ -99,7 +119,11 @@ def run(args) -> int:
     print(table)
     out = {"gram": str(args.gram), "kernel": store.meta.get("kernel"), "normalized": bool(args.normalized),
            "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
-           "reports": ev.reports}
+           "reports": ev.reports, "predictions": {}}
+    ids = store.meta.get("row_ids")
+    for key, (idx, pred) in ev.predictions.items():
+        out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],
+                                   **({"id": [ids[i] for i in idx]} if ids else {})}
     md = [f"# gramtile evaluate\n\nGram store `{args.gram}`, {source.n} examples, {how}.\n",
           "## Overall (pooled predictions)\n", table, "\n## Per split\n", markdown_table(
               ev.fold_rows, columns=[c for c in ("model", "C", "epochs", "split", "n_train", "n_test", "accuracy",
