@@ -1,0 +1,159 @@
+"""Cluster profiles: lookup, validation, clients (LocalCluster and a real `dask scheduler`), SLURM scripts."""
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gramtile.kernels.errors import ClusterConfigError
+from gramtile.pipeline.cluster import (
+    BUILTIN_PROFILES, get_profile, load_profiles, open_client, scheduler_address, slurm_job_script,
+)
+
+REPO_CLUSTER_FILE = Path(__file__).resolve().parents[1] / "cluster.yaml"
+
+
+@pytest.fixture
+def no_env(monkeypatch, tmp_path):
+    """Run in an empty directory with no cluster environment variables."""
+    monkeypatch.delenv("GRAMTILE_CLUSTER_FILE", raising=False)
+    monkeypatch.delenv("GRAMTILE_SCHEDULER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_builtin_profiles_without_a_file(no_env):
+    profiles = load_profiles()
+    assert set(profiles) == set(BUILTIN_PROFILES) == {"sequential", "local"}
+    assert profiles["local"].options["n_workers"] == 2 and profiles["local"].type == "local"
+    assert profiles["local"].source == "built-in"
+
+
+def test_repository_cluster_file(no_env):
+    profiles = load_profiles(REPO_CLUSTER_FILE)
+    assert {"sequential", "local", "scheduler", "slurm", "kubernetes"} <= set(profiles)
+    assert profiles["local"].options == {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"}
+    assert profiles["slurm"].n_workers == profiles["slurm"].options["jobs"]
+
+
+def test_lookup_order(no_env, monkeypatch):
+    (no_env / "cluster.yaml").write_text("profiles:\n  mine: {type: local, n_workers: 3}\n")
+    assert get_profile("mine").options["n_workers"] == 3  # ./cluster.yaml
+    env_file = no_env / "env.yaml"
+    env_file.write_text("profiles:\n  mine: {type: local, n_workers: 4}\n")
+    monkeypatch.setenv("GRAMTILE_CLUSTER_FILE", str(env_file))
+    assert get_profile("mine").options["n_workers"] == 4  # the environment beats ./cluster.yaml
+    explicit = no_env / "explicit.yaml"
+    explicit.write_text("profiles:\n  mine: {type: local, n_workers: 5}\n")
+    assert get_profile("mine", explicit).options["n_workers"] == 5  # --cluster-file beats both
+    assert get_profile("sequential", explicit).type == "sequential"  # built-ins stay available
+
+
+def test_unknown_profile_lists_known_ones(no_env):
+    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['local', 'sequential'\]"):
+        get_profile("gpu")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("profiles:\n  local: {n_workers: 0}\n", r"profile 'local': n_workers = 0 is not a positive integer"),
+    ("profiles:\n  local: {workers: 2}\n", r"unknown key 'workers' for a local profile"),
+    ("profiles:\n  x: {type: mesos}\n", r"profile 'x': type 'mesos' is unknown"),
+    ("profiles:\n  scheduler: {address: localhost}\n", r"address = 'localhost' is not an address"),
+    ("profiles:\n  slurm: {cores: 4, walltime: 3}\n", r"walltime = 3 is not a time"),
+    ("profiles: [1, 2]\n", r"'profiles' must map names"),
+    ("local: {}\n", r"single key 'profiles'"),
+    ("profiles:\n  local: {n_workers: [\n", r"not valid YAML"),
+])
+def test_bad_profiles_name_file_profile_key_and_value(no_env, body, message):
+    f = no_env / "bad.yaml"
+    f.write_text(body)
+    with pytest.raises(ClusterConfigError, match=message) as e:
+        load_profiles(f)
+    assert str(f) in str(e.value)
+
+
+def test_missing_cluster_files(no_env, monkeypatch):
+    with pytest.raises(ClusterConfigError, match="does not exist"):
+        load_profiles(no_env / "nope.yaml")
+    monkeypatch.setenv("GRAMTILE_CLUSTER_FILE", str(no_env / "gone.yaml"))
+    with pytest.raises(ClusterConfigError, match=r"\$GRAMTILE_CLUSTER_FILE=.*gone.yaml does not exist"):
+        load_profiles()
+
+
+def test_scheduler_address_env_override(no_env, monkeypatch):
+    p = get_profile("scheduler", REPO_CLUSTER_FILE)
+    assert scheduler_address(p) == "tcp://127.0.0.1:8786"
+    monkeypatch.setenv("GRAMTILE_SCHEDULER", "tcp://10.0.0.5:9000")
+    assert scheduler_address(p) == "tcp://10.0.0.5:9000"
+
+
+def test_slurm_job_script_without_slurm(no_env):
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  hpc:\n    type: slurm\n    cores: 4\n    memory: 8GiB\n    walltime: '01:30:00'\n"
+                 "    queue: short\n    account: nlp\n    jobs: 3\n    processes: 1\n")
+    script = slurm_job_script("hpc", f)
+    assert "#SBATCH -p short" in script
+    assert "#SBATCH -A nlp" in script
+    assert "#SBATCH -t 01:30:00" in script
+    assert "#SBATCH --cpus-per-task=4" in script
+    assert "--nthreads 4" in script and "--memory-limit 8.00GiB" in script
+    assert "tcp://SCHEDULER:8786" in script
+    with pytest.raises(ClusterConfigError, match="needs a slurm profile"):
+        slurm_job_script("local", f)
+
+
+def test_sequential_yields_no_client(no_env):
+    with open_client("sequential") as client:
+        assert client is None
+
+
+def test_local_profile_runs_tasks_in_worker_processes(no_env):
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  one: {type: local, n_workers: 1, threads_per_worker: 1, memory_limit: 1GiB}\n")
+    import os
+
+    with open_client("one", f) as client:
+        info = client.scheduler_info()["workers"]
+        assert len(info) == 1
+        assert client.submit(os.getpid).result() != os.getpid()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_scheduler_profile_with_a_real_scheduler(no_env, monkeypatch):
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    bindir = Path(sys.executable).parent
+    procs = [subprocess.Popen([str(bindir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                               "--dashboard-address", ":0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        procs.append(subprocess.Popen([str(bindir / "dask"), "worker", address, "--nthreads", "1", "--nworkers", "1",
+                                       "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        monkeypatch.setenv("GRAMTILE_SCHEDULER", address)  # the file's address (port 8786) is overridden
+        f = no_env / "c.yaml"
+        f.write_text("profiles:\n  scheduler: {address: 'tcp://127.0.0.1:8786', timeout: 30}\n")
+        with open_client("scheduler", f) as client:
+            client.wait_for_workers(1, timeout=60)
+            assert client.scheduler.address == address
+            assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_unreachable_scheduler(no_env):
+    f = no_env / "c.yaml"
+    f.write_text(f"profiles:\n  scheduler: {{address: 'tcp://127.0.0.1:{_free_port()}', timeout: 1}}\n")
+    t = time.monotonic()
+    with pytest.raises(ClusterConfigError, match="cannot reach the Dask scheduler"):
+        with open_client("scheduler", f):
+            pass
+    assert time.monotonic() - t < 60  # fails, does not hang
