@@ -25,7 +25,7 @@ import numpy as np
 
 from gramtile.kernels.errors import EvaluationError
 from gramtile.pipeline.folds import Split
-from gramtile.pipeline.metrics import binary_prf, classification_report, positive_class
+from gramtile.pipeline.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.perceptron import VotedPerceptron
 
 MODELS = ("svm", "perceptron")
@@ -375,6 +375,19 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         res.predictions[key] = (idx, pred)
         res.reports[key] = rep
     return res
+
+
+def source_mrr(source, labels, ties: str = "pessimistic", block_rows: int = 256) -> float:
+    """:func:`~gramtile.pipeline.metrics.neighbour_mrr` over a kernel source, ``block_rows``
+    full rows at a time, so the whole matrix never has to fit in memory."""
+    y = np.asarray(labels)
+    if len(y) != source.n:
+        raise EvaluationError(f"there are {len(y)} labels for a kernel over {source.n} examples; the labels "
+                              "must list every row of the Gram matrix in order (check --labels)")
+    cols = np.arange(source.n)
+    rr = [neighbour_rr(source.block(cols[a:a + block_rows], cols), cols[a:a + block_rows], y, ties)
+          for a in range(0, source.n, block_rows)]
+    return mean_rr(np.concatenate(rr))
 
 
 def nested_order(y_train, seed: int = 0) -> np.ndarray:

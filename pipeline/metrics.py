@@ -112,6 +112,68 @@ def _first_success_rr(g: int, s: int, d: int) -> float:
     return float(np.sum(p / (g + t)))
 
 
+def neighbour_rr(K_rows, rows, labels, ties: str = "pessimistic") -> np.ndarray:
+    """Reciprocal rank of the nearest same-label neighbour for some rows of a Gram matrix.
+
+    Parameters
+    ----------
+    K_rows : ndarray, shape (len(rows), n)
+        Rows ``rows`` of the full n x n Gram matrix (all columns).
+    rows : sequence of int, shape (len(rows),)
+        Which examples the rows belong to (their own column is skipped).
+    labels : sequence, shape (n,)
+    ties : {"pessimistic", "optimistic", "expected"}
+        See :func:`neighbour_mrr`.
+
+    Returns
+    -------
+    ndarray of float64, shape (len(rows),); NaN for an example alone in its class.
+    """
+    K_rows = np.asarray(K_rows, dtype=np.float64)
+    y = np.asarray(labels)
+    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+    n = len(y)
+    if K_rows.ndim != 2 or K_rows.shape != (rows.size, n):
+        raise EvaluationError(f"neighbour_mrr: K has shape {K_rows.shape} for {rows.size} rows and {n} labels; "
+                              "pass the square Gram matrix of the labelled examples")
+    if rows.size and (rows.min() < 0 or rows.max() >= n):
+        raise EvaluationError(f"neighbour_mrr: row index outside 0..{n - 1}")
+    if ties not in TIES:
+        raise EvaluationError(f"neighbour_mrr: ties={ties!r}; use one of {list(TIES)}")
+    if not np.all(np.isfinite(K_rows)):
+        raise EvaluationError("neighbour_mrr: K has NaN or infinite entries (an incomplete store?); "
+                              "finish the Gram matrix first")
+    rr = np.full(rows.size, np.nan)
+    others = np.ones(n, dtype=bool)
+    for r, i in enumerate(rows):
+        others[i] = False
+        same = others & (y == y[i])
+        if same.any():
+            row = K_rows[r]
+            v = row[same].max()
+            g = int(np.count_nonzero(others & (row > v)))
+            at_v = others & (row == v)
+            s = int(np.count_nonzero(at_v & same))
+            d = int(np.count_nonzero(at_v)) - s
+            if ties == "optimistic":
+                rr[r] = 1.0 / (g + 1)
+            elif ties == "pessimistic":
+                rr[r] = 1.0 / (g + d + 1)
+            else:
+                rr[r] = _first_success_rr(g, s, d)
+        others[i] = True
+    return rr
+
+
+def mean_rr(rr) -> float:
+    """Mean of reciprocal ranks, leaving out the NaN of singleton classes."""
+    rr = np.asarray(rr, dtype=np.float64)
+    if not np.any(~np.isnan(rr)):
+        raise EvaluationError("neighbour_mrr: every class has a single example, so no example has a "
+                              "same-label neighbour; MRR needs classes with >= 2 members")
+    return float(np.nanmean(rr))
+
+
 def neighbour_mrr(K, labels, ties: str = "pessimistic") -> float:
     """Mean reciprocal rank of the nearest same-label neighbour under a kernel.
 
@@ -137,36 +199,8 @@ def neighbour_mrr(K, labels, ties: str = "pessimistic") -> float:
     float in (0, 1].
     """
     K = np.asarray(K, dtype=np.float64)
-    y = np.asarray(labels)
-    n = len(y)
+    n = len(labels)
     if K.ndim != 2 or K.shape != (n, n):
         raise EvaluationError(f"neighbour_mrr: K has shape {K.shape} but there are {n} labels; "
                               "pass the square Gram matrix of the labelled examples")
-    if ties not in TIES:
-        raise EvaluationError(f"neighbour_mrr: ties={ties!r}; use one of {list(TIES)}")
-    if not np.all(np.isfinite(K)):
-        raise EvaluationError("neighbour_mrr: K has NaN or infinite entries (an incomplete store?); "
-                              "finish the Gram matrix first")
-    rr = []
-    others = np.ones(n, dtype=bool)
-    for i in range(n):
-        others[i] = False
-        same = others & (y == y[i])
-        if same.any():
-            row = K[i]
-            v = row[same].max()
-            g = int(np.count_nonzero(others & (row > v)))
-            at_v = others & (row == v)
-            s = int(np.count_nonzero(at_v & same))
-            d = int(np.count_nonzero(at_v)) - s
-            if ties == "optimistic":
-                rr.append(1.0 / (g + 1))
-            elif ties == "pessimistic":
-                rr.append(1.0 / (g + d + 1))
-            else:
-                rr.append(_first_success_rr(g, s, d))
-        others[i] = True
-    if not rr:
-        raise EvaluationError("neighbour_mrr: every class has a single example, so no example has a "
-                              "same-label neighbour; MRR needs classes with >= 2 members")
-    return float(np.mean(rr))
+    return mean_rr(neighbour_rr(K, np.arange(n), labels, ties))

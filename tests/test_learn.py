@@ -19,7 +19,9 @@ from gramtile.pipeline.folds import (Split, fixed_split, folds_path, load_or_mak
                                      stratified_kfold)
 from gramtile.pipeline.gram_store import GramStore
 from gramtile.pipeline.learn import (ArrayKernelSource, evaluate, learning_curve, markdown_table, nested_order,
-                                     open_gram_source, plot_learning_curve, read_labels, store_labels)
+                                     open_gram_source, plot_learning_curve, read_labels, source_mrr,
+                                     store_labels)
+from gramtile.pipeline.metrics import neighbour_mrr
 from gramtile.pipeline.perceptron import VotedPerceptron
 from gramtile.pipeline.readers import read
 from gramtile.workflows.cli import main
@@ -235,6 +237,15 @@ def test_store_kfold_reads_the_chunks_each_fold_needs(num_store, num_K, num_y):
                                rtol=1e-12)
 
 
+@pytest.mark.parametrize("ties", ["pessimistic", "expected"])
+def test_store_mrr_in_row_blocks_equals_in_memory(num_store, num_K, num_y, ties):
+    src = open_gram_source(num_store, normalized=True)
+    d = np.sqrt(np.diag(num_K))
+    want = neighbour_mrr(num_K / np.outer(d, d), num_y, ties=ties)
+    assert source_mrr(src, num_y, ties=ties, block_rows=100) == pytest.approx(want, rel=1e-12)
+    assert 0.5 < want < 1  # same-label questions are usually the nearest
+
+
 def test_incomplete_store_refuses(num_store, num_y, tmp_path):
     copy = tmp_path / "partial.zarr"
     shutil.copytree(num_store, copy)
@@ -316,7 +327,8 @@ def test_cli_evaluate_writes_results_and_reuses_folds(num_store, num_K, num_y, t
     ev = evaluate(ArrayKernelSource(num_K), num_y, folds, C=[0.5, 2.0], kernel="sst")
     assert [r["accuracy"] for r in res["rows"]] == [r["accuracy"] for r in ev.rows]
     assert [r["f1"] for r in res["rows"]] == [r["f1"] for r in ev.rows]
-    assert len(res["curve"]) == 4 and 0 < res["neighbour_mrr"] <= 1
+    assert len(res["curve"]) == 4
+    assert res["neighbour_mrr"] == pytest.approx(neighbour_mrr(num_K, num_y), rel=1e-12)
     for key, (idx, pred) in ev.predictions.items():
         assert res["predictions"][key]["row"] == idx.tolist()
         assert res["predictions"][key]["predicted"] == pred.tolist()

@@ -90,8 +90,8 @@ def spec_name(d) -> str:
 def run(args) -> int:
     from gramtile.pipeline.folds import load_or_make_folds, parse_split
     from gramtile.pipeline.learn import (evaluate, learning_curve, markdown_table, open_gram_source,
-                                         parse_class_weight, plot_learning_curve, read_labels, store_labels)
-    from gramtile.pipeline.metrics import neighbour_mrr
+                                         parse_class_weight, plot_learning_curve, read_labels, source_mrr,
+                                         store_labels)
 
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
@@ -141,10 +141,7 @@ def run(args) -> int:
             plot_learning_curve(rows, png, title=f"learning curve: {args.model}")
             md.append(f"\n![learning curve]({png.name})\n")
     if args.mrr:
-        import numpy as np
-
-        everything = np.arange(source.n)
-        mrr = neighbour_mrr(source.block(everything, everything), labels)
+        mrr = source_mrr(source, labels, block_rows=int(store.tile))
         print(f"\nsame-label neighbour MRR (pessimistic ties): {mrr:.4f}")
         out["neighbour_mrr"] = mrr
         md.append(f"\nSame-label neighbour MRR (pessimistic ties): {mrr:.4f}\n")
