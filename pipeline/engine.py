@@ -57,7 +57,7 @@ def _check_out(out: Path):
 
 def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local", cluster_file=None,
              progress=True, memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
-             on_tile=None) -> GramStore:
+             on_tile=None, client=None) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
 
     Parameters
@@ -83,6 +83,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         Dask tasks submitted at a time (default 2 x worker threads, at least 4).
     on_tile : callable, optional
         Called with each :class:`~gramtile.pipeline.executors.TileResult` after it is recorded.
+    client : distributed.Client, optional
+        An already connected client to run on (``cluster`` is then only recorded in the log).
 
     Returns
     -------
@@ -93,7 +95,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
 
     spec = as_spec(spec)
     profile = None
-    if cluster != "sequential":
+    if client is None and cluster != "sequential":
         from gramtile.pipeline.cluster import get_profile
 
         profile = get_profile(cluster, cluster_file)  # a bad profile fails before any work
@@ -133,8 +135,10 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         job = TileJob(corpus_path=str(Path(cs.path).resolve()), corpus_hash=cs.content_hash,
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
                       store_path=str(out.resolve()), tile=store.tile, symmetric=symmetric,
-                      token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile))
-        executor = "sequential" if profile is None or profile.type == "sequential" else "dask"
+                      token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
+                      store_uid=store.meta.get("uid"))
+        executor = "dask" if client is not None else \
+            "sequential" if profile is None or profile.type == "sequential" else "dask"
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
                    "tiles_total": total_tiles, "executor": executor, "cluster": cluster})
         store.touch()
@@ -164,6 +168,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         try:
             if executor == "sequential":
                 run_sequential(job, grid, todo, record)
+            elif client is not None:
+                run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
             elif todo:
                 from gramtile.pipeline.cluster import open_client
 

@@ -55,6 +55,7 @@ class TileJob:
     tile: int
     symmetric: bool
     token: str
+    store_uid: str | None = None
 
     def key(self, t: Tile) -> str:
         """Deterministic Dask key of tile ``t``."""
@@ -181,7 +182,7 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
         Y = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
         K, dr, dc = evaluate_block(spec, X, Y)
         evals = len(ridx) * len(cidx)
-    write_tile(job.store_path, t, K, job.tile, job.symmetric)
+    write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid)
     return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
                       time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}")
 

@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import socket
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,7 @@ class GramStore:
             "col_ids": None if (col_ids is None or symmetric) else [str(x) for x in col_ids],
             "tile": t,
             "mirror": "symmetric stores hold full K: the transposed tile is written too",
+            "uid": uuid.uuid4().hex,
             "created": _now(),
             "updated": _now(),
         }
@@ -309,17 +311,29 @@ class GramStore:
         return t.i * s, min((t.i + 1) * s, nr), t.j * s, min((t.j + 1) * s, nc)
 
     def mark_done(self, t: Tile, diag_r: np.ndarray, diag_c: np.ndarray):
-        """Driver side: write the tile's diagonal chunks, then its done bit (and the mirror's)."""
+        """Driver side: write the tile's diagonal chunks, then its done bit (and the mirror's).
+
+        Each diagonal chunk is written once per store object (its values do not depend on the
+        tile that computed them); the done bits go out as one write per touched ``done`` chunk.
+        """
         r0, r1, c0, c1 = self.spans(t)
-        self.diag_rows[r0:r1] = diag_r
-        self.diag_cols[c0:c1] = diag_c
+        if not hasattr(self, "_diag_written"):
+            self._diag_written, self._done_mem = set(), self.done_mask()
+        todo = [("r", t.i, r0, r1, diag_r), ("c", t.j, c0, c1, diag_c)]
         if self.symmetric:
-            # the column examples are the row examples: keep diag_rows complete for every tile row
-            self.diag_rows[c0:c1] = diag_c
-            self.diag_cols[r0:r1] = diag_r
-        self.done[t.i, t.j] = True
-        if self.symmetric and t.i != t.j:
-            self.done[t.j, t.i] = True
+            # the column examples are the row examples: keep both diagonals complete
+            todo += [("r", t.j, c0, c1, diag_c), ("c", t.i, r0, r1, diag_r)]
+        for which, k, a, b, vals in todo:
+            if (which, k) not in self._diag_written:
+                (self.diag_rows if which == "r" else self.diag_cols)[a:b] = vals
+                self._diag_written.add((which, k))
+        cells = [(t.i, t.j)] + ([(t.j, t.i)] if self.symmetric and t.i != t.j else [])
+        for i, j in cells:
+            self._done_mem[i, j] = True
+        ci, cj = self.done.chunks
+        for bi, bj in {(i // ci, j // cj) for i, j in cells}:
+            sl = (slice(bi * ci, (bi + 1) * ci), slice(bj * cj, (bj + 1) * cj))
+            self.done[sl] = self._done_mem[sl]
 
     def clear_done(self, tiles):
         """Unset the done bits of ``tiles`` (and their mirrors in a symmetric store)."""
@@ -327,6 +341,8 @@ class GramStore:
             self.done[t.i, t.j] = False
             if self.symmetric:
                 self.done[t.j, t.i] = False
+        self.__dict__.pop("_done_mem", None)
+        self.__dict__.pop("_diag_written", None)
 
     def chunk_path(self, t: Tile) -> Path:
         """File holding K's chunk for tile ``t`` (local stores, default chunk key encoding)."""
@@ -356,12 +372,23 @@ class GramStore:
                 "created": m["created"], "updated": m["updated"]}
 
 
-def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool):
+_open_K: dict = {}
+
+
+def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool, uid: str | None = None):
     """Worker side: write tile ``t``'s whole chunk of K (and, symmetric and off-diagonal, its mirror).
 
-    Opens the ``K`` array by path so it can run in any process that sees the store.
+    Opens the ``K`` array by path so it can run in any process that sees the store; the handle
+    is kept per process under (path, store uid), so a store recreated at the same path is reopened.
     """
-    K = zarr.open_array(str(Path(store_path) / "K"), mode="r+")
+    key = (str(store_path), uid)
+    K = _open_K.get(key) if uid is not None else None
+    if K is None:
+        K = zarr.open_array(str(Path(store_path) / "K"), mode="r+")
+        if uid is not None:
+            if len(_open_K) > 64:
+                _open_K.clear()
+            _open_K[key] = K
     nr, nc = K.shape
     r0, r1 = t.i * tile, min((t.i + 1) * tile, nr)
     c0, c1 = t.j * tile, min((t.j + 1) * tile, nc)

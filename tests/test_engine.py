@@ -1,0 +1,174 @@
+"""The tiled engine end to end: sequential = Dask LocalCluster = in-memory gram(), for tile sizes
+that divide n and that do not; cluster.yaml edits never change a stored number or hash; a driver
+SIGKILLed mid-run resumes computing only the missing tiles; the CLI commands."""
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import gramtile
+from gramtile.pipeline.cluster import open_client
+from gramtile.pipeline.corpus_store import CorpusStore
+from gramtile.pipeline.engine import run_gram
+from gramtile.pipeline.gram_store import GramStore
+from gramtile.pipeline.readers import read
+from gramtile.pipeline.tiles import Tile
+
+from conftest import require_data
+
+N = 700
+SST = '{"kind": "sst", "lam": 0.4}'
+GRAMTILE = [sys.executable, "-m", "gramtile"]
+
+
+@pytest.fixture(scope="module")
+def docs():
+    path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
+    return list(itertools.islice(read(path, "svmlighttk"), N))
+
+
+@pytest.fixture(scope="module")
+def corpus(docs, tmp_path_factory):
+    # shards of 256 so that tiles straddle shard boundaries
+    path = tmp_path_factory.mktemp("corpus") / "num700.zarr"
+    cs = CorpusStore.create(path, shard_size=256)
+    for k in range(0, len(docs), 256):
+        cs.write_shard(k // 256, docs[k:k + 256])
+    cs.finish()
+    cs.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(docs):
+    return gramtile.gram(SST, docs)
+
+
+@pytest.fixture(scope="module")
+def cluster_file(tmp_path_factory):
+    p = tmp_path_factory.mktemp("cluster") / "cluster.yaml"
+    p.write_text("profiles:\n  local: {n_workers: 2, threads_per_worker: 1, memory_limit: 1GiB, dashboard_address: ':0'}\n")
+    return p
+
+
+@pytest.fixture(scope="module")
+def local_client(cluster_file):
+    with open_client("local", cluster_file) as client:
+        yield client
+
+
+def _meta_without_times(st):
+    m = dict(st.meta)
+    m.pop("created")
+    m.pop("updated")
+    m.pop("uid")
+    return m
+
+
+@pytest.mark.parametrize("tile", [100, 77])
+def test_sequential_equals_local_cluster_equals_in_memory(corpus, reference, local_client, tmp_path, tile):
+    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential", progress=False)
+    dsk = run_gram(corpus, SST, tmp_path / "dask.zarr", tile=tile, client=local_client, progress=False)
+    Ks, Kd = seq.view().block(), dsk.view().block()
+    assert np.array_equal(Ks, Kd)
+    assert np.array_equal(seq.view().diag()[0], dsk.view().diag()[0])
+    assert np.allclose(Ks, reference, rtol=1e-12, atol=0)
+    assert _meta_without_times(seq) == _meta_without_times(dsk)
+    # the Dask tiles really ran on the worker processes, and each tile once
+    tiles = [r for r in dsk.read_log() if r["event"] == "tile"]
+    assert len({r["worker"] for r in tiles}) == 2
+    assert sorted(tuple(r["tile"]) for r in tiles) == sorted(map(tuple, dsk.grid().tiles()))
+    assert all(r["worker"] != f"{os.uname().nodename}:{os.getpid()}" for r in tiles)
+
+
+def test_editing_cluster_yaml_never_changes_numbers_or_hashes(corpus, reference, tmp_path):
+    small = tmp_path / "cluster.yaml"
+    small.write_text("profiles:\n  local: {n_workers: 1, threads_per_worker: 2, memory_limit: 1GiB, "
+                     "dashboard_address: ':0'}\n")
+    a = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", tile=64, cluster="local", cluster_file=small,
+                 progress=False)
+    b = run_gram(corpus, SST, tmp_path / "b.zarr", rows="0:300", tile=64, cluster="sequential", progress=False)
+    assert np.array_equal(a.view().block(), b.view().block())
+    assert np.allclose(a.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
+    assert _meta_without_times(a) == _meta_without_times(b)
+    # the store made under one profile is resumed under another without a mismatch (nothing to do)
+    again = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", cluster="sequential", progress=False)
+    assert again.kernel_hash == a.kernel_hash
+    ends = [r for r in again.read_log() if r["event"] == "end"]
+    assert ends[-1]["tiles_computed"] == 0
+
+
+def _tile_lines(store):
+    p = store / "log.jsonl"
+    if not p.exists():
+        return 0
+    return sum('"event": "tile"' in line for line in p.read_text().splitlines())
+
+
+def test_driver_killed_mid_run_resumes_only_missing_tiles(corpus, reference, tmp_path, capsys):
+    out = tmp_path / "killed.zarr"
+    cmd = GRAMTILE + ["gram", "--corpus", str(corpus), "--kernel", SST, "--out", str(out), "--tile", "35",
+                      "--cluster", "sequential", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while _tile_lines(out) < 20 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    st = GramStore.open(out)
+    done_before = {t for t in st.grid().tiles() if st.done_mask()[t.i, t.j]}
+    total = len(st.grid().tiles())
+    assert 20 <= len(done_before) < total
+    assert (out / "gramtile.lock").exists()  # left behind by the killed driver: stale, taken over
+
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    log = GramStore.open(out).read_log()
+    runs = [r["run"] for r in log if r["event"] == "start"]
+    assert len(runs) == 2
+    rerun = [Tile(*r["tile"]) for r in log if r["event"] == "tile" and r["run"] == runs[1]]
+    assert len(rerun) == len(set(rerun))
+    assert set(rerun) == set(st.grid().tiles()) - done_before
+    st = GramStore.open(out)
+    assert st.complete
+    assert np.allclose(st.view().block(), reference, rtol=1e-12, atol=0)
+
+    # the CLI around the finished store (in-process: the same entry point as the script)
+    from gramtile.workflows.cli import main
+
+    assert main(["status", str(out)]) == 0
+    s = capsys.readouterr().out
+    assert f"{total}/{total} tiles done" in s and st.kernel_hash in s
+    assert main(["verify", str(out)]) == 0 and "0 bad" in capsys.readouterr().out
+    npy = tmp_path / "K.npy"
+    assert main(["export", str(out), "--out", str(npy), "--normalized"]) == 0
+    assert np.array_equal(np.load(npy), st.view().block(normalized=True))
+
+
+def test_cli_gram_rectangular_selection_file_and_errors(corpus, reference, tmp_path):
+    sel = tmp_path / "test.txt"
+    sel.write_text("\n".join(str(i) for i in (650, 3, 699, 10)) + "\n")
+    out = tmp_path / "rect.zarr"
+    from gramtile.workflows.cli import main
+
+    assert main(["gram", "--corpus", str(corpus), "--kernel", SST, "--out", str(out), "--rows", f"@{sel}",
+                 "--cols", "0:150", "--tile", "64", "--cluster", "sequential", "--no-progress"]) == 0
+    st = GramStore.open(out)
+    assert np.allclose(st.view().block(), reference[np.ix_([650, 3, 699, 10], np.arange(150))], rtol=1e-12, atol=0)
+    # a mismatched rerun is a clear error (exit status 2), and the store is untouched
+    r = subprocess.run(GRAMTILE + ["gram", "--corpus", str(corpus), "--kernel", '{"kind": "st"}', "--out", str(out),
+                                   "--rows", f"@{sel}", "--cols", "0:150", "--cluster", "sequential"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "StoreMismatch" not in r.stderr and "new --out" in r.stderr
+    r = subprocess.run(GRAMTILE + ["export", str(tmp_path / "nothing.zarr"), "--out", str(tmp_path / "x.npy")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "not a gramtile Gram store" in r.stderr
