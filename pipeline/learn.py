@@ -24,7 +24,6 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from gramtile.kernels.errors import EvaluationError
-from gramtile.pipeline.folds import Split
 from gramtile.pipeline.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.perceptron import VotedPerceptron
 
@@ -239,6 +238,18 @@ def _check(source, labels, splits):
     return y, splits
 
 
+def _check_classes(classes, positive, class_weight):
+    if len(classes) == 2 and positive not in classes:
+        raise EvaluationError(f"positive class {positive!r} is not one of the labels {classes!r}; pick one of them")
+    if isinstance(class_weight, dict):
+        unknown = [k for k in class_weight if k not in classes]
+        if unknown:
+            raise EvaluationError(f"class weight given for {unknown[0]!r}, which is not a label ({classes!r}); "
+                                  "name existing labels, e.g. --class-weight " + f"{classes[-1]}:5")
+    elif class_weight not in (None, "balanced"):
+        raise EvaluationError(f"class_weight={class_weight!r}; use None, 'balanced' or a dict label -> weight")
+
+
 def _read(source, rows, cols, what):
     B = np.asarray(source.block(rows, cols), dtype=np.float64)
     if B.shape != (len(rows), len(cols)):
@@ -341,8 +352,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     classes = sorted(np.unique(y).tolist())
     if positive is None and len(classes) == 2:
         positive = positive_class(classes)
-    if len(classes) == 2 and positive not in classes:
-        raise EvaluationError(f"positive class {positive!r} is not one of the labels {classes!r}; pick one of them")
+    _check_classes(classes, positive, class_weight)
     res = Evaluation()
     pooled = {_label(s): ([], []) for s in grid}
     fold_acc = {_label(s): [] for s in grid}
@@ -435,6 +445,7 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
     classes = sorted(np.unique(y).tolist())
     if positive is None and len(classes) == 2:
         positive = positive_class(classes)
+    _check_classes(classes, positive, class_weight)
     acc = {}  # (fraction, label) -> [idx list, pred list, accs, n_trains]
     for sp in splits:
         order = sp.train[nested_order(y[sp.train], seed)]

@@ -19,8 +19,8 @@ from gramtile.pipeline.folds import (Split, fixed_split, folds_path, load_or_mak
                                      stratified_kfold)
 from gramtile.pipeline.gram_store import GramStore
 from gramtile.pipeline.learn import (ArrayKernelSource, evaluate, learning_curve, markdown_table, nested_order,
-                                     open_gram_source, plot_learning_curve, read_labels, source_mrr,
-                                     store_labels)
+                                     open_gram_source, parse_class_weight, plot_learning_curve, read_labels,
+                                     source_mrr, store_labels)
 from gramtile.pipeline.metrics import neighbour_mrr
 from gramtile.pipeline.perceptron import VotedPerceptron
 from gramtile.pipeline.readers import read
@@ -196,6 +196,12 @@ def test_evaluate_rejects_bad_input(num_K, num_y):
         evaluate(src, num_y, folds, C=[1, -1])
     with pytest.raises(EvaluationError, match="model="):
         evaluate(src, num_y, folds, model="tree")
+    with pytest.raises(EvaluationError, match="'\\+1', which is not a label"):
+        evaluate(src, num_y, folds, class_weight=parse_class_weight("+1:5"))
+    with pytest.raises(EvaluationError, match="positive class 'yes'"):
+        evaluate(src, num_y, folds, positive="yes")
+    with pytest.raises(EvaluationError, match="cannot read"):
+        parse_class_weight("1:x")
     one_class = Split(np.flatnonzero(num_y == "-1")[:10], np.arange(3), "split")
     with pytest.raises(EvaluationError, match="one class"):
         evaluate(src, num_y, [one_class])
