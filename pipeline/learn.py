@@ -11,7 +11,7 @@ Models: ``"svm"`` is ``sklearn.svm.SVC(kernel="precomputed")`` (multi-class one-
 perceptron of :mod:`gramtile.pipeline.perceptron`.
 
 Result rows are flat dicts. Binary tasks report precision/recall/F1 of the positive class
-(:func:`positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
+(:func:`~gramtile.pipeline.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
 ``macro_f1`` and ``micro_f1``. Overall figures pool the predictions of all test parts (each
 example is tested once under k-fold); ``accuracy_std`` is the spread of per-fold accuracies.
 """
@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.errors import EvaluationError
 from gramtile.pipeline.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.perceptron import VotedPerceptron
@@ -61,9 +62,8 @@ class ArrayKernelSource:
         if K.ndim != 2 or K.shape[0] != K.shape[1]:
             raise EvaluationError(f"ArrayKernelSource: K has shape {K.shape}; pass a square Gram matrix")
         if normalized:
-            d = np.sqrt(np.clip(np.diag(K), 0.0, None))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                K = np.where(np.outer(d, d) > 0, K / np.outer(d, d), 0.0)
+            # the same arithmetic as a Gram store's normalized reads, so both give equal numbers
+            K = normalize_block(K, np.diag(K), np.diag(K))
         self.K = K
         self.n = K.shape[0]
         self.reads = 0
