@@ -17,9 +17,12 @@ from gramtile.kernels.errors import EvaluationError
 
 def add_parser(sub):
     p = sub.add_parser("evaluate", help="k-fold / fixed-split SVM or voted-perceptron evaluation from a Gram store",
-                       description=__doc__.split("\n\n")[0])
+                       description="Train and score an SVM (C grid) or kernel voted perceptron from a Gram store "
+                                   "by stratified k-fold or a fixed split; print a markdown table and, with "
+                                   "--out, write results.md / results.json.")
     p.add_argument("--gram", required=True, metavar="GRAM.zarr", help="square Gram store over the labelled examples")
-    p.add_argument("--model", choices=("svm", "perceptron"), default="svm")
+    p.add_argument("--model", choices=("svm", "perceptron"), default="svm",
+                   help="SVC(kernel='precomputed') or the kernel voted perceptron (default svm)")
     p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
     p.add_argument("--seed", type=int, default=0, help="fold shuffle seed (default 0)")
     p.add_argument("--split", metavar="train:A:B,test:C:D",
