@@ -1,0 +1,603 @@
+"""Convolution tree kernels: subtree (ST), subset tree (SST) and partial tree (PT).
+
+All three count common tree fragments, ``K(T1, T2) = sum_{n1 in T1, n2 in T2} Delta(n1, n2)``,
+with leaves being childless nodes labelled by their word (KERNELS.md section 5):
+
+- ST (Vishwanathan & Smola 2002, "Fast kernels for string and tree matching"; SVM-Light-TK's
+  SST recursion with sigma = 0)::
+
+      Delta(n1, n2) = 0                                   if n1 or n2 is a leaf or prod(n1) != prod(n2)
+                    = lam * prod_j D_j                    otherwise,
+      D_j = 1 when both j-th children are leaves, else Delta(ch_j(n1), ch_j(n2)).
+
+- SST (Collins & Duffy 2002, "New ranking algorithms for parsing and tagging")::
+
+      Delta(n1, n2) = lam * prod_j (1 + Delta(ch_j(n1), ch_j(n2)))   if prod(n1) == prod(n2)
+                    = 0                                              otherwise (and for leaves),
+
+  so a matching pre-terminal pair gives lam. With ``leaves=True`` ("SST-bow", SVM-Light-TK
+  ``-F 2``, KeLP's default) every pair of equal leaves adds lam as well.
+
+- PT (Moschitti 2006, "Efficient convolution kernels for dependency and constituent syntactic
+  trees")::
+
+      Delta(n1, n2) = 0                                              if label(n1) != label(n2)
+                    = mu lam^2 t                                     if n1 or n2 is childless
+                    = mu (lam^2 + sum_{J1, J2, |J1| = |J2| >= 1} lam^{g(J1) + g(J2)}
+                                  prod_i Delta(ch_{J1_i}(n1), ch_{J2_i}(n2)))   otherwise,
+
+  where J1, J2 are increasing child index sequences, ``g(J)`` is the number of children skipped
+  inside the span (``gap="gaps"``: J_last - J_first + 1 - |J|, Moschitti's fast algorithm and
+  SVM-Light-TK) or the span itself (``gap="span"``: J_last - J_first, the paper's definition),
+  and ``t`` is ``terminal_factor`` (KeLP).
+
+Algorithm (Moschitti 2006). For each tree the nodes that can match (internal nodes for ST/SST,
+keyed by production id; all nodes for PT, keyed by label id) are grouped by key once per batch.
+A pair of trees merge-joins the two sorted group lists, so only matching node pairs are
+visited, in decreasing preorder index of the first node: children come after their parent in
+preorder, hence every child pair's Delta is final before its parents need it. Delta values are
+memoised in a table holding exactly the matching pairs of the current tree pair (row of ``n1``
++ position of ``n2`` inside its group), so memory follows the number of matches, not a size cap.
+PT sums over child subsequences of all lengths at once with an O(|ch1| |ch2|) dynamic programme
+(no length index is needed because the weights do not depend on the subsequence length)::
+
+      S[i, j] = Delta(c1_i, c2_j) * (1 + f * D[i-1, j-1])      (f = 1 for "gaps", lam^2 for "span")
+      D[i, j] = sum_{i' <= i, j' <= j} lam^{(i - i') + (j - j')} S[i', j']
+      Delta(n1, n2) = mu (lam^2 + sum_{i, j} S[i, j])
+
+``S[i, j]`` sums the weights of all subsequence pairs ending at (i, j): extending a pair that ends
+at (i', j') multiplies its weight by lam^{(i-i'-1) + (j-j'-1)} (skipped children) or by
+lam^{(i-i') + (j-j')} (span growth), which is ``D`` shifted by one, times ``f``. ``D`` is kept
+as a row prefix sum plus a column recurrence, so no subtraction (and no cancellation) occurs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from gramtile.kernels.errors import RepresentationError
+from gramtile.kernels.spec import BaseSpec, register
+
+_ST, _SST, _PT = 0, 1, 2
+
+
+# ---- per-batch grouping ----------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _group(offsets, key):
+    """Group each example's nodes by ``key`` (nodes with key < 0 are left out).
+
+    Parameters
+    ----------
+    offsets : int64 (n+1,)
+    key : int32 (total_nodes,)
+
+    Returns
+    -------
+    soff : int64 (n+1,)      start of each example in ``snode``
+    snode : int32 (m,)       local node indices sorted by (key, node)
+    uoff : int64 (n+1,)      start of each example's groups in ``ukey``/``ubeg``/``uend``
+    ukey : int32 (u,)        group keys, increasing within an example
+    ubeg, uend : int32 (u,)  group extent in the example's part of ``snode``
+    rank : int32 (total_nodes,)  a node's group index within its example, -1 if left out
+    gpos : int32 (total_nodes,)  a node's position inside its group, -1 if left out
+    dnode : int32 (m,)       the same nodes by decreasing index (children before parents)
+    """
+    n = offsets.shape[0] - 1
+    total = key.shape[0]
+    rank = np.full(total, -1, np.int32)
+    gpos = np.full(total, -1, np.int32)
+    soff = np.zeros(n + 1, np.int64)
+    uoff = np.zeros(n + 1, np.int64)
+    snode = np.empty(total, np.int32)
+    dnode = np.empty(total, np.int32)
+    ukey = np.empty(total, np.int32)
+    ubeg = np.empty(total, np.int32)
+    uend = np.empty(total, np.int32)
+    s = 0
+    u = 0
+    for t in range(n):
+        a = offsets[t]
+        b = offsets[t + 1]
+        cnt = 0
+        for g in range(a, b):
+            if key[g] >= 0:
+                cnt += 1
+        buf = np.empty(cnt, np.int64)
+        c = 0
+        for g in range(b - 1, a - 1, -1):
+            if key[g] >= 0:
+                dnode[s + c] = g - a
+                c += 1
+        c = 0
+        for g in range(a, b):
+            if key[g] >= 0:
+                # key in the high word, node in the low word: one sort orders by (key, node)
+                buf[c] = (np.int64(key[g]) << 32) | np.int64(g - a)
+                c += 1
+        buf.sort()
+        u0 = u
+        prev = -1
+        start = 0
+        for k in range(cnt):
+            kk = np.int32(buf[k] >> 32)
+            node = np.int32(buf[k] & 0xFFFFFFFF)
+            if k == 0 or kk != prev:
+                ukey[u] = kk
+                ubeg[u] = k
+                u += 1
+                prev = kk
+                start = k
+            uend[u - 1] = k + 1
+            snode[s + k] = node
+            rank[a + node] = u - 1 - u0
+            gpos[a + node] = k - start
+        s += cnt
+        soff[t + 1] = s
+        uoff[t + 1] = u
+    return (soff, snode[:s].copy(), uoff, ukey[:u].copy(), ubeg[:u].copy(), uend[:u].copy(), rank, gpos,
+            dnode[:s].copy())
+
+
+def _index(batch, key_col):
+    """The arrays a block core reads for one batch: CSR structure plus grouping by ``key_col``."""
+    off = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+    col = np.ascontiguousarray(batch.columns[key_col], dtype=np.int32)
+    cp = np.ascontiguousarray(batch.child_ptr, dtype=np.int64)
+    ci = np.ascontiguousarray(batch.child_idx, dtype=np.int32)
+    soff, snode, uoff, ukey, ubeg, uend, rank, gpos, dnode = _group(off, col)
+    return (off, col, cp, ci, rank, gpos, soff, snode, uoff, ukey, ubeg, uend, dnode)
+
+
+def _leaf_index(batch):
+    """Groups of leaves by label (SST-bow): ``(uoff, ukey, ubeg, uend)``."""
+    off = np.ascontiguousarray(batch.offsets, dtype=np.int64)
+    leaf = np.diff(batch.child_ptr) == 0
+    key = np.where(leaf, batch.columns["label"], -1).astype(np.int32)
+    _, _, uoff, ukey, ubeg, uend, _, _, _ = _group(off, key)
+    return (uoff, ukey, ubeg, uend)
+
+
+# ---- pair cores -------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _join(i, X, j, Y, match):
+    """Merge-join the groups of example i of X and example j of Y.
+
+    Sets ``match[r]`` to the global group index in Y matching X's local group r (-1 if none)
+    and returns the number of matching node pairs.
+    """
+    uoffx, ukeyx, ubegx, uendx = X[8], X[9], X[10], X[11]
+    uoffy, ukeyy, ubegy, uendy = Y[8], Y[9], Y[10], Y[11]
+    a = uoffx[i]
+    ae = uoffx[i + 1]
+    b = uoffy[j]
+    be = uoffy[j + 1]
+    for r in range(ae - a):
+        match[r] = -1
+    need = 0
+    a0 = a
+    while a < ae and b < be:
+        ka = ukeyx[a]
+        kb = ukeyy[b]
+        if ka < kb:
+            a += 1
+        elif ka > kb:
+            b += 1
+        else:
+            match[a - a0] = b
+            need += (uendx[a] - ubegx[a]) * (uendy[b] - ubegy[b])
+            a += 1
+            b += 1
+    return need
+
+
+@njit(cache=True, nogil=True)
+def _leaf_pairs(i, LX, j, LY):
+    """Number of pairs of equal leaves between example i of LX and example j of LY."""
+    uoffx, ukeyx, ubegx, uendx = LX
+    uoffy, ukeyy, ubegy, uendy = LY
+    a = uoffx[i]
+    ae = uoffx[i + 1]
+    b = uoffy[j]
+    be = uoffy[j + 1]
+    cnt = 0
+    while a < ae and b < be:
+        if ukeyx[a] < ukeyy[b]:
+            a += 1
+        elif ukeyx[a] > ukeyy[b]:
+            b += 1
+        else:
+            cnt += (uendx[a] - ubegx[a]) * (uendy[b] - ubegy[b])
+            a += 1
+            b += 1
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _sum_sst(i, X, j, Y, match, base, memo, lam, st):
+    """Sum of Delta over matching node pairs for ST (``st``) or SST; ``_join`` ran before."""
+    offx, prodx, cpx, cix, rankx, soffx, dnodex = X[0], X[1], X[2], X[3], X[4], X[6], X[12]
+    offy, prody, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[5], Y[6], Y[7], Y[10], Y[11]
+    ox = offx[i]
+    oy = offy[j]
+    sy = soffy[j]
+    pos = 0
+    total = 0.0
+    for t in range(soffx[i], soffx[i + 1]):
+        n1 = dnodex[t]
+        g = match[rankx[ox + n1]]
+        if g < 0:
+            continue
+        b0 = ubegy[g]
+        cnt = uendy[g] - b0
+        base[n1] = pos
+        c1a = cpx[ox + n1]
+        nch = cpx[ox + n1 + 1] - c1a
+        for k in range(cnt):
+            n2 = snodey[sy + b0 + k]
+            c2a = cpy[oy + n2]
+            d = lam
+            for q in range(nch):
+                a1 = cix[c1a + q]
+                p1 = prodx[ox + a1]
+                if p1 < 0:
+                    # equal productions: both q-th children are leaves (factor 1 in ST and SST)
+                    continue
+                a2 = ciy[c2a + q]
+                if p1 == prody[oy + a2]:
+                    v = memo[base[a1] + gposy[oy + a2]]
+                    if st:
+                        d *= v
+                    else:
+                        d *= 1.0 + v
+                elif st:
+                    d = 0.0
+                    break
+            memo[pos + k] = d
+            total += d
+        pos += cnt
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo, dp0, dp1, lam, f):
+    """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta (O(nc1 nc2))."""
+    prev = dp0
+    cur = dp1
+    for jj in range(nc2 + 1):
+        prev[jj] = 0.0
+    cur[0] = 0.0
+    acc = 0.0
+    for ii in range(nc1):
+        a1 = cix[c1a + ii]
+        l1 = labx[ox + a1]
+        row = row_of[a1]
+        run = 0.0
+        for jj in range(nc2):
+            a2 = ciy[c2a + jj]
+            s = 0.0
+            if l1 == laby[oy + a2]:
+                # prev[jj] = D[ii-1, jj-1]: all pairs ending strictly before (ii, jj)
+                s = memo[row + gposy[oy + a2]] * (1.0 + f * prev[jj])
+                acc += s
+            run = s + lam * run
+            cur[jj + 1] = run + lam * prev[jj + 1]
+        prev, cur = cur, prev
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo,
+                         E, S, D, lam, f, maxlen):
+    """As :func:`_children_dp` for subsequences of length <= maxlen (one DP level per length,
+    Moschitti's algorithm; SVM-Light-TK's MAX_CHILDREN = 5, KeLP's maxSubseqLeng)."""
+    w = nc2 + 1
+    acc = 0.0
+    for ii in range(nc1):
+        a1 = cix[c1a + ii]
+        l1 = labx[ox + a1]
+        row = row_of[a1]
+        for jj in range(nc2):
+            a2 = ciy[c2a + jj]
+            e = 0.0
+            if l1 == laby[oy + a2]:
+                e = memo[row + gposy[oy + a2]]
+            E[ii * nc2 + jj] = e
+            S[ii * nc2 + jj] = e
+            acc += e
+    for jj in range(w):
+        D[jj] = 0.0
+    for ii in range(nc1 + 1):
+        D[ii * w] = 0.0
+    for _ in range(1, min(maxlen, min(nc1, nc2))):
+        for ii in range(nc1):
+            run = 0.0
+            for jj in range(nc2):
+                run = S[ii * nc2 + jj] + lam * run
+                D[(ii + 1) * w + jj + 1] = run + lam * D[ii * w + jj + 1]
+        level = 0.0
+        for ii in range(nc1):
+            for jj in range(nc2):
+                v = E[ii * nc2 + jj] * f * D[ii * w + jj]
+                S[ii * nc2 + jj] = v
+                level += v
+        acc += level
+        if level == 0.0:
+            break
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _sum_pt(i, X, j, Y, match, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen):
+    """Sum of PT Delta over label-matching node pairs; ``_join`` ran before."""
+    offx, labx, cpx, cix, rankx, soffx, dnodex = X[0], X[1], X[2], X[3], X[4], X[6], X[12]
+    offy, laby, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[5], Y[6], Y[7], Y[10], Y[11]
+    lam2 = lam * lam
+    leafval = mu * lam2 * tf
+    ox = offx[i]
+    oy = offy[j]
+    sy = soffy[j]
+    pos = 0
+    total = 0.0
+    for t in range(soffx[i], soffx[i + 1]):
+        n1 = dnodex[t]
+        g = match[rankx[ox + n1]]
+        if g < 0:
+            continue
+        b0 = ubegy[g]
+        cnt = uendy[g] - b0
+        base[n1] = pos
+        c1a = cpx[ox + n1]
+        nc1 = cpx[ox + n1 + 1] - c1a
+        for k in range(cnt):
+            n2 = snodey[sy + b0 + k]
+            c2a = cpy[oy + n2]
+            nc2 = cpy[oy + n2 + 1] - c2a
+            if nc1 == 0 or nc2 == 0:
+                d = leafval
+            elif maxlen > 0 and maxlen < min(nc1, nc2):
+                d = mu * (lam2 + _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
+                                                      gposy, memo, E, S, D, lam, f, maxlen))
+            else:
+                d = mu * (lam2 + _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
+                                              gposy, memo, dp0, dp1, lam, f))
+            memo[pos + k] = d
+            total += d
+        pos += cnt
+    return total
+
+
+@njit(cache=True, nogil=True)
+def _scratch(X, Y, maxlen):
+    """Per-block scratch sized to the trees: group matches, memo rows, PT DP rows/tables."""
+    offx, cpx, uoffx = X[0], X[2], X[8]
+    offy, cpy = Y[0], Y[2]
+    mx = 1
+    gx = 1
+    for i in range(offx.shape[0] - 1):
+        mx = max(mx, offx[i + 1] - offx[i])
+        gx = max(gx, uoffx[i + 1] - uoffx[i])
+    my = 1
+    for j in range(offy.shape[0] - 1):
+        my = max(my, offy[j + 1] - offy[j])
+    cx = 1
+    for g in range(cpx.shape[0] - 1):
+        cx = max(cx, cpx[g + 1] - cpx[g])
+    cy = 1
+    for g in range(cpy.shape[0] - 1):
+        cy = max(cy, cpy[g + 1] - cpy[g])
+    match = np.empty(gx, np.int64)
+    base = np.empty(mx, np.int64)
+    memo = np.empty(max(1024, 4 * (mx + my)), np.float64)
+    dp0 = np.empty(cy + 1, np.float64)
+    dp1 = np.empty(cy + 1, np.float64)
+    tab = cx * cy if maxlen > 0 else 1
+    E = np.empty(tab, np.float64)
+    S = np.empty(tab, np.float64)
+    D = np.empty((cx + 1) * (cy + 1) if maxlen > 0 else 1, np.float64)
+    return match, base, memo, (dp0, dp1, E, S, D)
+
+
+@njit(cache=True, nogil=True)
+def _pair(kernel, i, X, j, Y, LX, LY, match, base, memo, dps, par):
+    """k(X_i, Y_j). Returns ``(value, memo)``; memo is replaced when it was too small."""
+    lam, mu, tf, f, leaves, maxlen = par
+    need = _join(i, X, j, Y, match)
+    v = 0.0
+    if need > 0:
+        if need > memo.shape[0]:
+            memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
+        if kernel == _PT:
+            dp0, dp1, E, S, D = dps
+            v = _sum_pt(i, X, j, Y, match, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
+        else:
+            v = _sum_sst(i, X, j, Y, match, base, memo, lam, kernel == _ST)
+    if leaves:
+        v += lam * _leaf_pairs(i, LX, j, LY)
+    return v, memo
+
+
+@njit(cache=True, nogil=True)
+def _block(kernel, X, Y, LX, LY, sym, par):
+    """Dense block K[i, j] = k(X_i, Y_j), shape (nx, ny); with ``sym`` (Y is X) only i <= j
+    is computed and mirrored.
+
+    ``par`` = (lam, mu, terminal factor, gap factor f, leaves, max subsequence length or 0).
+    """
+    nx = X[0].shape[0] - 1
+    ny = Y[0].shape[0] - 1
+    out = np.zeros((nx, ny), np.float64)
+    match, base, memo, dps = _scratch(X, Y, par[5])
+    for i in range(nx):
+        j0 = i if sym else 0
+        for j in range(j0, ny):
+            v, memo = _pair(kernel, i, X, j, Y, LX, LY, match, base, memo, dps, par)
+            out[i, j] = v
+            if sym:
+                out[j, i] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _diag(kernel, X, LX, par):
+    """Self-kernels k(X_i, X_i), shape (nx,)."""
+    nx = X[0].shape[0] - 1
+    out = np.zeros(nx, np.float64)
+    match, base, memo, dps = _scratch(X, X, par[5])
+    for i in range(nx):
+        v, memo = _pair(kernel, i, X, i, X, LX, LX, match, base, memo, dps, par)
+        out[i] = v
+    return out
+
+
+# ---- specs ------------------------------------------------------------------------------
+
+_NO_LEAVES = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32))
+
+
+def _check_tree(spec, batch, which):
+    if getattr(batch, "kind", None) != "tree":
+        raise RepresentationError(
+            f"kernel {spec.kind!r} reads ordered trees, but {which} is a {getattr(batch, 'kind', type(batch).__name__)!r} "
+            f"batch; encode pipeline.structures.Tree values (representation {spec.rep_name!r})")
+
+
+class _TreeKernel(BaseSpec):
+    """Shared block/diag plumbing; subclasses set ``_code``, ``_key`` and ``_args()``."""
+
+    reads = "tree"
+    _code = -1
+    _key = "prod"
+
+    def _args(self):
+        """(lam, mu, terminal factor, gap factor f, leaves, max length or 0) for the cores."""
+        raise NotImplementedError
+
+    def _prep(self, batch, which):
+        _check_tree(self, batch, which)
+        lx = _leaf_index(batch) if self._args()[4] else _NO_LEAVES
+        return _index(batch, self._key), lx
+
+    def block(self, X, Y=None) -> np.ndarray:
+        """Dense float64 block ``K[i, j] = k(X_i, Y_j)``, shape (X.n, Y.n); ``Y=None`` means X.
+
+        With ``Y=None`` only the upper triangle is evaluated and mirrored.
+        """
+        ix, lx = self._prep(X, "X")
+        if Y is None:
+            return _block(self._code, ix, ix, lx, lx, True, self._args())
+        iy, ly = self._prep(Y, "Y")
+        return _block(self._code, ix, iy, lx, ly, False, self._args())
+
+    def diag(self, X) -> np.ndarray:
+        """Self-kernels ``k(X_i, X_i)``, shape (X.n,)."""
+        ix, lx = self._prep(X, "X")
+        return _diag(self._code, ix, lx, self._args())
+
+
+@register
+@dataclass(frozen=True)
+class SubtreeKernel(_TreeKernel):
+    """Subtree kernel (ST): common complete subtrees, each weighted lam^(internal nodes).
+
+    Parameters
+    ----------
+    lam : float in (0, 1]
+        Decay per production node of a matched subtree.
+    rep : str
+        Corpus representation read (an ordered-tree representation).
+    """
+
+    kind = "st"
+    _code = _ST
+    lam: float = 0.4
+    rep: str = "tree"
+
+    def validate(self):
+        self._number("lam", 0, 1, lo_open=True)
+        self._string("rep")
+
+    def _args(self):
+        return self.lam, 1.0, 1.0, 1.0, False, 0
+
+
+@register
+@dataclass(frozen=True)
+class SubsetTreeKernel(_TreeKernel):
+    """Subset tree kernel (SST, Collins & Duffy): common fragments whose nodes keep all or none
+    of their children.
+
+    Parameters
+    ----------
+    lam : float in (0, 1]
+        Decay per production node of a matched fragment.
+    leaves : bool
+        True = "SST-bow": each pair of equal leaves adds lam (SVM-Light-TK ``-F 2``, KeLP).
+    rep : str
+        Corpus representation read (an ordered-tree representation).
+    """
+
+    kind = "sst"
+    _code = _SST
+    lam: float = 0.4
+    leaves: bool = False
+    rep: str = "tree"
+
+    def validate(self):
+        self._number("lam", 0, 1, lo_open=True)
+        self._flag("leaves")
+        self._string("rep")
+
+    def _args(self):
+        return self.lam, 1.0, 1.0, 1.0, self.leaves, 0
+
+
+@register
+@dataclass(frozen=True)
+class PartialTreeKernel(_TreeKernel):
+    """Partial tree kernel (PT, Moschitti 2006): common fragments keeping any ordered subset of
+    each node's children.
+
+    Parameters
+    ----------
+    lam : float in (0, 1]
+        Decay per skipped child (``gap="gaps"``) or per unit of child span (``"span"``); each
+        node also carries lam^2 for its own presence as a fragment end.
+    mu : float in (0, 1]
+        Decay per fragment node.
+    gap : {"gaps", "span"}
+        g(J) = children skipped inside the span (SVM-Light-TK) or J_last - J_first.
+    terminal_factor : float > 0
+        Multiplies Delta of a matched pair in which either node is childless (KeLP).
+    max_length : int >= 1 or None
+        Longest child subsequence considered (None: no limit). SVM-Light-TK fixes it at 5
+        (``MAX_CHILDREN``, its published PT figures depend on it); KeLP calls it maxSubseqLeng.
+    rep : str
+        Corpus representation read (an ordered-tree representation).
+    """
+
+    kind = "pt"
+    _code = _PT
+    _key = "label"
+    lam: float = 0.4
+    mu: float = 0.4
+    gap: str = "gaps"
+    terminal_factor: float = 1.0
+    max_length: int | None = None
+    rep: str = "tree"
+
+    def validate(self):
+        self._number("lam", 0, 1, lo_open=True)
+        self._number("mu", 0, 1, lo_open=True)
+        self._choice("gap", ("gaps", "span"))
+        self._number("terminal_factor", 0, None, lo_open=True)
+        if self.max_length is not None:
+            self._number("max_length", 1, None, integer=True)
+        self._string("rep")
+
+    def _args(self):
+        f = 1.0 if self.gap == "gaps" else self.lam * self.lam
+        return self.lam, self.mu, self.terminal_factor, f, False, self.max_length or 0
