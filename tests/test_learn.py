@@ -11,7 +11,8 @@ from sklearn.model_selection import cross_val_predict
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
 
-from gramtile.kernels.errors import CorpusFormatError, EvaluationError, IncompleteTileError
+from gramtile.kernels.errors import (CorpusFormatError, EvaluationError, IncompleteTileError, StoreError,
+                                     StoreMismatchError)
 from gramtile.pipeline.corpus_store import CorpusStore
 from gramtile.pipeline.engine import run_gram
 from gramtile.pipeline.evaluate import gram
@@ -260,6 +261,21 @@ def test_incomplete_store_refuses(num_store, num_y, tmp_path):
     src = open_gram_source(copy)
     with pytest.raises(IncompleteTileError, match="not computed"):
         evaluate(src, num_y, [parse_split("train:0:100,test:192:240", N)])
+
+
+def test_labels_need_the_corpus_the_store_was_computed_from(num_store, num_docs, tmp_path):
+    copy = tmp_path / "moved.zarr"
+    shutil.copytree(num_store, copy)
+    other = CorpusStore.create(tmp_path / "other.zarr", shard_size=100)
+    other.write_shard(0, num_docs[:50])
+    other.finish()
+    other.close()
+    GramStore.open(copy, mode="r+").touch(corpus_path=str(tmp_path / "other.zarr"))
+    with pytest.raises(StoreMismatchError, match="restore the original corpus store"):
+        store_labels(GramStore.open(copy))
+    GramStore.open(copy, mode="r+").touch(corpus_path=str(tmp_path / "gone.zarr"))
+    with pytest.raises(StoreError, match="--labels FILE"):
+        store_labels(GramStore.open(copy))
 
 
 def test_labels_file(tmp_path):
