@@ -89,46 +89,57 @@ def _match(s, t, mode, aptr, aidx, aval, fac, M):
 
 
 @njit(cache=True, nogil=True)
-def _dp(M, ls, lt, n, lam, cumulative, P, row):
+def _dp(M, ls, lt, n, lam, cumulative, P, acc):
     """Kernel value from the match matrix M (ls x lt) by the row-wise K'/K'' programme.
 
-    P (n, >= lt) and row (>= lt) are scratch; P[p] holds P_{p+1}(i - 1, :) between rows.
+    Runs on S'_p = S_p / lam^(2p) (the lam^2 per matched position is factored out of the
+    recursion and applied per level at the end). P (>= n, >= lt) and acc (>= n) are scratch:
+    acc[p] sums S'_{p+1}; P[p] holds P'_{p+1}(i - 1, :) between rows and is updated in place,
+    which is safe because level p reads only P[p - 1] of row i - 1 (levels run high to low
+    within a row).
     """
     top = min(n, ls, lt)
     if top < n and not cumulative:
         return 0.0
-    lam2 = lam * lam
-    for p in range(top):
+    for p in range(top - 1):
         for j in range(lt):
             P[p, j] = 0.0
-    total = 0.0
+    for p in range(top):
+        acc[p] = 0.0
     for i in range(ls):
-        # Levels high to low: level p + 1 reads P[p] of row i - 1 before level p overwrites it.
         for p in range(top - 1, -1, -1):
-            keep = cumulative or p == n - 1
-            acc = 0.0
             run = 0.0
+            a = 0.0
+            diag = 0.0  # P[p - 1, j - 1] of row i - 1
+            last = p == top - 1  # nobody reads the top level's P
             for j in range(lt):
                 m = M[i, j]
-                s = 0.0
-                if m != 0.0:
-                    if p == 0:
-                        s = lam2 * m
-                    elif j > 0:
-                        s = lam2 * m * P[p - 1, j - 1]
-                # row holds the new P_p(i, :) until the whole row is read (S_p needs the old one)
-                run = lam * run + s
-                row[j] = lam * P[p, j] + run
-                acc += s
-            if keep:
-                total += acc
-            for j in range(lt):
-                P[p, j] = row[j]
+                if p == 0:
+                    sv = m
+                else:
+                    sv = m * diag
+                    diag = P[p - 1, j]
+                a += sv
+                if not last:
+                    run = lam * run + sv
+                    P[p, j] = lam * P[p, j] + run
+            acc[p] += a
+    lam2 = lam * lam
+    total = 0.0
+    w = 1.0
+    for p in range(top):
+        w *= lam2
+        if cumulative or p == n - 1:
+            total += w * acc[p]
     return total
 
 
+#: Largest scattered-row table (entries) the block core allocates; beyond it, per-pair matching.
+_MAX_SCATTER = 1 << 23
+
+
 @njit(cache=True, nogil=True)
-def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, mode, aptr, aidx, aval, fac):
+def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, max_scatter, mode, aptr, aidx, aval, fac):
     na = offa.shape[0] - 1
     nb = offb.shape[0] - 1
     maxa = 1
@@ -139,8 +150,71 @@ def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, mode, aptr, ai
         maxb = max(maxb, offb[b + 1] - offb[b])
     M = np.empty((maxa, maxb))
     P = np.empty((n, maxb))
-    row = np.empty(maxb)
+    acc = np.empty(n)
     out = np.empty((na, nb))
+    if mode != _FACTOR:
+        # Column symbols get local ids 0..L-1; per row example a, R[c, i] = A[s_i, c] is
+        # scattered once (from the CSR rows, or the identity), so each match entry of every
+        # pair is one load, not a search.
+        nsym = aptr.shape[0] - 1
+        if mode == _EXACT:
+            nsym = 0
+            for k in range(cola.shape[0]):
+                nsym = max(nsym, cola[k] + 1)
+            for k in range(colb.shape[0]):
+                nsym = max(nsym, colb[k] + 1)
+        loc = np.full(nsym, -1, dtype=np.int32)
+        locb = np.empty(colb.shape[0], dtype=np.int32)
+        L = 0
+        for k in range(colb.shape[0]):
+            u = colb[k]
+            if loc[u] < 0:
+                loc[u] = L
+                L += 1
+            locb[k] = loc[u]
+        if L * maxa <= max_scatter:
+            R = np.zeros((L, maxa))
+            for a in range(na):
+                s = cola[offa[a]:offa[a + 1]]
+                ls = s.shape[0]
+                for i in range(ls):
+                    if mode == _EXACT:
+                        c = loc[s[i]]
+                        if c >= 0:
+                            R[c, i] = 1.0
+                        continue
+                    for k in range(aptr[s[i]], aptr[s[i] + 1]):
+                        c = loc[aidx[k]]
+                        if c >= 0:
+                            R[c, i] = aval[k]
+                start = a if symmetric else 0
+                for b in range(start, nb):
+                    t = locb[offb[b]:offb[b + 1]]
+                    lt = t.shape[0]
+                    any_nz = False
+                    for j in range(lt):
+                        for i in range(ls):
+                            m = R[t[j], i]
+                            M[i, j] = m
+                            if m != 0.0:
+                                any_nz = True
+                    v = 0.0
+                    if any_nz:
+                        v = _dp(M, ls, lt, n, lam, cumulative, P, acc)
+                    out[a, b] = v
+                    if symmetric:
+                        out[b, a] = v
+                for i in range(ls):
+                    if mode == _EXACT:
+                        c = loc[s[i]]
+                        if c >= 0:
+                            R[c, i] = 0.0
+                        continue
+                    for k in range(aptr[s[i]], aptr[s[i] + 1]):
+                        c = loc[aidx[k]]
+                        if c >= 0:
+                            R[c, i] = 0.0
+            return out
     for a in range(na):
         s = cola[offa[a]:offa[a + 1]]
         start = a if symmetric else 0
@@ -148,7 +222,7 @@ def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, mode, aptr, ai
             t = colb[offb[b]:offb[b + 1]]
             v = 0.0
             if _match(s, t, mode, aptr, aidx, aval, fac, M):
-                v = _dp(M, s.shape[0], t.shape[0], n, lam, cumulative, P, row)
+                v = _dp(M, s.shape[0], t.shape[0], n, lam, cumulative, P, acc)
             out[a, b] = v
             if symmetric:
                 out[b, a] = v
@@ -163,12 +237,12 @@ def _diag(off, col, n, lam, cumulative, mode, aptr, aidx, aval, fac):
         maxl = max(maxl, off[e + 1] - off[e])
     M = np.empty((maxl, maxl))
     P = np.empty((n, maxl))
-    row = np.empty(maxl)
+    acc = np.empty(n)
     out = np.zeros(ne)
     for e in range(ne):
         s = col[off[e]:off[e + 1]]
         if _match(s, s, mode, aptr, aidx, aval, fac, M):
-            out[e] = _dp(M, s.shape[0], s.shape[0], n, lam, cumulative, P, row)
+            out[e] = _dp(M, s.shape[0], s.shape[0], n, lam, cumulative, P, acc)
     return out
 
 
@@ -274,7 +348,7 @@ class SubsequenceKernel(BaseSpec):
         offb, colb = (offa, cola) if Y is None else self._column(Y)
         max_id = max(int(cola.max(initial=-1)), int(colb.max(initial=-1)))
         m = self._matcher(resources, max_id)
-        return _block(offa, cola, offb, colb, Y is None, self.n, self.lam, self.cumulative, *m)
+        return _block(offa, cola, offb, colb, Y is None, self.n, self.lam, self.cumulative, _MAX_SCATTER, *m)
 
     def diag(self, X, resources=None) -> np.ndarray:
         """Self-kernels k(X_a, X_a), shape (X.n,)."""

@@ -262,3 +262,19 @@ def test_missing_column_and_missing_resource_are_typed_errors():
         evaluate_block(spec(similarity="wordnet"), {"seq": b})
     with pytest.raises(KernelSpecError, match="covers 1 symbols.*symbol id 1"):
         spec(similarity="wordnet").block(b, resources={"similarity/wordnet": sp.identity(1, format="csr")})
+
+
+def test_per_pair_matching_fallback_equals_scattered_rows(monkeypatch):
+    import gramtile.kernels.subsequence as mod
+
+    rng = random.Random(21)
+    X, Y, bx, by, v = pairs_batches(rng, 12, 15)
+    A = sp.csr_matrix(np.array([[float(a) for a in row] for row in rational_psd(rng, len(v.sym))]))
+    A.sort_indices()
+    cases = [(spec(n=3), None), (spec(n=2, cumulative=False, similarity="wordnet"), {"similarity/wordnet": A})]
+    fast = [(s.block(bx, by, resources=r), s.block(bx, resources=r)) for s, r in cases]
+    monkeypatch.setattr(mod, "_MAX_SCATTER", 0)
+    for (s, r), (rect, square) in zip(cases, fast):
+        assert np.any(rect > 0)
+        np.testing.assert_array_equal(s.block(bx, by, resources=r), rect)
+        np.testing.assert_array_equal(s.block(bx, resources=r), square)
