@@ -1,0 +1,441 @@
+"""HDAG kernel (Suzuki, Hirao, Sasaki, Maeda 2003, "Hierarchical directed acyclic graph kernel:
+methods for structured natural language data", ACL; Suzuki, Sasaki, Maeda 2003, NIPS), as
+specified in /work/shared/HDAG.md sections 3-6 (KERNELS.md section 6).
+
+Features are attribute sequences read along directed sub-paths of any graph of the hierarchy
+(chunk brackets kept, skipped nodes costing their skip cost D); lengths 1..p are summed::
+
+    K(G1, G2) = sum_{m=1..p} sum_{s in G1, t in G2} ([m = 1] Gamma(s, t) + M_m(s, t))
+
+Skip costs, per node inside the graph holding it (HDAG.md section 3)::
+
+    D(v) = lam (terminated)  |  sum over complete inner paths of prod D (chunk)
+    U(v) = 1 if pa(v) empty else sum_{u in pa(v)} U(u) D(u)
+    B(v) = 1 if ch(v) empty else sum_{w in ch(v)} D(w) B(w),        c(v) = U(v) B(v)
+
+Node-pair recursion (HDAG.md section 5), i, k = lengths 1..p::
+
+    S_i(s,t)  = [i=1] Gamma(s,t) + [i>=2] sum_{s' in in(s), t' in in(t)} B(s') B(t') L_i(s',t')
+    E_i(s,t)  = S_i(s,t) + sum_{t' in in(t)} c(t') E_i(s,t')
+    H_i(s,t)  = E_i(s,t) + sum_{s' in in(s)} c(s') H_i(s',t)
+    M_k(s,t)  = sum_{j=1}^{k-1} H_j(s,t) J_{k-j}(s,t)
+    J_k(s,t)  = sum_{t' in pa(t)} [D(t') J_k(s,t') + J'_k(s,t')]
+    J'_k(s,t) = sum_{s' in pa(s)} [D(s') J'_k(s',t) + A_k(s',t)],     A_k = H_k + M_k
+    L_k, JL_k, JL'_k: the same with AL_k(s,t) = U(s) U(t) H_k(s,t) + L_k(s,t)   (inner pairs only)
+
+Representation (batch kind ``"hdag"``, built by :mod:`gramtile.pipeline.hdag_rep`): a batch
+column needs one entry per row, so each example's rows are its nodes, then its attributes, then
+its edges, told apart by ``role``::
+
+    role 0 (node)       a = containing chunk (-1 = top graph)   b = -1
+    role 1 (attribute)  a = node                                b = attribute id
+    role 2 (edge)       a = u                                   b = v       (u, v in one graph)
+
+Node indices are the example's own numbering (node rows in order). Per block, :func:`_prepare`
+renumbers each example into a *processing order* (HDAG.md section 6: a topological order of the
+in-graph edges together with "inner node before its chunk", by Kahn's algorithm), sorts each
+node's attribute ids, builds in-graph parent lists and inner-node lists in CSR form and computes
+D, U, B, c. The pair core then fills, for every node pair in processing order, tables of shape
+(N1, N2, p+1) (E, H, J, J', M, and JL, JL', L for pairs of inner nodes); every entry it reads
+belongs to an earlier pair or to the current one. Time O(p^2 N1 N2 + p (N1 |E2| + |E1| N2)).
+All terms are non-negative sums of products: no cancellation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from gramtile.kernels.batches import register_batch_kind
+from gramtile.kernels.spec import BaseSpec, register
+
+#: Columns of an ``"hdag"`` batch (see the module docstring) and the row roles.
+HDAG_COLUMNS = ("role", "a", "b")
+ROLE_NODE, ROLE_ATTR, ROLE_EDGE = 0, 1, 2
+
+register_batch_kind("hdag", HDAG_COLUMNS)
+
+
+# ---- per-batch preparation ----------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _ranks(role, a, b, r0, r1, nn):
+    """Processing rank of each node of one example (Kahn's algorithm on the in-graph edges
+    plus "inner node -> its chunk"; ties in node order)."""
+    uparent = np.empty(nn, dtype=np.int64)
+    k = 0
+    for r in range(r0, r1):
+        if role[r] == ROLE_NODE:
+            uparent[k] = a[r]
+            k += 1
+    indeg = np.zeros(nn, dtype=np.int64)
+    succ_ptr = np.zeros(nn + 1, dtype=np.int64)
+    for r in range(r0, r1):
+        if role[r] == ROLE_EDGE:
+            indeg[b[r]] += 1
+            succ_ptr[a[r] + 1] += 1
+    for v in range(nn):
+        if uparent[v] >= 0:
+            indeg[uparent[v]] += 1
+            succ_ptr[v + 1] += 1
+    for v in range(nn):
+        succ_ptr[v + 1] += succ_ptr[v]
+    succ = np.empty(succ_ptr[nn], dtype=np.int64)
+    fill = succ_ptr[:-1].copy()
+    for r in range(r0, r1):
+        if role[r] == ROLE_EDGE:
+            succ[fill[a[r]]] = b[r]
+            fill[a[r]] += 1
+    for v in range(nn):
+        if uparent[v] >= 0:
+            succ[fill[v]] = uparent[v]
+            fill[v] += 1
+    order = np.empty(nn, dtype=np.int64)
+    head = 0
+    tail = 0
+    for v in range(nn):
+        if indeg[v] == 0:
+            order[tail] = v
+            tail += 1
+    while head < tail:
+        u = order[head]
+        head += 1
+        for q in range(succ_ptr[u], succ_ptr[u + 1]):
+            w = succ[q]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                order[tail] = w
+                tail += 1
+    rank = np.empty(nn, dtype=np.int64)
+    for q in range(nn):
+        rank[order[q]] = q
+    return rank
+
+
+@njit(cache=True, nogil=True)
+def _prepare(offsets, role, a, b, lam):
+    """Renumber every example into processing order and derive the arrays the pair core reads.
+
+    Returns
+    -------
+    nptr : int64 (n+1,)        example e owns nodes nptr[e]:nptr[e+1]; local index = position - nptr[e]
+    par : int64 (N,)           containing chunk (local, processing order), -1 = top graph
+    D, U, B, C : float64 (N,)  skip costs and c = U B
+    aptr, aids : CSR           sorted own attribute ids per node
+    pptr, pidx : CSR           in-graph parents (local), one entry per edge
+    iptr, iidx : CSR           inner nodes of each chunk (local)
+    rank : int64 (N,)          rank[nptr[e] + v] = processing index of the example's node v
+    """
+    n = offsets.shape[0] - 1
+    nptr = np.zeros(n + 1, dtype=np.int64)
+    n_attr = 0
+    n_edge = 0
+    for e in range(n):
+        c = 0
+        for r in range(offsets[e], offsets[e + 1]):
+            if role[r] == ROLE_NODE:
+                c += 1
+            elif role[r] == ROLE_ATTR:
+                n_attr += 1
+            else:
+                n_edge += 1
+        nptr[e + 1] = nptr[e] + c
+    total = nptr[n]
+    rank = np.empty(total, dtype=np.int64)  # indexed by base + user node index
+    par = np.full(total, -1, dtype=np.int64)
+    aptr = np.zeros(total + 1, dtype=np.int64)
+    pptr = np.zeros(total + 1, dtype=np.int64)
+    iptr = np.zeros(total + 1, dtype=np.int64)
+    has_child = np.zeros(total, dtype=np.bool_)
+    for e in range(n):
+        r0 = offsets[e]
+        base = nptr[e]
+        rk = _ranks(role, a, b, r0, offsets[e + 1], nptr[e + 1] - base)
+        rank[base:nptr[e + 1]] = rk
+        for r in range(r0, offsets[e + 1]):
+            if role[r] == ROLE_NODE:
+                v = r - r0  # node rows come first, in node order
+                if a[r] >= 0:
+                    par[base + rk[v]] = rk[a[r]]
+                    iptr[base + rk[a[r]] + 1] += 1
+            elif role[r] == ROLE_ATTR:
+                aptr[base + rk[a[r]] + 1] += 1
+            else:
+                pptr[base + rk[b[r]] + 1] += 1
+                has_child[base + rk[a[r]]] = True
+    for g in range(total):
+        aptr[g + 1] += aptr[g]
+        pptr[g + 1] += pptr[g]
+        iptr[g + 1] += iptr[g]
+    aids = np.empty(n_attr, dtype=np.int64)
+    pidx = np.empty(n_edge, dtype=np.int64)
+    iidx = np.empty(iptr[total], dtype=np.int64)
+    afill = aptr[:-1].copy()
+    pfill = pptr[:-1].copy()
+    ifill = iptr[:-1].copy()
+    for e in range(n):
+        r0 = offsets[e]
+        base = nptr[e]
+        for r in range(r0, offsets[e + 1]):
+            if role[r] == ROLE_NODE:
+                if a[r] >= 0:
+                    g = base + rank[base + a[r]]
+                    iidx[ifill[g]] = rank[base + r - r0]
+                    ifill[g] += 1
+            elif role[r] == ROLE_ATTR:
+                g = base + rank[base + a[r]]
+                aids[afill[g]] = b[r]
+                afill[g] += 1
+            else:
+                g = base + rank[base + b[r]]
+                pidx[pfill[g]] = rank[base + a[r]]
+                pfill[g] += 1
+    for g in range(total):
+        aids[aptr[g]:aptr[g + 1]].sort()
+    D = np.empty(total)
+    U = np.empty(total)
+    B = np.empty(total)
+    C = np.empty(total)
+    for e in range(n):
+        base = nptr[e]
+        nn = nptr[e + 1] - base
+        # forward: a chunk's inner nodes and a node's in-graph parents come before it
+        for v in range(nn):
+            g = base + v
+            if iptr[g] == iptr[g + 1]:
+                D[g] = lam
+            else:
+                d = 0.0
+                for q in range(iptr[g], iptr[g + 1]):
+                    w = base + iidx[q]
+                    if not has_child[w]:  # complete inner paths end at sinks
+                        d += U[w] * D[w]
+                D[g] = d
+            if pptr[g] == pptr[g + 1]:
+                U[g] = 1.0
+            else:
+                u = 0.0
+                for q in range(pptr[g], pptr[g + 1]):
+                    w = base + pidx[q]
+                    u += U[w] * D[w]
+                U[g] = u
+        # backward: every child of v is final before v is reached
+        bacc = np.zeros(nn)
+        for v in range(nn - 1, -1, -1):
+            g = base + v
+            B[g] = bacc[v] if has_child[g] else 1.0
+            for q in range(pptr[g], pptr[g + 1]):
+                bacc[pidx[q]] += D[g] * B[g]
+            C[g] = U[g] * B[g]
+    return nptr, par, D, U, B, C, aptr, aids, pptr, pidx, iptr, iidx, rank
+
+
+def skip_costs(X, lam):
+    """D, U and B (HDAG.md section 3) of every node of an ``hdag`` batch, in the examples' own
+    node numbering: entry ``nodes[e] + v`` belongs to node v of example e.
+
+    Returns
+    -------
+    nodes : int64 (n+1,)
+    D, U, B : float64 (total nodes,)
+    """
+    out = _prepare(X.offsets.astype(np.int64), X.columns["role"].astype(np.int64),
+                   X.columns["a"].astype(np.int64), X.columns["b"].astype(np.int64), float(lam))
+    nptr, rank = out[0], out[-1]
+    ex = np.repeat(np.arange(X.n), np.diff(nptr))
+    where = nptr[ex] + rank
+    return nptr, out[2][where], out[3][where], out[4][where]
+
+
+# ---- pair and block cores -----------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _gamma(aptr1, aids1, g1, aptr2, aids2, g2):
+    """|own attrs(g1) & own attrs(g2)| by merging the sorted id lists."""
+    i, ie = aptr1[g1], aptr1[g1 + 1]
+    j, je = aptr2[g2], aptr2[g2 + 1]
+    c = 0
+    while i < ie and j < je:
+        if aids1[i] == aids2[j]:
+            c += 1
+            i += 1
+            j += 1
+        elif aids1[i] < aids2[j]:
+            i += 1
+        else:
+            j += 1
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
+    """K(G1, G2) for graphs with nodes b1..b1+n1-1 and b2..b2+n2-1 of the prepared arrays.
+
+    ``P1``/``P2`` are the tuples returned by :func:`_prepare`; E..L are scratch tables of shape
+    at least (n1, n2, p+1). Entries are written before they are read, so no clearing is needed.
+    """
+    par1, D1, U1, B1, C1, aptr1, aids1, pptr1, pidx1, iptr1, iidx1 = P1
+    par2, D2, U2, B2, C2, aptr2, aids2, pptr2, pidx2, iptr2, iidx2 = P2
+    K = 0.0
+    for i in range(n1):
+        g1 = b1 + i
+        in_lo1, in_hi1 = iptr1[g1], iptr1[g1 + 1]
+        pa_lo1, pa_hi1 = pptr1[g1], pptr1[g1 + 1]
+        for j in range(n2):
+            g2 = b2 + j
+            in_lo2, in_hi2 = iptr2[g2], iptr2[g2 + 1]
+            pa_lo2, pa_hi2 = pptr2[g2], pptr2[g2 + 1]
+            gam = float(_gamma(aptr1, aids1, g1, aptr2, aids2, g2))
+            # item kernels: S (groups formed here), E (t hands an item up), H (s hands one up)
+            for k in range(1, p + 1):
+                s = gam if k == 1 else 0.0
+                if k >= 2:
+                    for x in range(in_lo1, in_hi1):
+                        si = iidx1[x]
+                        acc = 0.0
+                        for y in range(in_lo2, in_hi2):
+                            tj = iidx2[y]
+                            acc += B2[b2 + tj] * L[si, tj, k]
+                        s += B1[b1 + si] * acc
+                e = s
+                for y in range(in_lo2, in_hi2):
+                    tj = iidx2[y]
+                    e += C2[b2 + tj] * E[i, tj, k]
+                E[i, j, k] = e
+                h = e
+                for x in range(in_lo1, in_hi1):
+                    si = iidx1[x]
+                    h += C1[b1 + si] * H[si, j, k]
+                H[i, j, k] = h
+            # sequence sums, top mode: J' walks back over s's parents, J over t's parents
+            for k in range(1, p + 1):
+                v = 0.0
+                for x in range(pa_lo1, pa_hi1):
+                    si = pidx1[x]
+                    v += D1[b1 + si] * Jp[si, j, k] + H[si, j, k] + M[si, j, k]
+                Jp[i, j, k] = v
+            for k in range(1, p + 1):
+                v = 0.0
+                for y in range(pa_lo2, pa_hi2):
+                    tj = pidx2[y]
+                    v += D2[b2 + tj] * J[i, tj, k] + Jp[i, tj, k]
+                J[i, j, k] = v
+            tot = gam
+            M[i, j, 1] = 0.0
+            for k in range(2, p + 1):
+                m = 0.0
+                for q in range(1, k):
+                    m += H[i, j, q] * J[i, j, k - q]
+                M[i, j, k] = m
+                tot += m
+            K += tot
+            # lead mode (first chosen pair also weighted by U U): only inner pairs feed S
+            if par1[g1] >= 0 and par2[g2] >= 0:
+                u2 = U2[g2]
+                for k in range(1, p + 1):
+                    v = 0.0
+                    for x in range(pa_lo1, pa_hi1):
+                        si = pidx1[x]
+                        v += D1[b1 + si] * JLp[si, j, k] + U1[b1 + si] * u2 * H[si, j, k] + L[si, j, k]
+                    JLp[i, j, k] = v
+                for k in range(1, p + 1):
+                    v = 0.0
+                    for y in range(pa_lo2, pa_hi2):
+                        tj = pidx2[y]
+                        v += D2[b2 + tj] * JL[i, tj, k] + JLp[i, tj, k]
+                    JL[i, j, k] = v
+                L[i, j, 1] = 0.0
+                for k in range(2, p + 1):
+                    m = 0.0
+                    for q in range(1, k):
+                        m += H[i, j, q] * JL[i, j, k - q]
+                    L[i, j, k] = m
+    return K
+
+
+@njit(cache=True, nogil=True)
+def _tables(n1, n2, p):
+    shape = (max(n1, 1), max(n2, 1), p + 1)
+    return (np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape), np.empty(shape),
+            np.empty(shape), np.empty(shape), np.empty(shape))
+
+
+@njit(cache=True, nogil=True)
+def _max_size(nptr):
+    m = 0
+    for e in range(nptr.shape[0] - 1):
+        m = max(m, nptr[e + 1] - nptr[e])
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _block(p, nptr1, P1, nptr2, P2, symmetric):
+    na = nptr1.shape[0] - 1
+    nb = nptr2.shape[0] - 1
+    E, H, J, Jp, M, JL, JLp, L = _tables(_max_size(nptr1), _max_size(nptr2), p)
+    out = np.empty((na, nb))
+    for x in range(na):
+        start = x if symmetric else 0
+        for y in range(start, nb):
+            v = _pair(p, nptr1[x], nptr1[x + 1] - nptr1[x], nptr2[y], nptr2[y + 1] - nptr2[y], P1, P2,
+                      E, H, J, Jp, M, JL, JLp, L)
+            out[x, y] = v
+            if symmetric:
+                out[y, x] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _diag(p, nptr, P):
+    n = nptr.shape[0] - 1
+    m = _max_size(nptr)
+    E, H, J, Jp, M, JL, JLp, L = _tables(m, m, p)
+    out = np.empty(n)
+    for x in range(n):
+        size = nptr[x + 1] - nptr[x]
+        out[x] = _pair(p, nptr[x], size, nptr[x], size, P, P, E, H, J, Jp, M, JL, JLp, L)
+    return out
+
+
+@register
+@dataclass(frozen=True)
+class HDAGKernel(BaseSpec):
+    """HDAG kernel over hierarchical DAGs of attribute sets (HDAG.md).
+
+    Parameters
+    ----------
+    lam : float in (0, 1]
+        Cost of skipping one terminated node (1 = no decay).
+    p : int >= 1
+        Largest number of attributes in a feature; lengths 1..p are summed.
+    rep : str
+        Corpus representation read (an ``hdag`` batch).
+    """
+
+    kind = "hdag"
+    reads = "hdag"
+    lam: float = 0.5
+    p: int = 3
+    rep: str = "hdag"
+
+    def validate(self):
+        self._number("lam", lo=0, hi=1, lo_open=True)
+        self._number("p", lo=1, integer=True)
+        self._string("rep")
+
+    def _prepared(self, X):
+        out = _prepare(X.offsets.astype(np.int64), X.columns["role"].astype(np.int64),
+                       X.columns["a"].astype(np.int64), X.columns["b"].astype(np.int64), self.lam)
+        return out[0], out[1:-1]
+
+    def block(self, X, Y=None):
+        n1, P1 = self._prepared(X)
+        if Y is None:
+            return _block(self.p, n1, P1, n1, P1, True)
+        n2, P2 = self._prepared(Y)
+        return _block(self.p, n1, P1, n2, P2, False)
+
+    def diag(self, X):
+        n1, P1 = self._prepared(X)
+        return _diag(self.p, n1, P1)
