@@ -382,7 +382,16 @@ def test_cli_perceptron_fixed_split_with_labels_file(num_store, num_y, tmp_path,
     lab.write_text("\n".join(num_y) + "\n")
     assert main(["evaluate", "--gram", str(num_store), "--model", "perceptron", "--epochs", "1",
                  "--split", "train:0:180,test:180:240", "--labels", str(lab), "--normalized"]) == 0
-    printed = capsys.readouterr().out
-    assert "| sst(lam=0.4, leaves=false) | perceptron | 1 |" in printed
+    captured = capsys.readouterr()
+    assert "| sst(lam=0.4, leaves=false) | perceptron | 1 |" in captured.out
+    assert "ordered by label" not in captured.err
+    # labels sorted by class: the data-order perceptron gets a note suggesting a seed
+    lab.write_text("\n".join(sorted(num_y)) + "\n")
+    argv = ["evaluate", "--gram", str(num_store), "--model", "perceptron", "--split", "train:40:240,test:0:40",
+            "--labels", str(lab)]
+    assert main(argv) == 0
+    assert "ordered by label" in capsys.readouterr().err
+    assert main(argv + ["--perceptron-seed", "0"]) == 0
+    assert "ordered by label" not in capsys.readouterr().err
 
 

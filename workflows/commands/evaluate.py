@@ -34,7 +34,8 @@ def add_parser(sub):
                    help="SVM scheme for more than two classes (default ovr)")
     p.add_argument("--epochs", type=int, default=2, help="perceptron epochs (default 2, as Zelenko et al.)")
     p.add_argument("--perceptron-seed", type=int, default=None,
-                   help="shuffle the perceptron's visiting order with this seed (default: data order)")
+                   help="shuffle the perceptron's visiting order with this seed (default: data order; "
+                        "use a seed when the data are sorted by label)")
     p.add_argument("--positive", default=None, help="positive class of a binary task (default: +1 / 1 / larger)")
     p.add_argument("--normalized", action="store_true", help="use K(x,y)/sqrt(K(x,x)K(y,y))")
     p.add_argument("--labels", metavar="FILE", help="one label per line for the store's rows, instead of the corpus")
@@ -90,6 +91,16 @@ def spec_name(d) -> str:
     return f"{d.get('kind', '?')}(" + ", ".join(parts) + ")" if parts else str(d.get("kind", "?"))
 
 
+def _sorted_by_label(labels, splits) -> bool:
+    """True when some split's training labels, in visiting order, form one run per class."""
+    for sp in splits:
+        y = [labels[i] for i in sp.train]
+        switches = sum(a != b for a, b in zip(y, y[1:]))
+        if switches < len(set(y)):
+            return True
+    return False
+
+
 def run(args) -> int:
     from gramtile.pipeline.folds import load_or_make_folds, parse_split
     from gramtile.pipeline.learn import (evaluate, learning_curve, markdown_table, open_gram_source,
@@ -117,6 +128,10 @@ def run(args) -> int:
                   multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
     say = lambda line: print(f"  {line}", file=sys.stderr)  # noqa: E731
     print(f"evaluate {args.gram}: {source.n} examples, {how}, labels from {label_source}", file=sys.stderr)
+    if args.model == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
+        print("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
+              "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
+              "shuffle the visiting order", file=sys.stderr)
     ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say, **common)
     table = markdown_table(ev.rows)
     print(table)
