@@ -172,3 +172,19 @@ def test_cli_gram_rectangular_selection_file_and_errors(corpus, reference, tmp_p
     r = subprocess.run(GRAMTILE + ["export", str(tmp_path / "nothing.zarr"), "--out", str(tmp_path / "x.npy")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "not a gramtile Gram store" in r.stderr
+
+
+def test_cli_gram_input_jsonl_is_prepared_on_the_fly(docs, reference, tmp_path):
+    from gramtile.pipeline.readers import write_jsonl
+    from gramtile.workflows.cli import main
+
+    src = tmp_path / "trees.jsonl"
+    write_jsonl(docs[:90], src)
+    out = tmp_path / "fly.zarr"
+    args = ["gram", "--input", str(src), "--kernel", SST, "--out", str(out), "--tile", "40",
+            "--cluster", "sequential", "--no-progress"]
+    assert main(args) == 0
+    assert (tmp_path / "fly.zarr.corpus.zarr" / "zarr.json").exists()
+    assert np.allclose(GramStore.open(out).view().block(), reference[:90, :90], rtol=1e-12, atol=0)
+    assert main(args) == 0  # rerun: corpus reused, no tile recomputed
+    assert [r["tiles_computed"] for r in GramStore.open(out).read_log() if r["event"] == "end"] == [6, 0]

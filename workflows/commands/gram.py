@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gramtile.kernels.errors import GramtileError
 
 
 def add_parser(sub):
@@ -38,39 +37,16 @@ def add_parser(sub):
     return p
 
 
-def _prepare_input(path: Path, out: Path, cluster: str, cluster_file) -> Path:
-    """Prepare a JSON-lines input into a corpus store beside ``out`` (reused when complete)."""
-    corpus = out.with_name(out.name + ".corpus.zarr")
-    try:
-        from gramtile.pipeline import prepare as prep
-    except ImportError:
-        prep = None
-    fn = getattr(prep, "prepare", None) if prep is not None else None
-    if fn is not None:
-        fn(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file)
-        return corpus
-    # fallback while no prepare module exists: gold structures only (no parsing)
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.readers import read
+def _prepare_input(path: Path, out: Path, cluster: str, cluster_file, progress: bool) -> Path:
+    """Prepare a JSON-lines input into the corpus store ``OUT.corpus.zarr`` beside ``out``.
 
-    if (corpus / "zarr.json").exists():
-        cs = CorpusStore.open(corpus)
-        if cs.complete:
-            return corpus
-        raise GramtileError(f"{corpus} is an unfinished corpus store; delete it and rerun")
-    cs = CorpusStore.create(corpus, source=str(path), input_format="jsonl", shard_size=1000)
-    try:
-        batch, k = [], 0
-        for doc in read(path, "jsonl"):
-            batch.append(doc)
-            if len(batch) == 1000:
-                cs.write_shard(k, batch)
-                batch, k = [], k + 1
-        if batch:
-            cs.write_shard(k, batch)
-        cs.finish()
-    finally:
-        cs.close()
+    ``prepare`` resumes or reuses a store it already completed, so a rerun of the same
+    ``gram --input`` command resumes both steps.
+    """
+    from gramtile.pipeline.prepare import prepare
+
+    corpus = out.with_name(out.name + ".corpus.zarr")
+    prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress)
     return corpus
 
 
@@ -80,7 +56,7 @@ def run(args) -> int:
     out = Path(args.out)
     corpus = args.corpus
     if args.input:
-        corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file)
+        corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,
                   cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress)
     done, total = st.tiles_done()
