@@ -90,7 +90,8 @@ class WordNet:
                 for line in f:
                     parts = line.split()
                     if len(parts) >= 2:
-                        out.setdefault(parts[0], []).extend(parts[1:])
+                        # a later line for the same form replaces the earlier one, as in nltk
+                        out[parts[0]] = parts[1:]
         return out
 
     def _morphy(self, form, pos):

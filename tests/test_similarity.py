@@ -86,3 +86,33 @@ def test_missing_or_malformed_wordnet_names_file_line_and_fix(tmp_path):
     with pytest.raises(CorpusFormatError) as e:
         WordNet(tmp_path)
     assert "index.verb, line 2" in str(e.value) and "GRAMTILE_WORDNET" in str(e.value)
+
+
+def test_synsets_agree_with_nltk_wordnet_reader(tmp_path, monkeypatch):
+    """Cross-check the index parser and morphy against nltk's reader on real questions."""
+    import shutil
+    import warnings
+
+    import nltk
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    src = load_wordnet().root
+    for f in src.iterdir():
+        if f.name.startswith(("index.", "data.")) or f.suffix == ".exc":
+            shutil.copy(f, tmp_path / f.name)
+    # Debian ships no lexnames file; nltk only needs one line per lexicographer file number
+    (tmp_path / "lexnames").write_text("".join(f"{i:02d}\tlex{i}\t1\n" for i in range(45)))
+    monkeypatch.setattr(nltk.data, "path", list(nltk.data.path) + [str(tmp_path)])
+
+    class Reader(WordNetCorpusReader):
+        def map_wn(self, version="wordnet"):  # no mapping to another WordNet version
+            return None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = Reader(str(tmp_path), None)
+    words = sorted({w for q in trec_questions(600) for w in q}) + ["geese", "ran", "better", "offer", "children"]
+    mine = load_wordnet()
+    for w in words:
+        want = [("a" if s.pos() == "s" else s.pos(), s.offset()) for s in ref.synsets(w)]
+        assert mine.synsets(w) == want, w
