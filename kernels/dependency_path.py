@@ -55,6 +55,8 @@ def _orders(offsets, key, head, cptr, cidx):
     -------
     srt : int32 (total,)          local node indices sorted by key, per example
     post : int32 (total,)         local node indices, every child before its parent
+    bad : int                     first example whose nodes are not one tree under its root
+                                  (several roots, a cycle, a head outside it), else -1
     """
     total = key.shape[0]
     srt = np.empty(total, np.int32)
@@ -63,6 +65,7 @@ def _orders(offsets, key, head, cptr, cidx):
     for e in range(offsets.shape[0] - 1):
         maxn = max(maxn, offsets[e + 1] - offsets[e])
     stack = np.empty(maxn, np.int32)
+    bad = -1
     for e in range(offsets.shape[0] - 1):
         a = offsets[e]
         n = offsets[e + 1] - a
@@ -71,28 +74,38 @@ def _orders(offsets, key, head, cptr, cidx):
         order = np.argsort(key[a:a + n], kind="mergesort")
         for k in range(n):
             srt[a + k] = order[k]
-        root = 0
+        root = -1
         for u in range(n):
             if head[a + u] < 0:
                 root = u
                 break
+        if root < 0:
+            bad = e
+            break
         # preorder by an explicit stack, then reversed: descendants end up before ancestors
         sp = 0
         stack[0] = root
         k = 0
-        while sp >= 0:
+        while sp >= 0 and k < n:
             u = stack[sp]
             sp -= 1
             post[a + k] = u
             k += 1
             for c in range(cptr[a + u], cptr[a + u + 1]):
+                if sp + 1 >= n:
+                    break
                 sp += 1
                 stack[sp] = cidx[c]
+        if k != n or sp >= 0:
+            # the pair core reads every node once through ``post``: a forest or a cycle would
+            # leave slots unset, so such a batch is refused here
+            bad = e
+            break
         for q in range(k // 2):
             t = post[a + q]
             post[a + q] = post[a + k - 1 - q]
             post[a + k - 1 - q] = t
-    return srt, post
+    return srt, post, bad
 
 
 # ---- pair and block cores ----------------------------------------------------------------
@@ -275,9 +288,22 @@ class DependencyPathKernel(BaseSpec):
                 f"parameter 'match' of kernel {self.kind!r} is {self.match!r}, but some examples of {which} have no "
                 f"{self.match}s (id -1); give {self.match}s for every word or set match to 'word'")
         head = np.ascontiguousarray(batch.columns["head"], dtype=np.int32)
+        sizes = np.repeat(np.diff(off), np.diff(off))
+        outside = np.nonzero((head < -1) | (head >= sizes))[0]
+        if outside.size:
+            e = int(np.searchsorted(off, outside[0], side="right") - 1)
+            raise RepresentationError(
+                f"dependency example {e} of {which}: word {int(outside[0] - off[e])} has head {int(head[outside[0]])}, "
+                f"outside [-1, {int(sizes[outside[0]]) - 1}]; heads are 0-based word indices within the example, "
+                f"-1 for the root")
         cp = np.ascontiguousarray(batch.child_ptr, dtype=np.int64)
         ci = np.ascontiguousarray(batch.child_idx, dtype=np.int32)
-        srt, post = _orders(off, key, head, cp, ci)
+        srt, post, bad = _orders(off, key, head, cp, ci)
+        if bad >= 0:
+            raise RepresentationError(
+                f"dependency example {bad} of {which} is not a tree (heads "
+                f"{head[off[bad]:off[bad + 1]].tolist()[:20]}): it needs exactly one root (head -1) and every word "
+                f"must reach it; build batches from pipeline.structures.DepTree values, which check this")
         return (off, key, cp, ci, srt, post)
 
     def block(self, X, Y=None) -> np.ndarray:

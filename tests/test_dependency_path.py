@@ -10,7 +10,8 @@ from instances_dependency_path import rand_dep
 from reference.dependency_path import cdp, kernel_by_paths, kernel_by_recursion, path_readings
 
 from gramtile.kernels.dependency_path import DependencyPathKernel
-from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.batches import Batch
+from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import spec_from_dict
 from gramtile.pipeline.encode import encode
 from gramtile.pipeline.structures import DepTree
@@ -168,3 +169,32 @@ def test_lemma_match_without_lemmas_is_a_typed_error():
     with pytest.raises(KernelSpecError) as e:
         DependencyPathKernel(match="lemma").block(X)
     assert "'match'" in str(e.value) and "lemma" in str(e.value) and "match to 'word'" in str(e.value)
+
+
+@pytest.mark.parametrize("where,heads,words", [
+    (slice(2, 5), [-1, 0, -1], ["example 1 of X", "not a tree", "one root"]),  # two roots
+    (slice(2, 5), [1, 2, 0], ["example 1 of X", "not a tree"]),               # a cycle, no root
+    (slice(0, 2), [2, -1], ["example 0 of X", "word 0 has head 2", "outside [-1, 1]"]),
+])
+def test_batch_that_is_not_a_tree_is_a_typed_error(where, heads, words):
+    v = Vocabularies()
+    good = encode([dep("a:1 cat:-1"), dep("a:1 b:-1 c:1")], v)
+    arrays = {k: np.array(a) for k, a in good.arrays().items()}
+    arrays["head"][where] = heads
+    with pytest.raises(RepresentationError) as e:
+        DependencyPathKernel().block(Batch.from_arrays("dep", arrays))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_random_trees_repeat_words_among_siblings():
+    rng = random.Random(0)
+    trees = [rand_dep(rng, 12) for _ in range(200)]
+
+    def repeats(t):
+        kids = {}
+        for v, h in enumerate(t.heads):
+            kids.setdefault(h, []).append(t.words[v])
+        return any(len(ws) != len(set(ws)) for h, ws in kids.items() if h >= 0)
+
+    assert sum(map(repeats, trees)) > 60
