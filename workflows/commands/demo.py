@@ -1,0 +1,25 @@
+"""``gramtile demo``: the main job end to end on the embedded demo corpus."""
+from __future__ import annotations
+
+
+def add_parser(sub):
+    p = sub.add_parser("demo", help="run the end-to-end demo (parse, corpus store, Dask Gram tiles, k-fold SVM)",
+                       description="Parse the embedded demo corpus with spaCy into a sharded corpus store, "
+                                   "compute Gram matrices tile by tile with Dask into Zarr stores, run "
+                                   "stratified k-fold SVM from the stores, print a result table and write a plot. "
+                                   "Rerunning reuses everything already computed.")
+    p.add_argument("--out", default="demo-out", help="output folder (default: demo-out)")
+    p.add_argument("--cluster", default="local", help="cluster.yaml profile (default: local; 'sequential' = no Dask)")
+    p.add_argument("--cluster-file", default=None, help="cluster profiles file (default: ./cluster.yaml or built-ins)")
+    p.add_argument("--folds", type=int, default=5, help="number of stratified folds (default: 5)")
+    p.add_argument("--seed", type=int, default=0, help="fold seed (default: 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from gramtile.workflows.demo import run_demo
+
+    run_demo(args.out, cluster=args.cluster, cluster_file=args.cluster_file, folds=args.folds, seed=args.seed,
+             progress=not args.no_progress)
+    return 0
