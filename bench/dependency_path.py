@@ -3,7 +3,8 @@
 One process, no Dask: parse the first 2n training questions with ``gramtile.pipeline.parse``
 (spaCy, pre-tokenised), encode them once, then time ``DependencyPathKernel.block`` on a square
 block (the symmetric path computes i <= j, so it is reported per computed pair) and on a
-rectangular block (every entry computed). Block times include the per-batch preparation.
+rectangular block (every entry computed). Wall-clock rates are printed with the rate per second of process
+CPU time, which is the better figure while other jobs share the CPU. Block times include the per-batch preparation.
 
     .venv/bin/python bench/dependency_path.py [--n 2000] [--alpha 0.25] [--match word|lemma]
 """
@@ -41,22 +42,24 @@ def main():
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
     nx, ny = X.n, Y.n
-    best_sq = best_rect = float("inf")
+    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
     for _ in range(args.repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X)
         best_sq = min(best_sq, time.perf_counter() - t)
-        t = time.perf_counter()
+        cpu_sq = min(cpu_sq, time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X, Y)
         best_rect = min(best_rect, time.perf_counter() - t)
+        cpu_rect = min(cpu_rect, time.process_time() - c)
     pairs_sq = nx * (nx + 1) // 2
     print(f"dependency_path kernel, TREC QC train parsed by {nlp.meta.get('lang')}_{nlp.meta.get('name')} "
           f"({len(trees)} questions in {t_parse:.1f} s), alpha={args.alpha}, match={args.match}, "
           f"mean words/question {X.sizes().mean():.1f}")
     print(f"square {nx}x{nx}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
-          f"({pairs_sq} distinct pairs in {best_sq:.3f} s)")
+          f"({pairs_sq} distinct pairs in {best_sq:.3f} s; {pairs_sq / cpu_sq / 1e6:.2f} M/s of process CPU time)")
     print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core "
-          f"({nx * ny} pairs in {best_rect:.3f} s)")
+          f"({nx * ny} pairs in {best_rect:.3f} s; {nx * ny / cpu_rect / 1e6:.2f} M/s of process CPU time)")
 
 
 if __name__ == "__main__":

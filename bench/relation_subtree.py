@@ -6,7 +6,8 @@ node, shallow-parse types and classes, roles mostly "none", head texts from a vo
 ``--texts`` words: fewer words, more matching pairs), so the figures say how fast the cores
 are, not how a real corpus behaves.
 One process, no Dask: time ``RelationSubtreeKernel.block`` on a square block (reported per
-computed pair, i <= j) and on a rectangular block.
+computed pair, i <= j) and on a rectangular block. Wall-clock rates are printed with the rate
+per second of process CPU time, which is the better figure while other jobs share the CPU.
 
     .venv/bin/python bench/relation_subtree.py [--n 2000] [--mode sparse|contiguous] [--lam 0.5]
 """
@@ -61,22 +62,24 @@ def main():
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
     nx, ny = X.n, Y.n
-    best_sq = best_rect = float("inf")
+    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
     for _ in range(args.repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         K = spec.block(X)
         best_sq = min(best_sq, time.perf_counter() - t)
-        t = time.perf_counter()
+        cpu_sq = min(cpu_sq, time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X, Y)
         best_rect = min(best_rect, time.perf_counter() - t)
+        cpu_rect = min(cpu_rect, time.process_time() - c)
     pairs_sq = nx * (nx + 1) // 2
     print(f"relation_subtree kernel, RANDOM relation examples (5-15 nodes, seed {args.seed}; not real data), "
           f"{args.texts} head texts, mode={args.mode}, lam={args.lam}, mean nodes {X.sizes().mean():.1f}, "
           f"nonzero entries {(K != 0).mean():.0%}")
     print(f"square {nx}x{nx}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
-          f"({pairs_sq} distinct pairs in {best_sq:.3f} s)")
+          f"({pairs_sq} distinct pairs in {best_sq:.3f} s; {pairs_sq / cpu_sq / 1e6:.2f} M/s of process CPU time)")
     print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core "
-          f"({nx * ny} pairs in {best_rect:.3f} s)")
+          f"({nx * ny} pairs in {best_rect:.3f} s; {nx * ny / cpu_rect / 1e6:.2f} M/s of process CPU time)")
 
 
 if __name__ == "__main__":

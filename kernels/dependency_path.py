@@ -54,12 +54,14 @@ def _orders(offsets, key, head, cptr, cidx):
     Returns
     -------
     srt : int32 (total,)          local node indices sorted by key, per example
+    skey : int32 (total,)         their keys (so the merge-join reads keys contiguously)
     post : int32 (total,)         local node indices, every child before its parent
     bad : int                     first example whose nodes are not one tree under its root
                                   (several roots, a cycle, a head outside it), else -1
     """
     total = key.shape[0]
     srt = np.empty(total, np.int32)
+    skey = np.empty(total, np.int32)
     post = np.empty(total, np.int32)
     maxn = 1
     for e in range(offsets.shape[0] - 1):
@@ -74,6 +76,7 @@ def _orders(offsets, key, head, cptr, cidx):
         order = np.argsort(key[a:a + n], kind="mergesort")
         for k in range(n):
             srt[a + k] = order[k]
+            skey[a + k] = key[a + order[k]]
         root = -1
         for u in range(n):
             if head[a + u] < 0:
@@ -105,7 +108,7 @@ def _orders(offsets, key, head, cptr, cidx):
             t = post[a + q]
             post[a + q] = post[a + k - 1 - q]
             post[a + k - 1 - q] = t
-    return srt, post, bad
+    return srt, skey, post, bad
 
 
 # ---- pair and block cores ----------------------------------------------------------------
@@ -114,12 +117,12 @@ def _orders(offsets, key, head, cptr, cidx):
 def _pair(i, X, j, Y, alpha, lo, hi, memo, pv, p1, p2):
     """K(X_i, Y_j) by the CDP/CPP recursion over matching node pairs only.
 
-    ``X``/``Y`` are ``(offsets, key, cptr, cidx, srt, post)``; ``lo``/``hi`` (per node of
+    ``X``/``Y`` are ``(offsets, key, cptr, cidx, srt, skey, post)``; ``lo``/``hi`` (per node of
     X_i), ``memo`` (nx * ny CDP table) and ``pv``/``p1``/``p2`` (matched child pairs of one
     node pair) are scratch owned by the caller.
     """
-    offx, keyx, cpx, cix, srtx, postx = X
-    offy, keyy, cpy, ciy, srty, posty = Y
+    offx, keyx, cpx, cix, srtx, skx, postx = X
+    offy, keyy, cpy, ciy, srty, sky, posty = Y
     ox = offx[i]
     nx = offx[i + 1] - ox
     oy = offy[j]
@@ -132,17 +135,17 @@ def _pair(i, X, j, Y, alpha, lo, hi, memo, pv, p1, p2):
     q = 0
     matched = False
     while p < nx and q < ny:
-        kp = keyx[ox + srtx[ox + p]]
-        kq = keyy[oy + srty[oy + q]]
+        kp = skx[ox + p]
+        kq = sky[oy + q]
         if kp < kq:
             p += 1
         elif kp > kq:
             q += 1
         else:
             qe = q + 1
-            while qe < ny and keyy[oy + srty[oy + qe]] == kq:
+            while qe < ny and sky[oy + qe] == kq:
                 qe += 1
-            while p < nx and keyx[ox + srtx[ox + p]] == kp:
+            while p < nx and skx[ox + p] == kp:
                 u = srtx[ox + p]
                 lo[u] = q
                 hi[u] = qe
@@ -275,7 +278,7 @@ class DependencyPathKernel(BaseSpec):
         self._string("rep")
 
     def _prep(self, batch, which):
-        """``(offsets, key, cptr, cidx, srt, post)`` of a dependency batch."""
+        """``(offsets, key, cptr, cidx, srt, skey, post)`` of a dependency batch."""
         if getattr(batch, "kind", None) != "dep":
             raise RepresentationError(
                 f"kernel {self.kind!r} reads dependency trees, but {which} is a "
@@ -298,13 +301,13 @@ class DependencyPathKernel(BaseSpec):
                 f"-1 for the root")
         cp = np.ascontiguousarray(batch.child_ptr, dtype=np.int64)
         ci = np.ascontiguousarray(batch.child_idx, dtype=np.int32)
-        srt, post, bad = _orders(off, key, head, cp, ci)
+        srt, skey, post, bad = _orders(off, key, head, cp, ci)
         if bad >= 0:
             raise RepresentationError(
                 f"dependency example {bad} of {which} is not a tree (heads "
                 f"{head[off[bad]:off[bad + 1]].tolist()[:20]}): it needs exactly one root (head -1) and every word "
                 f"must reach it; build batches from pipeline.structures.DepTree values, which check this")
-        return (off, key, cp, ci, srt, post)
+        return (off, key, cp, ci, srt, skey, post)
 
     def block(self, X, Y=None) -> np.ndarray:
         """Dense float64 block ``K[i, j] = k(X_i, Y_j)``, shape (X.n, Y.n); ``Y=None`` means X."""
