@@ -1,0 +1,232 @@
+"""ST, SST and PT tree kernels: Numba cores against slow references, specs, edge cases.
+
+Chain of evidence: (1) on tiny random trees the plain recursion equals explicit fragment
+enumeration exactly (Fractions); (2) the Numba block cores equal the recursion to 1e-12 relative
+on >= 500 random tree pairs per configuration; (3) tests/test_svmlighttk_rowsums.py ties the
+conventions to SVM-Light-TK on real trees.
+"""
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import tree_lists, tree_pairs, trees
+
+from reference.tree_kernels import (
+    pt_by_fragments, pt_kernel, sst_by_fragments, sst_kernel, st_by_fragments, st_kernel,
+)
+
+from gramtile.kernels.errors import KernelSpecError, RepresentationError
+from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.tree_kernels import PartialTreeKernel, SubsetTreeKernel, SubtreeKernel
+from gramtile.pipeline.brackets import parse_tree
+from gramtile.pipeline.encode import encode
+from gramtile.pipeline.structures import TokenSeq, Tree
+from gramtile.pipeline.vocab import Vocabularies
+
+EXACT = settings(max_examples=120, derandomize=True, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow])
+BLOCKS = settings(max_examples=10, derandomize=True, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+# ---- (1) recursion == explicit enumeration, exactly ------------------------------------
+
+@EXACT
+@given(tree_pairs(max_depth=3, max_children=3))
+def test_sst_and_st_recursion_equal_fragment_enumeration(pair):
+    t1, t2 = pair
+    for lam in (F(2, 5), F(1)):
+        assert sst_kernel(t1, t2, lam) == sst_by_fragments(t1, t2, lam)
+        assert sst_kernel(t1, t2, lam, leaves=True) == sst_by_fragments(t1, t2, lam, leaves=True)
+        assert st_kernel(t1, t2, lam) == st_by_fragments(t1, t2, lam)
+
+
+@EXACT
+@given(tree_pairs(max_depth=2, max_children=3))
+def test_pt_recursion_equals_fragment_enumeration(pair):
+    t1, t2 = pair
+    for lam, mu, gap, tf, ml in [(F(2, 5), F(3, 7), "gaps", 1, None), (F(1, 2), F(4, 5), "span", 1, None),
+                                 (F(2, 3), F(1, 3), "gaps", F(5), None), (F(3, 5), F(1, 2), "span", F(1, 4), None),
+                                 (F(2, 5), F(3, 7), "gaps", F(2), 1), (F(1, 2), F(1, 2), "span", 1, 2)]:
+        assert pt_kernel(t1, t2, lam, mu, gap, tf, ml) == pt_by_fragments(t1, t2, lam, mu, gap, tf, ml)
+
+
+def test_enumeration_and_recursion_differ_on_a_wrong_convention():
+    """The exact check is sharp: swapping the gap convention changes the value."""
+    t = parse_tree("(A (B b) (C c) (B b))")
+    lam, mu = F(1, 2), F(1, 2)
+    assert pt_kernel(t, t, lam, mu, "gaps") != pt_by_fragments(t, t, lam, mu, "span")
+    assert pt_kernel(t, t, lam, mu, "gaps", F(2)) != pt_by_fragments(t, t, lam, mu, "gaps", 1)
+
+
+# ---- worked examples ----------------------------------------------------------------------
+
+def _k(spec, *ts):
+    X = encode(list(ts), Vocabularies())
+    return spec.block(X)
+
+
+def test_collins_duffy_example_counts_six_fragments():
+    # (NP (D the) (N man)) has 6 SST fragments (Collins & Duffy 2002, Fig. 1): 4 at NP, 1 at D, 1 at N
+    K = _k(SubsetTreeKernel(lam=1.0), parse_tree("(NP (D the) (N man))"))
+    assert K[0, 0] == 6.0
+    # ST: complete subtrees only: (D the), (N man), the whole tree
+    K = _k(SubtreeKernel(lam=1.0), parse_tree("(NP (D the) (N man))"))
+    assert K[0, 0] == 3.0
+
+
+def test_preterminals_give_lam_and_leaves_only_count_in_sst_bow():
+    t1, t2 = parse_tree("(N dog)"), parse_tree("(V dog)")
+    for spec, same, other in [(SubsetTreeKernel(lam=0.3), 0.3, 0.0), (SubtreeKernel(lam=0.3), 0.3, 0.0),
+                              (SubsetTreeKernel(lam=0.3, leaves=True), 0.6, 0.3)]:
+        K = _k(spec, t1, t2)
+        assert K[0, 0] == pytest.approx(same, rel=1e-15)
+        assert K[0, 1] == pytest.approx(other, rel=1e-15)
+
+
+def test_pt_small_example_and_terminal_factor():
+    # (A b) with itself: Delta(b,b) = mu lam^2 t, Delta(A,A) = mu (lam^2 + Delta(b,b))
+    lam, mu, t = 0.5, 0.25, 3.0
+    K = _k(PartialTreeKernel(lam=lam, mu=mu, terminal_factor=t), parse_tree("(A b)"))
+    leaf = mu * lam ** 2 * t
+    assert K[0, 0] == pytest.approx(leaf + mu * (lam ** 2 + leaf), rel=1e-15)
+
+
+# ---- (2) Numba == recursion on random trees ----------------------------------------------
+
+CONFIGS = [
+    (SubtreeKernel(lam=0.4), lambda a, b: st_kernel(a, b, 0.4)),
+    (SubtreeKernel(lam=1.0), lambda a, b: st_kernel(a, b, 1.0)),
+    (SubsetTreeKernel(lam=0.4), lambda a, b: sst_kernel(a, b, 0.4)),
+    (SubsetTreeKernel(lam=1.0), lambda a, b: sst_kernel(a, b, 1.0)),
+    (SubsetTreeKernel(lam=0.7, leaves=True), lambda a, b: sst_kernel(a, b, 0.7, leaves=True)),
+    (PartialTreeKernel(lam=0.4, mu=0.4), lambda a, b: pt_kernel(a, b, 0.4, 0.4)),
+    (PartialTreeKernel(lam=0.5, mu=0.8, gap="span"), lambda a, b: pt_kernel(a, b, 0.5, 0.8, "span")),
+    (PartialTreeKernel(lam=0.6, mu=0.3, terminal_factor=5.0), lambda a, b: pt_kernel(a, b, 0.6, 0.3, "gaps", 5.0)),
+    (PartialTreeKernel(lam=1.0, mu=1.0, gap="span", terminal_factor=0.25),
+     lambda a, b: pt_kernel(a, b, 1.0, 1.0, "span", 0.25)),
+    (PartialTreeKernel(lam=0.4, mu=0.4, max_length=2), lambda a, b: pt_kernel(a, b, 0.4, 0.4, "gaps", 1, 2)),
+    (PartialTreeKernel(lam=0.5, mu=0.7, gap="span", max_length=1),
+     lambda a, b: pt_kernel(a, b, 0.5, 0.7, "span", 1, 1)),
+]
+CONFIG_IDS = [c[0].to_json() for c in CONFIGS]
+N_ROWS, N_COLS = 8, 6  # per example: 36 symmetric pairs (i <= j) + 48 rectangular pairs
+
+
+def _ref_matrix(ref, xs, ys):
+    return np.array([[float(ref(a, b)) for b in ys] for a in xs])
+
+
+@pytest.mark.parametrize("spec,ref", CONFIGS, ids=CONFIG_IDS)
+def test_numba_block_equals_recursion(spec, ref):
+    pairs = []
+
+    @BLOCKS
+    @given(tree_lists(N_ROWS, max_depth=3, max_children=4), tree_lists(N_COLS, max_depth=3, max_children=4))
+    def check(xs, ys):
+        v = Vocabularies()
+        X, Y = encode(xs, v), encode(ys, v)
+        R = _ref_matrix(ref, xs, xs)
+        np.testing.assert_allclose(spec.block(X), R, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(spec.diag(X), np.diag(R), rtol=1e-12, atol=0)
+        np.testing.assert_allclose(spec.block(X, Y), _ref_matrix(ref, xs, ys), rtol=1e-12, atol=0)
+        pairs.append(N_ROWS * (N_ROWS + 1) // 2 + N_ROWS * N_COLS)
+
+    check()
+    assert sum(pairs) >= 500
+
+
+def test_numba_matches_reference_on_a_broken_input_only_when_correct():
+    """The comparison above is sharp: a one-label change in one tree moves the value."""
+    t1, t2 = parse_tree("(A (B a) (C (B a) b))"), parse_tree("(A (B a) (C (B b) b))")
+    for spec, ref in [(SubsetTreeKernel(lam=0.4), lambda a, b: sst_kernel(a, b, 0.4)),
+                      (PartialTreeKernel(lam=0.4, mu=0.4), lambda a, b: pt_kernel(a, b, 0.4, 0.4))]:
+        K = _k(spec, t1, t2)
+        assert K[0, 1] == pytest.approx(ref(t1, t2), rel=1e-12)
+        assert abs(K[0, 1] - ref(t1, t1)) > 1e-3 * ref(t1, t1)
+
+
+# ---- big trees: no fixed limits ------------------------------------------------------------
+
+def _chain(depth, label="A", word="a"):
+    t = Tree(word)
+    for _ in range(depth):
+        t = Tree(label, (t,))
+    return t
+
+
+def test_deep_chain_beyond_any_scratch_size():
+    # Heights h >= 1 count production nodes from the bottom (h = 1 is the pre-terminal A -> a).
+    # Equal heights: e(h) = lam (1 + e(h-1)), e(1) = lam. Unequal heights with minimum m match as
+    # A -> A but bottom out where one side reaches A -> a: u(m) = lam (1 + u(m-1)), u(1) = 0.
+    depth, lam = 3000, 0.9
+    K = _k(SubsetTreeKernel(lam=lam), _chain(depth))[0, 0]
+    expected, e, u = 0.0, 0.0, 0.0
+    for m in range(1, depth + 1):
+        e = lam * (1 + e)
+        u = lam * (1 + u) if m > 1 else 0.0
+        expected += e + 2 * (depth - m) * u
+    assert K == pytest.approx(expected, rel=1e-10)
+
+
+def test_wide_and_deep_trees_match_the_recursion():
+    # 3,600 and 6,400 matching node pairs: beyond the initial memo table, which must grow
+    wide = Tree("A", tuple(Tree("B", (Tree("b"),)) for _ in range(60)))
+    deep = _chain(80)
+    for t in (wide, deep):
+        K = _k(SubsetTreeKernel(lam=0.5), t)[0, 0]
+        assert K == pytest.approx(sst_kernel(t, t, 0.5), rel=1e-12)
+    K = _k(PartialTreeKernel(lam=0.5, mu=0.5), deep)[0, 0]
+    assert K == pytest.approx(pt_kernel(deep, deep, 0.5, 0.5), rel=1e-12)
+    narrow = Tree("A", wide.children[:14])
+    K = _k(PartialTreeKernel(lam=0.5, mu=0.5, max_length=2), narrow)[0, 0]
+    assert K == pytest.approx(pt_kernel(narrow, narrow, 0.5, 0.5, "gaps", 1, 2), rel=1e-12)
+
+
+# ---- specs --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("spec,param,value", [
+    ({"kind": "st", "lam": 0}, "lam", "0"),
+    ({"kind": "st", "lam": 1.5}, "lam", "1.5"),
+    ({"kind": "sst", "lam": "big"}, "lam", "'big'"),
+    ({"kind": "sst", "leaves": "yes"}, "leaves", "'yes'"),
+    ({"kind": "pt", "mu": 0.0}, "mu", "0.0"),
+    ({"kind": "pt", "mu": 2}, "mu", "2"),
+    ({"kind": "pt", "gap": "holes"}, "gap", "'holes'"),
+    ({"kind": "pt", "terminal_factor": 0}, "terminal_factor", "0"),
+    ({"kind": "pt", "terminal_factor": -1.0}, "terminal_factor", "-1.0"),
+    ({"kind": "pt", "max_length": 0}, "max_length", "0"),
+    ({"kind": "pt", "max_length": 2.5}, "max_length", "2.5"),
+    ({"kind": "pt", "depth": 3}, "depth", "'depth'"),
+])
+def test_invalid_parameters_name_parameter_and_value(spec, param, value):
+    with pytest.raises(KernelSpecError) as e:
+        spec_from_dict(spec)
+    msg = str(e.value)
+    assert repr(param) in msg and value in msg
+
+
+def test_specs_round_trip_with_defaults():
+    for d, cls in [({"kind": "st"}, SubtreeKernel), ({"kind": "sst"}, SubsetTreeKernel), ({"kind": "pt"}, PartialTreeKernel)]:
+        s = spec_from_dict(d)
+        assert isinstance(s, cls) and s.reads == "tree" and s.rep_name == "tree" and s.lam == 0.4
+        assert spec_from_dict(s.to_dict()) == s
+    pt = spec_from_dict({"kind": "pt"})
+    assert (pt.mu, pt.gap, pt.terminal_factor, pt.max_length) == (0.4, "gaps", 1.0, None)
+    assert spec_from_dict({"kind": "sst"}).leaves is False
+
+
+def test_wrong_batch_kind_is_a_typed_error():
+    X = encode([TokenSeq(("a", "b"))], Vocabularies())
+    with pytest.raises(RepresentationError, match="reads ordered trees"):
+        SubsetTreeKernel().block(X)
+
+
+def test_empty_batches():
+    v = Vocabularies()
+    X = encode([parse_tree("(A b)")], v)
+    E = X.take(np.zeros(0, dtype=np.int64))
+    assert SubsetTreeKernel().block(E).shape == (0, 0)
+    assert PartialTreeKernel().block(X, E).shape == (1, 0)
+    assert SubtreeKernel().diag(E).shape == (0,)
