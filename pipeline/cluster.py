@@ -216,7 +216,7 @@ def open_client(profile_name="local", cluster_file=None):
 
         cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
                                memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
-                               dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.ERROR)
+                               dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
         with cluster, Client(cluster) as client:
             yield client
     elif profile.type == "scheduler":

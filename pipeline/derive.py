@@ -21,8 +21,8 @@ Labels are made bracket-safe: ``(``/``)`` become ``-LRB-``/``-RRB-`` (the Penn T
 escapes spaCy's tagger also uses) and whitespace inside a label becomes ``_``, so the
 bracket string of every derived tree parses back to the same tree.
 
-The positional tree is :meth:`PTree.from_tree` of the ordered tree (position = 1-based child
-index).
+The positional tree equals :meth:`PTree.from_tree` of the ordered tree (position = 1-based
+child index); :func:`tree_to_ptree` builds it without recursion, so very deep parses work.
 """
 from __future__ import annotations
 
@@ -86,6 +86,24 @@ def dep_to_tree(dep: DepTree) -> Tree:
     return built[root]
 
 
+def tree_to_ptree(tree: Tree) -> PTree:
+    """``PTree.from_tree(tree)``, built iteratively (no recursion limit on depth)."""
+    order = [(tree, -1)]  # (node, parent index in order), parents before children
+    i = 0
+    while i < len(order):
+        node = order[i][0]
+        order.extend((c, i) for c in node.children)
+        i += 1
+    kids = [[] for _ in order]
+    for j in range(len(order) - 1, 0, -1):
+        kids[order[j][1]].append(j)
+    built = [None] * len(order)
+    for j in range(len(order) - 1, -1, -1):
+        # kids[j] holds children in reverse order: restore left-to-right positions
+        built[j] = PTree(order[j][0].label, tuple((p + 1, built[c]) for p, c in enumerate(reversed(kids[j]))))
+    return built[0]
+
+
 def dep_to_seq(dep: DepTree) -> TokenSeq:
     """The token sequence (words, lemmas, PoS) of a dependency tree."""
     return TokenSeq(dep.words, dep.lemmas, dep.pos)
@@ -100,4 +118,4 @@ def derive_all(dep: DepTree) -> dict:
         ``{"dep": DepTree, "seq": TokenSeq, "tree": Tree, "ptree": PTree}``.
     """
     tree = dep_to_tree(dep)
-    return {"dep": dep, "seq": dep_to_seq(dep), "tree": tree, "ptree": PTree.from_tree(tree)}
+    return {"dep": dep, "seq": dep_to_seq(dep), "tree": tree, "ptree": tree_to_ptree(tree)}

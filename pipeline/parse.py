@@ -146,3 +146,41 @@ def parse_shard(texts, pretokenized: bool = False, model: str | None = None) -> 
     """
     nlp = load_model(model)
     return parse_deps(texts, nlp, pretokenized), provenance(nlp)
+
+
+#: Deepest dependency tree whose derived structures a worker sends back as objects; deeper
+#: ones go back as the DepTree alone (pickling nested trees recurses once per level).
+SHIP_DEPTH = 60
+
+
+def dep_depth(dep: DepTree) -> int:
+    """Number of words on the longest root-to-leaf path."""
+    depth = [0] * len(dep.heads)
+    best = 0
+    for i in range(len(dep.heads)):
+        path = []
+        v = i
+        while v != -1 and depth[v] == 0:
+            path.append(v)
+            v = dep.heads[v]
+        d = 0 if v == -1 else depth[v]
+        for u in reversed(path):
+            d += 1
+            depth[u] = d
+        best = max(best, depth[i])
+    return best
+
+
+def parse_derive_shard(texts, pretokenized: bool = False, model: str | None = None) -> tuple:
+    """Worker entry point: parse one shard and derive its structures where it, not the driver,
+    has the CPU to spare.
+
+    Returns
+    -------
+    tuple
+        ``(items, provenance dict)``; each item is the :func:`derive_all` dict, or the bare
+        :class:`DepTree` when the parse is deeper than :data:`SHIP_DEPTH` (the caller derives
+        those).
+    """
+    deps, prov = parse_shard(texts, pretokenized, model)
+    return [derive_all(d) if dep_depth(d) <= SHIP_DEPTH else d for d in deps], prov

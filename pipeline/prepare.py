@@ -2,8 +2,9 @@
 
 The input is streamed on the driver and cut into shards of ``shard_size`` documents (after
 skipped records are dropped). Documents that carry only text (formats ``trec``, ``text``,
-``tsv``, text-only JSON lines) are parsed with spaCy, one Dask task per shard, with a bounded
-read-ahead of ``2 x workers`` shards; the ``sequential`` profile parses in-process. Shards are
+``tsv``, text-only JSON lines) are parsed with spaCy, one Dask task per shard that also
+derives the token sequence and trees, with a bounded read-ahead of ``2 x workers`` shards; the
+``sequential`` profile does the same in-process. Shards are
 encoded and written strictly in shard order, so vocabulary ids do not depend on which worker
 finished first.
 
@@ -120,7 +121,7 @@ def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
             on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
             model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
-            reader_options: dict | None = None) -> PrepareSummary:
+            reader_options: dict | None = None, client=None) -> PrepareSummary:
     """Prepare (or resume preparing) a corpus store.
 
     Parameters
@@ -151,6 +152,8 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
         Show a progress bar over shards (stderr).
     reader_options : dict, optional
         Format options passed to the reader (e.g. ``{"label": "fine"}`` for trec).
+    client : distributed.Client, optional
+        An already connected client to parse on (then ``cluster`` is only recorded).
 
     Returns
     -------
@@ -184,9 +187,13 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
                     f"asks for {model!r}. Fix: rerun with --model {store.parser['package']} or use a new --out")
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
             run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
-            with open_client(profile) as client:
+            if client is not None:
                 parsed, written, reused = _write_shards(store, docs, client, profile, run, model, pretok,
                                                         progress, _estimate_records(input_path, fmt))
+            else:
+                with open_client(profile) as client:
+                    parsed, written, reused = _write_shards(store, docs, client, profile, run, model, pretok,
+                                                            progress, _estimate_records(input_path, fmt))
             skipped = [{"source": None if e.path is None else f"{e.path}:{e.line}", "error": str(e)}
                        for e in policy.skipped]
             store.finish(skipped)
@@ -227,7 +234,7 @@ def _write_shards(store, docs, client, profile, run, model, pretok, progress, n_
     from tqdm import tqdm
 
     from gramtile.pipeline.derive import derive_all
-    from gramtile.pipeline.parse import parse_shard
+    from gramtile.pipeline.parse import parse_derive_shard
 
     S = store.manifest["shard_size"]
     done = store.shard_ranges
@@ -245,11 +252,12 @@ def _write_shards(store, docs, client, profile, run, model, pretok, progress, n_
         k, shard, mask, fut = pending.popleft()
         if any(mask):
             texts = [d.text for d, m in zip(shard, mask) if m]
-            deps, prov = fut.result() if fut is not None else parse_shard(texts, pretok, model)
-            it = iter(deps)
+            items, prov = fut.result() if fut is not None else parse_derive_shard(texts, pretok, model)
+            it = iter(items)
             for d, m in zip(shard, mask):
                 if m:
-                    d.structures = derive_all(next(it))
+                    item = next(it)
+                    d.structures = item if isinstance(item, dict) else derive_all(item)
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
         store.write_shard(k, shard, run, parsed=any(mask))
@@ -268,7 +276,7 @@ def _write_shards(store, docs, client, profile, run, model, pretok, progress, n_
             fut = None
             if any(mask) and client is not None:
                 texts = [d.text for d, m in zip(shard, mask) if m]
-                fut = client.submit(parse_shard, texts, pretok, model, key=f"gramtile-parse-{tag}-{k}")
+                fut = client.submit(parse_derive_shard, texts, pretok, model, key=f"gramtile-parse-{tag}-{k}")
             pending.append((k, shard, mask, fut))
             while len(pending) >= window:
                 finish_one()

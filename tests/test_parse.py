@@ -106,3 +106,33 @@ def test_derive_all_keys():
     out = derive_all(dep)
     assert set(out) == {"dep", "seq", "tree", "ptree"}
     assert out["ptree"] == PTree.from_tree(out["tree"])
+
+
+def test_tree_to_ptree_equals_from_tree_and_handles_depth(nlp):
+    from gramtile.pipeline.derive import tree_to_ptree
+
+    for rec in parse_texts(["Which river flows through the old town of Prague ?", "Hi ."], nlp):
+        assert tree_to_ptree(rec["tree"]) == PTree.from_tree(rec["tree"])
+    n = 3000
+    deep = dep_to_tree(DepTree(tuple(f"w{i}" for i in range(n)), tuple([-1] + list(range(n - 1)))))
+    assert len(tree_to_ptree(deep)) == len(deep)
+
+
+def test_dep_depth():
+    from gramtile.pipeline.parse import dep_depth
+
+    assert dep_depth(DepTree(("a",), (-1,))) == 1
+    assert dep_depth(DepTree(("a", "b", "c", "d"), (1, -1, 1, 2))) == 3
+    assert dep_depth(DepTree(tuple("abcde"), (-1, 0, 1, 2, 3))) == 5
+
+
+def test_worker_entry_derives_shallow_parses_and_returns_deep_ones_bare(nlp, monkeypatch):
+    import gramtile.pipeline.parse as parse
+
+    texts = ["Who wrote Hamlet ?", "What is the capital of the small country north of France ?"]
+    items, prov = parse.parse_derive_shard(texts, True)
+    assert items == parse_texts(texts, nlp, pretokenized=True) and prov == provenance(nlp)
+    monkeypatch.setattr(parse, "SHIP_DEPTH", 3)  # only the short question is shallow enough
+    items, _ = parse.parse_derive_shard(texts, True)
+    assert isinstance(items[0], dict) and isinstance(items[1], DepTree)
+    assert derive_all(items[1]) == parse_texts(texts[1:], nlp, pretokenized=True)[0]
