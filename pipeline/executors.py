@@ -76,6 +76,7 @@ class TileResult:
     evaluations: int
     seconds: float
     worker: str
+    cpu_seconds: float = 0.0
 
 
 # ---- per-process caches --------------------------------------------------------------------
@@ -171,7 +172,7 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
     from gramtile.pipeline.evaluate import evaluate_block
 
     t = Tile(int(t[0]), int(t[1]))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     spec = _spec(job.spec_json)
     X = load_examples(job.corpus_path, job.corpus_hash, job.reps, ridx)
     if job.symmetric and t.i == t.j:
@@ -184,7 +185,7 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
         evals = len(ridx) * len(cidx)
     write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid)
     return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
-                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}")
+                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0)
 
 
 # ---- executors -----------------------------------------------------------------------------
