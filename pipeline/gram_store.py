@@ -638,7 +638,8 @@ def verify(store, repair: bool = False, cluster: str = "sequential", cluster_fil
 
     if repair and rep.bad:
         canon = sorted({Tile(min(t), max(t)) if st.symmetric else t for t, _ in rep.bad})
-        st.clear_done(canon)
+        with store_lock(st.path):  # never clear bits under a running writer
+            st.clear_done(canon)
         from gramtile.pipeline.engine import run_gram
 
         run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(),

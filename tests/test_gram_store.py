@@ -225,3 +225,16 @@ def test_composite_from_stored_base_matrices(corpus, sst_store, docs, tmp_path):
                        gramtile.gram({"kind": "normalized", "kernel": comp.to_dict()}, docs), rtol=1e-12, atol=1e-15)
     with pytest.raises(StoreMismatchError, match="no stored Gram matrix"):
         ComposedView(comp, {GramStore.open(sst_store).kernel_hash: GramStore.open(sst_store)})
+
+
+def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
+    from gramtile.pipeline import executors
+
+    executors._shards.clear()
+    before = dict(executors.stats)
+    run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential", progress=False)
+    loads = executors.stats["shard_loads"] - before["shard_loads"]
+    hits = executors.stats["shard_hits"] - before["shard_hits"]
+    # 4 shards of 64; 36 tiles each need one or two row ranges and one or two column ranges
+    assert loads == 4
+    assert hits > 36
