@@ -3,9 +3,10 @@
 Two workloads on real data (one process, no Dask; Numba compilation excluded):
 
 - WSD windows: +-3 tokens around the target of the senseval hard/line/serve instances (7 tokens,
-  truncated at the context edges), n = 2, on word forms and on PoS tags; exact and WordNet soft.
+  truncated at the context edges), n = 2, on word forms and on PoS tags; exact, WordNet soft and
+  LSA soft (100 dimensions from the windows themselves).
   The data is lower-cased word forms without lemmas, so the "lemma" column holds the word.
-- TREC QC: whole training questions (whitespace tokens), n = 3, exact and WordNet soft.
+- TREC QC: whole training questions (whitespace tokens), n = 3, exact, WordNet and LSA soft.
 
 Usage: .venv/bin/python bench/subsequence.py [--rows N] [--cols N]
 """
@@ -83,13 +84,19 @@ def main():
         t = time.perf_counter()
         wordnet = {"similarity/wordnet": similarity_resource("similarity/wordnet", v.sym.strings)}
         print(f"  WordNet matrix: {wordnet['similarity/wordnet'].nnz} non-zeros, built in {time.perf_counter() - t:.1f} s")
+        on0 = ons[0]
+        t = time.perf_counter()
+        lsa_name = f"similarity/lsa/{on0}"
+        docs = [list(getattr(x, on0)) for x in structs]
+        lsa = {lsa_name: similarity_resource(lsa_name, v.sym.strings, docs)}
+        print(f"  LSA factor: {lsa[lsa_name].shape}, built in {time.perf_counter() - t:.1f} s")
         rows, cols = min(args.rows, batch.n // 2), min(args.cols, batch.n // 2)
         for on in ons:
-            for sim in (None, "wordnet"):
+            for sim in (None, "wordnet", "lsa"):
                 if sim and on == "pos":
                     continue
                 d = {"kind": "subsequence", "n": n, "lam": 0.5, "on": on, "similarity": sim}
-                r, nz = rate(d, batch, rows, cols, wordnet if sim else None)
+                r, nz = rate(d, batch, rows, cols, {None: None, "wordnet": wordnet, "lsa": lsa}[sim])
                 print(f"  n={n} on={on:6s} {'exact' if sim is None else 'soft ' + sim:13s} "
                       f"{r / 1e6:7.3f} M evaluations/s per core  ({rows}x{cols} block, {nz:.0%} non-zero)")
 

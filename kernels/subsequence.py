@@ -230,6 +230,45 @@ def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, max_scatter, m
 
 
 @njit(cache=True, nogil=True)
+def _block_table(offa, loca, offb, locb, symmetric, n, lam, cumulative, G):
+    """Block from a dense similarity table G between the block's row and column symbols
+    (``loca``/``locb`` are the tokens' row/column indices into G)."""
+    na = offa.shape[0] - 1
+    nb = offb.shape[0] - 1
+    maxa = 1
+    for a in range(na):
+        maxa = max(maxa, offa[a + 1] - offa[a])
+    maxb = 1
+    for b in range(nb):
+        maxb = max(maxb, offb[b + 1] - offb[b])
+    M = np.empty((maxa, maxb))
+    P = np.empty((n, maxb))
+    acc = np.empty(n)
+    out = np.empty((na, nb))
+    for a in range(na):
+        s = loca[offa[a]:offa[a + 1]]
+        ls = s.shape[0]
+        start = a if symmetric else 0
+        for b in range(start, nb):
+            t = locb[offb[b]:offb[b + 1]]
+            lt = t.shape[0]
+            any_nz = False
+            for i in range(ls):
+                for j in range(lt):
+                    m = G[s[i], t[j]]
+                    M[i, j] = m
+                    if m != 0.0:
+                        any_nz = True
+            v = 0.0
+            if any_nz:
+                v = _dp(M, ls, lt, n, lam, cumulative, P, acc)
+            out[a, b] = v
+            if symmetric:
+                out[b, a] = v
+    return out
+
+
+@njit(cache=True, nogil=True)
 def _diag(off, col, n, lam, cumulative, mode, aptr, aidx, aval, fac):
     ne = off.shape[0] - 1
     maxl = 1
@@ -249,6 +288,14 @@ def _diag(off, col, n, lam, cumulative, mode, aptr, aidx, aval, fac):
 def _unused():
     """Typed placeholders for the similarity arrays a match mode does not read."""
     return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros((0, 1))
+
+
+def _similarity_table(fac, ux, uy):
+    """G[a, b] = A[ux[a], uy[b]] for the factor form: D D^T off the diagonal, 1 on it."""
+    G = fac[ux] @ fac[uy].T
+    _, ix, iy = np.intersect1d(ux, uy, assume_unique=True, return_indices=True)
+    G[ix, iy] = 1.0
+    return np.ascontiguousarray(G)
 
 
 @register
@@ -348,7 +395,46 @@ class SubsequenceKernel(BaseSpec):
         offb, colb = (offa, cola) if Y is None else self._column(Y)
         max_id = max(int(cola.max(initial=-1)), int(colb.max(initial=-1)))
         m = self._matcher(resources, max_id)
+        if m[0] == _FACTOR:
+            return self._factor_block(offa, cola, offb, colb, Y is None, m[4])
         return _block(offa, cola, offb, colb, Y is None, self.n, self.lam, self.cumulative, _MAX_SCATTER, *m)
+
+    def _factor_block(self, offa, cola, offb, colb, symmetric, fac):
+        """Factor (LSA) similarity: one BLAS product G = D[row symbols] D[column symbols]^T per
+        group of columns, sized so G stays under ``_MAX_SCATTER`` entries, replaces a
+        k-dimensional dot product per position pair."""
+        ux, loca = np.unique(cola, return_inverse=True)
+        loca = loca.astype(np.int32)
+        nb = offb.shape[0] - 1
+        if symmetric and ux.size * ux.size <= _MAX_SCATTER:
+            return _block_table(offa, loca, offa, loca, True, self.n, self.lam, self.cumulative,
+                                _similarity_table(fac, ux, ux))
+        out = np.empty((offa.shape[0] - 1, nb))
+        # columns per group: the table has at most (column tokens) x (row symbols) entries
+        tokens = np.diff(offb)
+        budget = max(_MAX_SCATTER // max(ux.size, 1), 1)
+        b0 = 0
+        while b0 < nb:
+            b1, used = b0 + 1, int(tokens[b0])
+            while b1 < nb and used + tokens[b1] <= budget:
+                used += int(tokens[b1])
+                b1 += 1
+            part = colb[offb[b0]:offb[b1]]
+            uy, locb = np.unique(part, return_inverse=True)
+            offp = offb[b0:b1 + 1] - offb[b0]
+            if ux.size * uy.size <= _MAX_SCATTER:
+                out[:, b0:b1] = _block_table(offa, loca, offp, locb.astype(np.int32), False, self.n, self.lam,
+                                             self.cumulative, _similarity_table(fac, ux, uy))
+            else:  # one column example with more symbols than the budget: per-pair products
+                no_ptr, no_idx, no_val, _ = _unused()
+                out[:, b0:b1] = _block(offa, cola, offp, np.ascontiguousarray(part), False, self.n, self.lam,
+                                       self.cumulative, _MAX_SCATTER, _FACTOR, no_ptr, no_idx, no_val, fac)
+            b0 = b1
+        if symmetric:
+            # the halves came from different tables: mirror the upper one so K is exactly symmetric
+            low = np.tril_indices(out.shape[0], -1)
+            out[low] = out.T[low]
+        return out
 
     def diag(self, X, resources=None) -> np.ndarray:
         """Self-kernels k(X_a, X_a), shape (X.n,)."""

@@ -273,8 +273,22 @@ def test_per_pair_matching_fallback_equals_scattered_rows(monkeypatch):
     A.sort_indices()
     cases = [(spec(n=3), None), (spec(n=2, cumulative=False, similarity="wordnet"), {"similarity/wordnet": A})]
     fast = [(s.block(bx, by, resources=r), s.block(bx, resources=r)) for s, r in cases]
+    D = np.array([[rng.uniform(-1, 1) for _ in range(4)] for _ in range(len(v.sym))])
+    D /= np.linalg.norm(D, axis=1)[:, None]
+    lsa = (spec(n=3, similarity="lsa"), {"similarity/lsa/tokens": D})
+    table = (lsa[0].block(bx, by, resources=lsa[1]), lsa[0].block(bx, resources=lsa[1]))
+    # column groups with small tables, and per-pair products where even one example is too big
+    monkeypatch.setattr(mod, "_MAX_SCATTER", 30)
+    scale = np.abs(table[0]).max()
+    np.testing.assert_allclose(lsa[0].block(bx, by, resources=lsa[1]), table[0], rtol=0, atol=1e-12 * scale)
+    grouped = lsa[0].block(bx, resources=lsa[1])
+    np.testing.assert_allclose(grouped, table[1], rtol=0, atol=1e-12 * scale)
+    assert np.array_equal(grouped, grouped.T)
     monkeypatch.setattr(mod, "_MAX_SCATTER", 0)
     for (s, r), (rect, square) in zip(cases, fast):
         assert np.any(rect > 0)
         np.testing.assert_array_equal(s.block(bx, by, resources=r), rect)
         np.testing.assert_array_equal(s.block(bx, resources=r), square)
+    # the BLAS similarity table and per-pair dot products differ only by rounding
+    np.testing.assert_allclose(lsa[0].block(bx, by, resources=lsa[1]), table[0], rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(lsa[0].block(bx, resources=lsa[1]), table[1], rtol=0, atol=1e-12 * scale)
