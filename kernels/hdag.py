@@ -31,7 +31,8 @@ its edges, told apart by ``role``::
     role 1 (attribute)  a = node                                b = attribute id
     role 2 (edge)       a = u                                   b = v       (u, v in one graph)
 
-Node indices are the example's own numbering (node rows in order). Per block, :func:`_prepare`
+Node indices are the example's own numbering: node rows come first, node v being the example's
+row v (any order of the attribute and edge rows after them is fine). Per block, :func:`_prepare`
 renumbers each example into a *processing order* (HDAG.md section 6: a topological order of the
 in-graph edges together with "inner node before its chunk", by Kahn's algorithm), sorts each
 node's attribute ids, builds in-graph parent lists and inner-node lists in CSR form and computes
@@ -274,9 +275,12 @@ def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
 
     ``P1``/``P2`` are the tuples returned by :func:`_prepare`; E..L are scratch tables of shape
     at least (n1, n2, p+1). Entries are written before they are read, so no clearing is needed.
+    Only M is needed up to length p: M_k reads H_q and J_{k-q} with q, k-q <= p-1, J reads A up
+    to p-1, and S reads L at the length of the H it builds, so every other table stops at p-1.
     """
     par1, D1, U1, B1, C1, aptr1, aids1, pptr1, pidx1, iptr1, iidx1 = P1
     par2, D2, U2, B2, C2, aptr2, aids2, pptr2, pidx2, iptr2, iidx2 = P2
+    q1 = p - 1
     K = 0.0
     for i in range(n1):
         g1 = b1 + i
@@ -288,7 +292,7 @@ def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
             pa_lo2, pa_hi2 = pptr2[g2], pptr2[g2 + 1]
             gam = float(_gamma(aptr1, aids1, g1, aptr2, aids2, g2))
             # item kernels: S (groups formed here), E (t hands an item up), H (s hands one up)
-            for k in range(1, p + 1):
+            for k in range(1, q1 + 1):
                 s = gam if k == 1 else 0.0
                 if k >= 2:
                     for x in range(in_lo1, in_hi1):
@@ -309,13 +313,13 @@ def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
                     h += C1[b1 + si] * H[si, j, k]
                 H[i, j, k] = h
             # sequence sums, top mode: J' walks back over s's parents, J over t's parents
-            for k in range(1, p + 1):
+            for k in range(1, q1 + 1):
                 v = 0.0
                 for x in range(pa_lo1, pa_hi1):
                     si = pidx1[x]
                     v += D1[b1 + si] * Jp[si, j, k] + H[si, j, k] + M[si, j, k]
                 Jp[i, j, k] = v
-            for k in range(1, p + 1):
+            for k in range(1, q1 + 1):
                 v = 0.0
                 for y in range(pa_lo2, pa_hi2):
                     tj = pidx2[y]
@@ -333,20 +337,20 @@ def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
             # lead mode (first chosen pair also weighted by U U): only inner pairs feed S
             if par1[g1] >= 0 and par2[g2] >= 0:
                 u2 = U2[g2]
-                for k in range(1, p + 1):
+                for k in range(1, q1 + 1):
                     v = 0.0
                     for x in range(pa_lo1, pa_hi1):
                         si = pidx1[x]
                         v += D1[b1 + si] * JLp[si, j, k] + U1[b1 + si] * u2 * H[si, j, k] + L[si, j, k]
                     JLp[i, j, k] = v
-                for k in range(1, p + 1):
+                for k in range(1, q1 + 1):
                     v = 0.0
                     for y in range(pa_lo2, pa_hi2):
                         tj = pidx2[y]
                         v += D2[b2 + tj] * JL[i, tj, k] + JLp[i, tj, k]
                     JL[i, j, k] = v
                 L[i, j, 1] = 0.0
-                for k in range(2, p + 1):
+                for k in range(2, q1 + 1):
                     m = 0.0
                     for q in range(1, k):
                         m += H[i, j, q] * JL[i, j, k - q]
