@@ -131,14 +131,23 @@ def store_lock(path):
 class GramStore:
     """A Gram store on disk (see module docstring). Open with :meth:`open` or :meth:`create_or_open`."""
 
+    _ARRAYS = ("row_index", "col_index", "K", "diag_rows", "diag_cols", "done")
+
     def __init__(self, path, group):
         self.path = Path(path)
         self.group = group
         self.meta = dict(group.attrs["gramtile"])
-        self.K = group["K"]
-        self.diag_rows = group["diag_rows"]
-        self.diag_cols = group["diag_cols"]
-        self.done = group["done"]
+        self.K = self.diag_rows = self.diag_cols = self.done = None
+        if not self._missing_arrays():
+            self._bind()
+
+    def _missing_arrays(self) -> list:
+        # existence by file, not by listing the group: listing warns about log.jsonl and the lock
+        return [name for name in self._ARRAYS if not (self.path / name / "zarr.json").exists()]
+
+    def _bind(self):
+        g = self.group
+        self.K, self.diag_rows, self.diag_cols, self.done = g["K"], g["diag_rows"], g["diag_cols"], g["done"]
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -149,10 +158,14 @@ class GramStore:
             g = zarr.open_group(str(p), mode=mode)
             if "gramtile" not in g.attrs:
                 raise KeyError("gramtile")
-            return cls(p, g)
+            st = cls(p, g)
         except (FileNotFoundError, KeyError, zarr.errors.BaseZarrError):
             raise StoreError(f"{p} is not a gramtile Gram store (no 'gramtile' attributes); "
                              f"create it with `gramtile gram --out {p}`") from None
+        if st.K is None and mode == "r":
+            raise StoreError(f"Gram store {p} was not fully created (missing {st._missing_arrays()}); rerun the "
+                             f"`gramtile gram` command that created it")
+        return st
 
     @classmethod
     def create_or_open(cls, path, *, spec, corpus_hash: str, corpus_path: str, rows: np.ndarray,
@@ -198,19 +211,15 @@ class GramStore:
         }
         # metadata first: attributes, then the arrays (their creation is idempotent on resume)
         # create_group keeps files already in the directory (the lock taken before creation)
-        g = zarr.create_group(str(p), attributes={"gramtile": meta})
-        st = cls.__new__(cls)
-        st.path, st.group, st.meta = p, g, meta
+        st = cls(p, zarr.create_group(str(p), attributes={"gramtile": meta}))
         st._ensure_arrays(rows, cols)
-        return GramStore(p, zarr.open_group(str(p), mode="r+"))
+        return st
 
     def _ensure_arrays(self, rows, cols):
         g, t = self.group, self.tile
         nr, nc = self.meta["n_rows"], self.meta["n_cols"]
         gshape = (-(-nr // t), -(-nc // t))
-        # existence by file, not by listing the group: listing warns about log.jsonl and the lock
-        have = {name for name in ("row_index", "col_index", "K", "diag_rows", "diag_cols", "done")
-                if (self.path / name / "zarr.json").exists()}
+        have = set(self._ARRAYS) - set(self._missing_arrays())
         if "row_index" not in have:
             g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True)
         if "col_index" not in have:
@@ -223,7 +232,7 @@ class GramStore:
             _crc_array(g, "diag_cols", (nc,), (t,), "float64", np.nan)
         if "done" not in have:
             _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool", False)
-        self.K, self.diag_rows, self.diag_cols, self.done = g["K"], g["diag_rows"], g["diag_cols"], g["done"]
+        self._bind()
 
     def _check_same(self, want: dict, tile):
         m = self.meta

@@ -238,3 +238,21 @@ def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
     # 4 shards of 64; 36 tiles each need one or two row ranges and one or two column ranges
     assert loads == 4
     assert hits > 36
+
+
+def test_a_store_whose_creation_was_cut_short_is_finished_by_the_rerun(corpus, docs, tmp_path):
+    import shutil
+
+    from gramtile.kernels.errors import StoreError
+
+    out = tmp_path / "cut.zarr"
+    run_gram(corpus, SST, out, rows="0:40", tile=20, cluster="sequential", progress=False)
+    # a crash right after the attributes were written: no arrays yet
+    for name in ("K", "diag_rows", "diag_cols", "done", "row_index", "col_index"):
+        shutil.rmtree(out / name)
+    (out / "log.jsonl").unlink()
+    with pytest.raises(StoreError, match="not fully created"):
+        GramStore.open(out)
+    st = run_gram(corpus, SST, out, rows="0:40", cluster="sequential", progress=False)
+    assert st.complete and st.tile == 20
+    assert np.array_equal(st.view().block(), gramtile.gram(SST, docs[:40]))
