@@ -16,16 +16,22 @@ O(n |s| |t|): with S_p(i, j) the weight of the pairs of length-p tuples ending e
     K_p           = sum_{i, j} S_p(i, j)
 
 P is accumulated row by row as K''(i, j) = lam K''(i, j - 1) + S(i, j), P(i, j) =
-lam P(i - 1, j) + K''(i, j): only additions of like-signed terms, no inclusion-exclusion
-subtraction, so exact-match values stay accurate to rounding. All levels advance together
-while a row of s is read, so the scratch is O(n |t|), not O(n |s| |t|).
+lam P(i - 1, j) + K''(i, j): no inclusion-exclusion subtraction, so with a non-negative A every
+term has one sign and values are accurate to rounding. All levels advance together while a row
+of s is read, so the programme keeps O(n |t|) values, not O(n |s| |t|).
 
 Soft matching reads the similarity as a *resource* (see :meth:`SubsequenceKernel.resources`):
-either a CSR matrix over the corpus symbol ids (``indptr``, ``indices`` sorted per row,
-``data``, used as given, diagonal included; WordNet synonymy is very sparse) or a dense factor ``D`` of shape (n_symbols, k)
-with A = D D^T off the diagonal and A[u, u] = 1 (LSA; rows of D are unit or zero, so this
-only adds a non-negative diagonal and keeps A PSD). The match matrix of a pair of sequences
-is built once, then the dynamic programme runs on it.
+either a CSR matrix over the corpus symbol ids (``indptr``; ``indices`` sorted and distinct per
+row; ``data``; used as given, diagonal included; WordNet synonymy is very sparse) or a dense
+factor D of shape (n_symbols, k) with A = D D^T off the diagonal and A[u, u] = 1 (LSA; rows of
+D are unit or zero, so this only adds a non-negative diagonal and keeps A PSD).
+
+Per pair of sequences the |s| x |t| match matrix is filled first, then the programme runs on
+it (skipped when the matrix is all zero). Filling is one load per entry: exact and CSR blocks
+scatter each row example's similarity rows once into a table over the block's column symbols;
+factor blocks take one BLAS product over the block's distinct symbols. Blocks too large for
+these tables (over ``_MAX_SCATTER`` entries) fall back to a binary search or a dot product per
+position pair.
 """
 from __future__ import annotations
 
