@@ -37,7 +37,8 @@ pairs, and only those are computed). With m, n children, T[a, b] = t and Kab = K
   (and G, E mirrored). D is built as a row recurrence plus a column recurrence, so every step
   adds non-negative terms (no cancellation). tests/reference/relation_subtree.py checks it
   against the explicit sum of the definition and against Appendix B with KERNELS.md's two
-  corrections.
+  corrections (``C'_q`` recurses over (i-1, j); ``K_{c,q}`` has no leading lam), plus the same
+  (i-1, j) correction in ``C'_{q,r}``, which is misprinted like ``C'_q``.
 """
 from __future__ import annotations
 

@@ -3,9 +3,11 @@
 Exact with ``fractions.Fraction`` lam. :func:`kernel` applies definition (1) recursively; the
 children sum Kc is either the explicit sum of definition (2) over all pairs of child index
 sequences (:func:`kc_explicit`, sparse or contiguous) or the paper's Appendix B dynamic
-programme (:func:`kc_appendix_b`), written with KERNELS.md's two corrections (``"cprime"``: ``C'_q``
-and ``C'_{q,r}`` recurse over (i-1, j); ``"kcq"``: ``K_{c,q}(i, j) = K_{c,q}(i, j-1) + ...`` has
-no leading lam) or, leaving either out of ``fixes``, as printed.
+programme (:func:`kc_appendix_b`), written with KERNELS.md's corrections or, leaving any out of ``fixes``,
+as printed: ``"cq_prime"``: ``C'_q(i, j)`` recurses over (i-1, j), not (i, j-1);
+``"cqr_prime"``: the same misprint in ``C'_{q,r}(i, j)``, which KERNELS.md does not list but which
+its definition in Appendix B (a sum over the last index in P1) requires just the same;
+``"kcq"``: ``K_{c,q}(i, j) = K_{c,q}(i, j-1) + ...`` has no leading lam.
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def kc_explicit(T, K, lam, mode="sparse"):
     return total
 
 
-FIXES = ("cprime", "kcq")
+FIXES = ("cq_prime", "cqr_prime", "kcq")
 
 
 def kc_appendix_b(T, K, lam, fixes=FIXES):
@@ -58,7 +60,8 @@ def kc_appendix_b(T, K, lam, fixes=FIXES):
     ``fixes`` lists the corrections applied (module docstring); ``()`` is the printed form.
     """
     lam = Fraction(lam)
-    fix_cp = "cprime" in fixes
+    fix_cp = "cq_prime" in fixes
+    fix_cpr = "cqr_prime" in fixes
     fix_kc = "kcq" in fixes
     m = len(T)
     n = len(T[0]) if m else 0
@@ -83,7 +86,7 @@ def kc_appendix_b(T, K, lam, fixes=FIXES):
                 Cp[q][i][j] = tt(i, j) * lam ** 2 * C[q - 1][i - 1][j - 1] + lam * prev_p
                 C[q][i][j] = lam * (C[q][i][j - 1] if j - 1 >= q else 0) + Cp[q][i][j]
                 for r in range(1, q + 1):
-                    if fix_cp:
+                    if fix_cpr:
                         prev = Crp[q][r][i - 1][j] if i - 1 >= q else 0
                     else:
                         prev = Crp[q][r][i][j - 1] if j - 1 >= q else 0
