@@ -447,6 +447,11 @@ class GramView:
             raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
                                     f"`gramtile verify {self.store.path} --repair`") from None
 
+    def __getitem__(self, key):
+        """``view[rows, cols]`` (or ``view[rows]`` for every column): :meth:`block`, unnormalised."""
+        rows, cols = key if isinstance(key, tuple) else (key, None)
+        return self.block(rows, cols)
+
     def diag(self, rows=None, cols=None) -> tuple:
         """(diag over the row positions, diag over the column positions)."""
         nr, nc = self.shape

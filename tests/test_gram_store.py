@@ -88,6 +88,9 @@ def test_view_reads_only_the_chunks_it_needs(sst_store, docs):
     sel = [230, 0, 120]
     assert np.array_equal(v.block(sel, slice(None)), full[sel])
     assert v.chunk_reads == 2 + 3 * 5
+    assert np.array_equal(v[sel, 60:62], full[np.ix_(sel, [60, 61])])
+    assert v.chunk_reads == 2 + 3 * 5 + 3
+    assert np.array_equal(v[5:6], full[5:6])
 
 
 def test_reopen_with_other_kernel_corpus_selection_or_tile_raises(sst_store, corpus):
