@@ -292,3 +292,50 @@ def test_per_pair_matching_fallback_equals_scattered_rows(monkeypatch):
     # the BLAS similarity table and per-pair dot products differ only by rounding
     np.testing.assert_allclose(lsa[0].block(bx, by, resources=lsa[1]), table[0], rtol=0, atol=1e-12 * scale)
     np.testing.assert_allclose(lsa[0].block(bx, resources=lsa[1]), table[1], rtol=0, atol=1e-12 * scale)
+
+
+def senseval_windows(path, limit, width=3):
+    """+-width (word, PoS) windows around the <head> target of the first ``limit`` instances."""
+    import xml.etree.ElementTree as ET
+
+    out = []
+    for inst in ET.parse(path).getroot().iter("instance"):
+        toks, target = [], None
+        for el in inst.find("context"):
+            if el.tag == "head":
+                target, el = len(toks), el.find("wf")
+            if el is not None and el.tag == "wf":
+                toks.append((el.text.strip(), el.get("pos")))
+        w = toks[max(0, target - width):target + width + 1]
+        out.append(TokenSeq(tuple(t for t, _ in w), None, tuple(p for _, p in w)))
+        if len(out) == limit:
+            break
+    return out
+
+
+def test_real_wsd_windows_match_reference_exact_and_wordnet():
+    from conftest import require_data
+    from gramtile.pipeline.similarity import wordnet_similarity
+
+    X = senseval_windows(require_data("senseval_hard_line_serve") / "serve.pos", 24)
+    v = Vocabularies()
+    batch = encode(X, v)
+    A = wordnet_similarity(v.sym.strings)
+    ids = v.sym.index
+
+    def sim(a, b):
+        return float(A[ids[a], ids[b]])
+
+    for d, on, simf, res in [({"n": 2, "on": "tokens"}, "tokens", None, None),
+                             ({"n": 3, "on": "pos", "cumulative": False, "lam": 0.8}, "pos", None, None),
+                             ({"n": 2, "on": "tokens", "similarity": "wordnet"}, "tokens", sim,
+                              {"similarity/wordnet": A})]:
+        s = spec(**d)
+        K = s.block(batch, resources=res)
+        assert np.count_nonzero(K) > len(X)  # real windows share more than themselves
+        for a in range(0, len(X), 3):
+            for b in range(len(X)):
+                x, y = getattr(X[a], on), getattr(X[b], on)
+                kw = {"sim": simf} if simf else {}
+                want = subsequence_kernel(x, y, s.n, Fraction(s.lam), s.cumulative, **kw)
+                assert K[a, b] == pytest.approx(float(want), rel=1e-12, abs=0), (x, y, d)
