@@ -64,3 +64,7 @@ class ClusterConfigError(GramtileError, ValueError):
 
 class EvaluationError(GramtileError, ValueError):
     """Bad learning or evaluation input: folds, splits, labels, or a learner parameter."""
+
+
+class WorkflowError(GramtileError, ValueError):
+    """A bad workflow file (``gramtile run``): names the file, the key, the value and the fix."""
