@@ -25,7 +25,9 @@ Manifest (group attribute ``manifest``)::
      n_examples (None while incomplete), complete,
      shards: [{index, start, stop, done, vocab_sizes, run}],
      representations: {name: kind}, parser: {model, model_version, spacy_version} or None,
-     content_hash (None while incomplete), skipped: [{source, error}], runs: [...], options}
+     content_hash (None while incomplete), skipped: [{source, error}], options,
+     runs: [{run, started, finished, parsed_shards, reused_shards, cluster, ...}],
+     expected_shards (prepare's estimate from the input, or None)}
 
 Crash safety: a shard is written in this order — its manifest entry with ``done: false``,
 its arrays, its ids/labels/texts/sources, the vocabulary strings it added, and only then its

@@ -100,8 +100,9 @@ def _estimate_records(path: Path, fmt: str):
 
 
 def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict) -> CorpusStore:
-    if not out.exists():
-        return CorpusStore.create(out, source=source, input_format=fmt, shard_size=shard_size, options=options)
+    if not out.exists() or _interrupted_create(out):
+        return CorpusStore.create(out, source=source, input_format=fmt, shard_size=shard_size, options=options,
+                                  overwrite=out.exists())
     store = CorpusStore.open(out, "r+")
     m = store.manifest
     old_reader = (m.get("options") or {}).get("reader_options", {})
@@ -116,6 +117,21 @@ def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict
             ". Fix: rerun with the store's input, --format and --shard-size to resume it, "
             "or choose a new --out (or delete the store) to start over")
     return store
+
+
+def _interrupted_create(out: Path) -> bool:
+    """True for a store whose creation was killed before its manifest was written: a Zarr
+    group holding nothing but (part of) the empty skeleton :meth:`CorpusStore.create` makes."""
+    import json
+
+    try:
+        meta = json.loads((out / "zarr.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if meta.get("node_type") != "group" or "manifest" in meta.get("attributes", {}):
+        return False
+    skeleton = {"ids", "labels", "texts", "sources", "vocab", "reps", "zarr.json"}
+    return {p.name for p in out.iterdir()} <= skeleton and not any((out / "reps").glob("*/"))
 
 
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
@@ -239,6 +255,7 @@ def _write_shards(store, docs, client, profile, run, model, pretok, progress, n_
     S = store.manifest["shard_size"]
     done = store.shard_ranges
     total = None if n_estimate is None else max(len(done), -(-n_estimate // S))
+    store.update_manifest(expected_shards=total)  # lets `inspect` show progress of a partial store
     bar = tqdm(total=total, initial=0, unit="shard", desc="prepare", disable=not progress, leave=False)
     window = max(2, 2 * profile.n_workers)
     pending = deque()  # (index, docs, parse mask, future or None)

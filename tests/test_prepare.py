@@ -82,6 +82,15 @@ def _manifest(out: Path) -> dict:
     return json.loads((out / "zarr.json").read_text())["attributes"]["manifest"]
 
 
+def _done_shards(out: Path) -> int:
+    """Done shards of a store being written by another process (0 before its manifest exists)."""
+    try:
+        m = json.loads((out / "zarr.json").read_text())["attributes"].get("manifest")
+    except FileNotFoundError:
+        return 0
+    return sum(s["done"] for s in m["shards"]) if m else 0
+
+
 def test_killed_prepare_resumes_and_matches_an_uninterrupted_run(trec_train, trec_local, tmp_path):
     out = tmp_path / "killed.zarr"
     cmd = [sys.executable, "-m", "gramtile", "prepare", "--input", str(trec_train), "--format", "trec",
@@ -91,10 +100,8 @@ def test_killed_prepare_resumes_and_matches_an_uninterrupted_run(trec_train, tre
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
-            if (out / "zarr.json").exists():
-                done = sum(s["done"] for s in _manifest(out)["shards"])
-                if done >= 2:
-                    break
+            if _done_shards(out) >= 2:
+                break
             time.sleep(0.02)
         assert proc.poll() is None, f"prepare ended before it could be killed: {proc.stderr.read()}"
         os.kill(proc.pid, signal.SIGKILL)
@@ -108,6 +115,9 @@ def test_killed_prepare_resumes_and_matches_an_uninterrupted_run(trec_train, tre
     assert not m["complete"] and m["content_hash"] is None
     assert 2 <= len(done_at_kill) < 11 and done_at_kill == list(range(len(done_at_kill)))
     assert (out / ".lock").exists()  # left by the killed process; the rerun takes it over
+    rc, text = _cli("inspect", out)
+    assert rc == 0 and f"{SHARD * len(done_at_kill)} examples, INCOMPLETE" in text
+    assert f"shards: {len(done_at_kill)} done / 11 expected" in text
 
     summary = prepare(trec_train, "trec", out, shard_size=SHARD, cluster="sequential", progress=False,
                       reader_options={"encoding": "latin-1"})
@@ -229,3 +239,21 @@ def test_demo_corpus_prepares_and_emits_jsonl(tmp_path):
     assert summary.shards_parsed == [] and summary.parser is None
     again = CorpusStore.open(tmp_path / "again.zarr")
     assert [d.structures for d in again.documents()] == [d.structures for d in back]
+
+
+def test_store_killed_during_creation_is_recreated_but_foreign_groups_are_not(trec_train, tmp_path):
+    import zarr
+
+    from gramtile.kernels.errors import StoreCorruptError
+
+    tsv = _tsv_with_bad_records(trec_train, tmp_path / "q.tsv", n=6, empty_line=0, long_line=0)
+    out = tmp_path / "q.zarr"
+    g = zarr.open_group(str(out), mode="w")  # what a kill right after the group was made leaves
+    g.create_array("ids", shape=(0,), dtype=str, chunks=(5,))
+    summary = prepare(tsv, "tsv", out, shard_size=5, cluster="sequential", progress=False)
+    assert summary.n_examples == 6 and CorpusStore.open(out).complete
+    other = tmp_path / "other.zarr"
+    zarr.open_group(str(other), mode="w").create_array("K", shape=(2, 2), dtype="f8")
+    with pytest.raises(StoreCorruptError, match="not a corpus store"):
+        prepare(tsv, "tsv", other, shard_size=5, cluster="sequential", progress=False)
+    assert (other / "K").exists()

@@ -39,7 +39,8 @@ def report(path) -> dict:
     shards = m["shards"]
     return {"path": str(path), "examples": n, "complete": store.complete, "labels": labels,
             "representations": reps, "vocab_sizes": store.vocabs.sizes(),
-            "shards_done": sum(1 for s in shards if s["done"]), "shards_total": len(shards),
+            "shards_done": sum(1 for s in shards if s["done"]),
+            "shards_total": len(shards) if store.complete else m.get("expected_shards"),
             "shard_size": m["shard_size"], "content_hash": store.content_hash,
             "provenance": {"source": m["source"], "input_format": m["input_format"], "parser": m["parser"],
                            "gramtile_version": m["gramtile_version"], "created": m.get("created"),
@@ -50,7 +51,8 @@ def report(path) -> dict:
 def format_report(r: dict) -> str:
     state = "complete" if r["complete"] else "INCOMPLETE (rerun `gramtile prepare` to finish it)"
     out = [f"corpus store {r['path']}: {r['examples']} examples, {state}",
-           f"shards: {r['shards_done']} done / {r['shards_total']} (shard size {r['shard_size']})",
+           f"shards: {r['shards_done']} done / {r['shards_total'] if r['shards_total'] is not None else '?'}"
+           f"{'' if r['complete'] else ' expected'} (shard size {r['shard_size']})",
            f"content hash: {r['content_hash']}", "", "| label | count | share |", "|---|---:|---:|"]
     out += [f"| {x['label']} | {x['count']} | {100 * x['share']:.1f}% |" for x in r["labels"]]
     out += ["", "| representation | kind | mean nodes | max nodes |", "|---|---|---:|---:|"]
