@@ -85,6 +85,7 @@ def evaluate_block(spec, X, Y=None):
     ----------
     spec : KernelSpec
     X, Y : Batch or mapping of representation name -> Batch (same examples across names).
+        X also carries the resources its base kernels name (:func:`resource_names`).
 
     Returns
     -------
@@ -120,6 +121,8 @@ def gram(spec, X, Y=None) -> np.ndarray:
     spec : KernelSpec, dict or JSON string (``@file`` allowed)
     X, Y : list of structures (Tree, DepTree, TokenSeq, PTree, ...), list of Documents, or a
         mapping representation name -> list of structures. Y=None gives the square K(X, X).
+        Resources a kernel needs (similarity matrices for soft matching) are built from these
+        examples: WordNet over their combined vocabulary, LSA from their sequences.
 
     Returns
     -------
