@@ -140,14 +140,16 @@ def gram(spec, X, Y=None) -> np.ndarray:
         bx[name] = encode(sx[name], vocabs)
         if sy is not None:
             by[name] = encode(sy[name], vocabs)
-    _add_resources(spec, bx, vocabs, [sx] if sy is None else [sx, sy])
+    add_resources(spec, bx, vocabs, [sx] if sy is None else [sx, sy])
     K, _, _ = evaluate_block(spec, bx, by)
     return K
 
 
-def _add_resources(spec, data, vocabs, structs):
-    """Build on the fly the resources the spec's base kernels name (e.g. similarity matrices)
-    from the combined vocabulary and, for LSA, the input sequences (rows then columns)."""
+def add_resources(spec, data, vocabs, structs):
+    """Add to ``data`` (rep name -> Batch) the resources the spec's base kernels name and
+    ``data`` lacks (e.g. similarity matrices), built from the vocabulary ``vocabs`` the batches
+    were encoded with and, for LSA, from ``structs`` (a list of mappings rep name -> list of
+    structures; rows then columns)."""
     for base in spec.base_specs():
         for name in resource_names(base):
             if name in data:

@@ -109,11 +109,13 @@ def test_gram_contract(spec, gen):
         np.testing.assert_allclose(R, K[:5, 5:], rtol=1e-12, atol=1e-300)
         # diagonals reported by the evaluator equal the matrix diagonal
         from gramtile.pipeline.encode import encode
-        from gramtile.pipeline.evaluate import evaluate_block
+        from gramtile.pipeline.evaluate import add_resources, evaluate_block
         from gramtile.pipeline.vocab import Vocabularies
         v = Vocabularies()
         rep = {b.rep_name for b in s.base_specs()}
-        Kb, d1, d2 = evaluate_block(s, {r: encode(X, v) for r in rep})
+        data = {r: encode(X, v) for r in rep}
+        add_resources(s, data, v, [{r: X for r in rep}])  # e.g. soft-matching similarity matrices
+        Kb, d1, d2 = evaluate_block(s, data)
         np.testing.assert_allclose(d1, np.diag(Kb), rtol=1e-12, atol=1e-300)
         np.testing.assert_allclose(Kb, K, rtol=1e-12, atol=1e-300)
 
