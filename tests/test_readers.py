@@ -9,7 +9,9 @@ from gramtile.kernels.errors import CorpusFormatError, RepresentationError
 from gramtile.pipeline.brackets import format_tree, parse_tree
 from gramtile.pipeline.encode import decode, encode
 from gramtile.pipeline.readers import FORMATS, ErrorPolicy, read, write_jsonl
+from gramtile.pipeline.hdag_rep import HDAG
 from gramtile.pipeline.readers.base import record_id
+from gramtile.pipeline.relation import relation_from_json
 from gramtile.pipeline.structures import DepTree, Document, PTree, TokenSeq, Tree, WSDInstance
 from gramtile.pipeline.vocab import Vocabularies
 
@@ -290,6 +292,13 @@ def hand_made_docs():
                                                                       ("it", "is", "hard"))}),
         Document("w2", structures={"wsd": WSDInstance(("line",), ("NN",), 0)}),
         Document("p1", structures={"ptree": PTree("S", ((1, PTree("A")), (3, PTree("B", ((2, PTree("c")),)))))}),
+        Document("r1", label="member", structures={"relation": relation_from_json(
+            {"Type": "Sentence", "Role": "none", "children": [
+                {"Type": "PNP", "Role": "member", "Text": "John Smith"},
+                {"Type": "Verb", "Role": "none", "Text": "is"},
+                {"Type": "ONP", "Role": "affiliation", "Text": "Hardcom", "children": []}]})}),
+        Document("h1", structures={"hdag": HDAG([["NP"], ["John", "NNP"], ["VP"], ["runs", "VBZ", "run"]],
+                                                [-1, 0, -1, 2], [(0, 2)])}),
         Document("x1", text="only text, to be parsed later"),
     ]
 

@@ -11,11 +11,11 @@ token sequence     ``tokens`` + optional ``lemmas pos``                    ``"se
 WSD instance       ``lemmas``, ``pos``, ``target`` + optional ``words``    ``"wsd"``
 =================  ======================================================  ===============
 
-plus, freely combined with them, ``tree`` (a bracket string, structure ``"tree"``) and
-``ptree`` (nested ``{"label", "children": {"<position>": NODE}}``, structure ``"ptree"``).
-Unknown keys and wrong types are errors naming the key and the line. Blank lines are not
-records. ``relation`` and ``hdag`` objects are documented in FORMATS.md but have no structure
-type yet, so they are refused with a clear error rather than dropped.
+plus, freely combined with them, ``tree`` (a bracket string, structure ``"tree"``),
+``ptree`` (nested ``{"label", "children": {"<position>": NODE}}``, structure ``"ptree"``),
+``relation`` (:mod:`gramtile.pipeline.relation`, structure ``"relation"``) and ``hdag``
+(:mod:`gramtile.pipeline.hdag_rep`, structure ``"hdag"``). Unknown keys and wrong types are
+errors naming the key and the line. Blank lines are not records.
 """
 from __future__ import annotations
 
@@ -25,17 +25,19 @@ from pathlib import Path
 
 from gramtile.kernels.errors import CorpusFormatError, RepresentationError
 from gramtile.pipeline.brackets import format_tree, parse_tree
+from gramtile.pipeline.hdag_rep import HDAG, hdag_from_obj, hdag_to_obj
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS, HEAD_FIX, check_tokens, guarded, head_problem, lines, make_policy,
     parse_bracketed, record_id, source,
 )
+from gramtile.pipeline.relation import RelationExample, relation_from_json, relation_to_json
 from gramtile.pipeline.structures import DepTree, Document, PTree, TokenSeq, Tree, WSDInstance
 
 KEYS = ("id", "label", "text", "tree", "words", "heads", "lemmas", "pos", "deprels", "tokens",
-        "target", "ptree")
-UNSUPPORTED = ("relation", "hdag")
+        "target", "ptree", "relation", "hdag")
 # structure name -> type, as the reader produces them and the writer expects them
-NAMES = {"tree": Tree, "dep": DepTree, "seq": TokenSeq, "wsd": WSDInstance, "ptree": PTree}
+NAMES = {"tree": Tree, "dep": DepTree, "seq": TokenSeq, "wsd": WSDInstance, "ptree": PTree,
+         "relation": RelationExample, "hdag": HDAG}
 _WORD_LEVEL = ("dep", "seq", "wsd")
 
 
@@ -81,9 +83,6 @@ def _document(text, path, line, number, max_tokens, ids):
         raise CorpusFormatError(f"expected a JSON object, got {type(obj).__name__}", path=path,
                                 line=line, fix='write one object per line, e.g. {"id": "s1", "tokens": ["hi"]}')
     for key in obj:
-        if key in UNSUPPORTED:
-            raise CorpusFormatError(f"key {key!r}: {key} examples are not supported by this reader yet",
-                                    path=path, line=line, fix=f"remove {key!r} or use another representation")
         if key not in KEYS:
             raise CorpusFormatError(f"unknown key {key!r}", path=path, line=line,
                                     fix=f"use only the keys {list(KEYS)} (FORMATS.md, JSON lines)")
@@ -108,6 +107,18 @@ def _document(text, path, line, number, max_tokens, ids):
         ptree = _ptree(obj["ptree"], get, "ptree")
         check_tokens(sum(1 for t in ptree.nodes() if not t.children), max_tokens, path, line, "positional tree")
         structures["ptree"] = ptree
+    if "relation" in obj:
+        rel = relation_from_json(obj["relation"], path, line)
+        check_tokens(len(rel), max_tokens, path, line, "relation example")
+        structures["relation"] = rel
+    if "hdag" in obj:
+        try:
+            hdag = hdag_from_obj(obj["hdag"])
+        except RepresentationError as e:
+            raise CorpusFormatError(str(e), path=path, line=line,
+                                    fix="see FORMATS.md (HDAG) and HDAG.md for the structure") from None
+        check_tokens(len(hdag), max_tokens, path, line, "HDAG")
+        structures["hdag"] = hdag
     structures.update(_word_level(obj, get, path, line, max_tokens))
     text = get.str("text")
     if not structures and text is None:
@@ -234,8 +245,8 @@ def write_jsonl(docs, path) -> int:
     Parameters
     ----------
     docs : iterable of Document
-        Structures must be stored under the names the reader uses (``"tree"``, ``"dep"``,
-        ``"seq"``, ``"wsd"``, ``"ptree"``), with at most one of dep/seq/wsd per document.
+        Structures must be stored under the names the reader uses (the keys of
+        :data:`NAMES`), with at most one of dep/seq/wsd per document.
     path : str or Path
         ``.gz`` paths are gzip-compressed.
 
@@ -293,6 +304,10 @@ def _object(doc: Document) -> dict:
             obj["tree"] = text
         elif name == "ptree":
             obj["ptree"] = _ptree_obj(s)
+        elif name == "relation":
+            obj["relation"] = relation_to_json(s)
+        elif name == "hdag":
+            obj["hdag"] = hdag_to_obj(s)
         elif name == "dep":
             obj["words"], obj["heads"] = list(s.words), list(s.heads)
             for key in ("lemmas", "pos", "deprels"):
