@@ -386,6 +386,14 @@ class CorpusStore:
                                             **{c: np.zeros(0) for c in KIND_COLUMNS[kind]}})
         return parts[0] if len(parts) == 1 else Batch.concat(parts)
 
+    def sizes(self, rep: str) -> np.ndarray:
+        """Nodes (tokens, bag entries) per stored example of ``rep``, shape (n,); reads only offsets."""
+        if rep not in self._manifest["representations"]:
+            raise StoreError(f"representation {rep!r} is not in corpus store {self.path}; "
+                             f"it holds {sorted(self._manifest['representations'])}")
+        parts = [np.diff(self._g["reps"][rep][str(s["index"])]["offsets"][:]) for s in self._done()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def documents(self, start: int = 0, stop: int | None = None) -> list:
         """Examples ``start:stop`` decoded back to :class:`Document` values."""
         stop = self.n if stop is None else stop

@@ -203,13 +203,19 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
                     f"asks for {model!r}. Fix: rerun with --model {store.parser['package']} or use a new --out")
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
             run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
-            if client is not None:
-                parsed, written, reused = _write_shards(store, docs, client, profile, run, model, pretok,
-                                                        progress, _estimate_records(input_path, fmt))
-            else:
-                with open_client(profile) as client:
+            try:
+                if client is not None:
                     parsed, written, reused = _write_shards(store, docs, client, profile, run, model, pretok,
                                                             progress, _estimate_records(input_path, fmt))
+                else:
+                    with open_client(profile) as client:
+                        parsed, written, reused = _write_shards(store, docs, client, profile, run, model,
+                                                                pretok, progress, _estimate_records(input_path, fmt))
+            except Exception as e:
+                runs = store.manifest["runs"]
+                runs[run - 1].update(stopped=now(), error=str(e))
+                store.update_manifest(runs=runs)
+                raise
             skipped = [{"source": None if e.path is None else f"{e.path}:{e.line}", "error": str(e)}
                        for e in policy.skipped]
             store.finish(skipped)
@@ -382,3 +388,7 @@ def emit_store_jsonl(store, path) -> list:
         raise StoreError(f"corpus store {store.path} holds no examples to write")
     write_jsonl(docs(), path)
     return sorted(dropped)
+
+
+#: Public name of the shard writer (workflows reuse it: one writer for prepare and workflows).
+write_shards = _write_shards

@@ -85,6 +85,8 @@ def test_load_across_shards_equals_slicing_one_batch(store3, docs):
             if want.child_ptr is not None:
                 np.testing.assert_array_equal(got.child_ptr, want.child_ptr)
                 np.testing.assert_array_equal(got.child_idx, want.child_idx)
+    for rep in store.representations:
+        np.testing.assert_array_equal(store.sizes(rep), store.load(rep, 0, store.n).sizes())
     offsets, feat, weight = bag_arrays(store.load("bow", 0, 2))
     assert offsets.dtype == np.int64 and feat.dtype == np.int32 and weight.dtype == np.float64
     assert {store.vocabs.sym[f]: w for f, w in zip(feat[offsets[0]:offsets[1]], weight)} == docs[0].structures["bow"]

@@ -168,6 +168,7 @@ def test_bad_record_raise_keeps_written_shards_then_skip_finishes(trec_train, tm
         prepare(tsv, "tsv", out, **args)
     assert CorpusStore.open(out).documents() == written
     assert _manifest(out)["runs"][1]["parsed_shards"] == []
+    assert "line 17" in _manifest(out)["runs"][1]["error"]
 
     summary = prepare(tsv, "tsv", out, on_error="skip", **args)
     store = CorpusStore.open(out)

@@ -32,8 +32,7 @@ def report(path) -> dict:
     labels = [{"label": lab, "count": c, "share": c / n if n else 0.0} for lab, c in sorted(counts.items())]
     reps = {}
     for rep, kind in store.representations.items():
-        sizes = np.concatenate([store.load(rep, a, b).sizes() for a, b in store.shard_ranges]) \
-            if store.shard_ranges else np.zeros(0, np.int64)
+        sizes = store.sizes(rep)
         reps[rep] = {"kind": kind, "mean_nodes": float(sizes.mean()) if len(sizes) else 0.0,
                      "max_nodes": int(sizes.max()) if len(sizes) else 0}
     shards = m["shards"]
