@@ -68,22 +68,23 @@ def main():
     spec = HDAGKernel(lam=args.lam, p=args.p)
     spec.block(X.slice(0, 3))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 3), Y.slice(0, 3))
-    best_sq = best_rect = float("inf")
+    # wall time, and CPU time of this process (the fairer figure on a shared, loaded machine)
+    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
     for _ in range(args.repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X)
-        best_sq = min(best_sq, time.perf_counter() - t)
-        t = time.perf_counter()
+        best_sq, cpu_sq = min(best_sq, time.perf_counter() - t), min(cpu_sq, time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X, Y)
-        best_rect = min(best_rect, time.perf_counter() - t)
+        best_rect, cpu_rect = min(best_rect, time.perf_counter() - t), min(cpu_rect, time.process_time() - c)
     nodes = [len(h) for h in hs]
     pairs_sq = X.n * (X.n + 1) // 2
     print(f"HDAG kernel, synthetic TREC-sized HDAGs, p={args.p}, lam={args.lam}, "
           f"mean nodes {sum(nodes) / len(nodes):.1f} (words + chunks), max {max(nodes)}")
-    print(f"square {X.n}x{X.n}: {pairs_sq / best_sq:,.0f} evaluations/s per core "
-          f"({pairs_sq} distinct pairs in {best_sq:.3f} s)")
-    print(f"rectangular {X.n}x{Y.n}: {X.n * Y.n / best_rect:,.0f} evaluations/s per core "
-          f"({X.n * Y.n} pairs in {best_rect:.3f} s)")
+    print(f"square {X.n}x{X.n}: {pairs_sq / best_sq:,.0f} evaluations/s per core wall, "
+          f"{pairs_sq / cpu_sq:,.0f} per CPU second ({pairs_sq} distinct pairs in {best_sq:.3f} s)")
+    print(f"rectangular {X.n}x{Y.n}: {X.n * Y.n / best_rect:,.0f} evaluations/s per core wall, "
+          f"{X.n * Y.n / cpu_rect:,.0f} per CPU second ({X.n * Y.n} pairs in {best_rect:.3f} s)")
 
 
 if __name__ == "__main__":

@@ -37,21 +37,22 @@ def main():
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
     nx, ny = X.n, Y.n
-    best_sq = best_rect = float("inf")
+    # wall time, and CPU time of this process (the fairer figure on a shared, loaded machine)
+    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
     for _ in range(args.repeat):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X)
-        best_sq = min(best_sq, time.perf_counter() - t)
-        t = time.perf_counter()
+        best_sq, cpu_sq = min(best_sq, time.perf_counter() - t), min(cpu_sq, time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
         spec.block(X, Y)
-        best_rect = min(best_rect, time.perf_counter() - t)
+        best_rect, cpu_rect = min(best_rect, time.perf_counter() - t), min(cpu_rect, time.process_time() - c)
     pairs_sq = nx * (nx + 1) // 2
     print(f"route kernel, INEX 2005 train, variant={args.variant}, lam={args.lam}, degree={args.degree}, "
           f"mean nodes/tree {X.sizes().mean():.1f}")
-    print(f"square {nx}x{nx}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
-          f"({pairs_sq} distinct pairs in {best_sq:.3f} s)")
-    print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core "
-          f"({nx * ny} pairs in {best_rect:.3f} s)")
+    print(f"square {nx}x{nx}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core wall, "
+          f"{pairs_sq / cpu_sq / 1e6:.2f} M per CPU second ({pairs_sq} distinct pairs in {best_sq:.3f} s)")
+    print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core wall, "
+          f"{nx * ny / cpu_rect / 1e6:.2f} M per CPU second ({nx * ny} pairs in {best_rect:.3f} s)")
 
 
 if __name__ == "__main__":
