@@ -31,6 +31,8 @@ from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 
 #: Formats whose whitespace tokens are parsed as given (already tokenised input).
 PRETOKENIZED_FORMATS = ("trec",)
+#: Formats that always carry gold structures: nothing to parse, so no cluster is started.
+GOLD_FORMATS = ("ptb", "svmlighttk", "kelp", "conllu", "dp")
 #: Formats read one record per non-blank line (used only to size the progress bar).
 _LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp")
 
@@ -204,7 +206,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
             run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
             try:
-                if client is not None:
+                if client is not None or fmt in GOLD_FORMATS:
                     parsed, written, reused = _write_shards(store, docs, client, profile, run, model, pretok,
                                                             progress, _estimate_records(input_path, fmt))
                 else:
