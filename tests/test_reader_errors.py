@@ -293,6 +293,8 @@ def test_missing_path_and_empty_directory(tmp_path):
     assert "no such file" in str(err) and err.fix
     err = read_error(tmp_path, "dp")
     assert "no .dp" in str(err) and err.fix
+    err = read_error(tmp_path, "conllu")
+    assert "is a directory" in str(err) and err.path == str(tmp_path) and err.fix
 
 
 @pytest.mark.parametrize("fmt, content, bad_lines, good", [

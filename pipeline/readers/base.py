@@ -114,6 +114,9 @@ def lines(path, policy: ErrorPolicy, encoding: str = "utf-8"):
     A file with no non-blank line raises (or, in skip mode, records) "empty file".
     """
     path = check_path(path)
+    if path.is_dir():
+        raise CorpusFormatError("is a directory, not a file", path=path,
+                                fix="pass one file (the formats 'ptb' and 'dp' also read directories)")
     seen_text = False
     offset = 0  # byte offset of the current line's start, for the decode error message
     with _open_binary(path) as f:
