@@ -17,15 +17,18 @@ format         input                                                  Document
 ``trec``       ``COARSE:fine question`` (Latin-1)                     label, text
 ``text``       one sentence/document per line                         text
 ``tsv``        ``label<TAB>text``                                     label, text
+``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
 =============  =====================================================  ==========================
 """
 from __future__ import annotations
 
+import inspect
 from typing import Iterator
 
 from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy, make_policy
 from gramtile.pipeline.readers.conll import read_conllu
+from gramtile.pipeline.readers.inex import read_inex
 from gramtile.pipeline.readers.jsonl import read_jsonl, write_jsonl
 from gramtile.pipeline.readers.kelp import read_kelp
 from gramtile.pipeline.readers.malt import read_dp
@@ -44,6 +47,7 @@ FORMATS = {
     "trec": read_trec,
     "text": read_text,
     "tsv": read_tsv,
+    "inex": read_inex,
 }
 
 __all__ = ["FORMATS", "ErrorPolicy", "read", "write_jsonl"] + [f.__name__ for f in FORMATS.values()]
@@ -76,8 +80,6 @@ def read(path, fmt: str, on_error: str = "raise", max_tokens: int | None = DEFAU
     if reader is None:
         raise CorpusFormatError(f"unknown format {fmt!r}", path=path,
                                 fix=f"use one of {sorted(FORMATS)}")
-    import inspect
-
     known = set(inspect.signature(reader).parameters) - {"path", "policy", "max_tokens", "on_error"}
     for key in options:
         if key not in known:
