@@ -29,15 +29,18 @@ with leaves being childless nodes labelled by their word (KERNELS.md section 5):
   where J1, J2 are increasing child index sequences, ``g(J)`` is the number of children skipped
   inside the span (``gap="gaps"``: J_last - J_first + 1 - |J|, Moschitti's fast algorithm and
   SVM-Light-TK) or the span itself (``gap="span"``: J_last - J_first, the paper's definition),
-  and ``t`` is ``terminal_factor`` (KeLP).
+  and ``t`` is ``terminal_factor`` (KeLP). ``max_length`` optionally bounds |J| (SVM-Light-TK
+  fixes it at 5, KeLP's maxSubseqLeng); by default subsequences of every length count.
 
 Algorithm (Moschitti 2006). For each tree the nodes that can match (internal nodes for ST/SST,
 keyed by production id; all nodes for PT, keyed by label id) are grouped by key once per batch.
-A pair of trees merge-joins the two sorted group lists, so only matching node pairs are
-visited, in decreasing preorder index of the first node: children come after their parent in
-preorder, hence every child pair's Delta is final before its parents need it. Delta values are
-memoised in a table holding exactly the matching pairs of the current tree pair (row of ``n1``
-+ position of ``n2`` inside its group), so memory follows the number of matches, not a size cap.
+For a row X_i of a block, X_i's groups are marked in a key-indexed table; each Y_j then looks its
+groups up in the table (a join of the two sorted group lists that costs one lookup per group of
+Y_j and skips non-matching groups without comparisons), so only matching node pairs are visited,
+in decreasing preorder index of the first node: children come after their parent in preorder,
+hence every child pair's Delta is final before its parents need it. Delta values are memoised in
+a table holding exactly the matching pairs of the current tree pair (row of ``n1`` + position of
+``n2`` inside its group), so memory follows the number of matches, not a size cap.
 PT sums over child subsequences of all lengths at once with an O(|ch1| |ch2|) dynamic programme
 (no length index is needed because the weights do not depend on the subsequence length)::
 
@@ -81,18 +84,14 @@ def _group(offsets, key):
     uoff : int64 (n+1,)      start of each example's groups in ``ukey``/``ubeg``/``uend``
     ukey : int32 (u,)        group keys, increasing within an example
     ubeg, uend : int32 (u,)  group extent in the example's part of ``snode``
-    rank : int32 (total_nodes,)  a node's group index within its example, -1 if left out
     gpos : int32 (total_nodes,)  a node's position inside its group, -1 if left out
-    dnode : int32 (m,)       the same nodes by decreasing index (children before parents)
     """
     n = offsets.shape[0] - 1
     total = key.shape[0]
-    rank = np.full(total, -1, np.int32)
     gpos = np.full(total, -1, np.int32)
     soff = np.zeros(n + 1, np.int64)
     uoff = np.zeros(n + 1, np.int64)
     snode = np.empty(total, np.int32)
-    dnode = np.empty(total, np.int32)
     ukey = np.empty(total, np.int32)
     ubeg = np.empty(total, np.int32)
     uend = np.empty(total, np.int32)
@@ -107,18 +106,12 @@ def _group(offsets, key):
                 cnt += 1
         buf = np.empty(cnt, np.int64)
         c = 0
-        for g in range(b - 1, a - 1, -1):
-            if key[g] >= 0:
-                dnode[s + c] = g - a
-                c += 1
-        c = 0
         for g in range(a, b):
             if key[g] >= 0:
                 # key in the high word, node in the low word: one sort orders by (key, node)
                 buf[c] = (np.int64(key[g]) << 32) | np.int64(g - a)
                 c += 1
         buf.sort()
-        u0 = u
         prev = -1
         start = 0
         for k in range(cnt):
@@ -132,23 +125,25 @@ def _group(offsets, key):
                 start = k
             uend[u - 1] = k + 1
             snode[s + k] = node
-            rank[a + node] = u - 1 - u0
             gpos[a + node] = k - start
         s += cnt
         soff[t + 1] = s
         uoff[t + 1] = u
-    return (soff, snode[:s].copy(), uoff, ukey[:u].copy(), ubeg[:u].copy(), uend[:u].copy(), rank, gpos,
-            dnode[:s].copy())
+    return soff, snode[:s].copy(), uoff, ukey[:u].copy(), ubeg[:u].copy(), uend[:u].copy(), gpos
 
 
 def _index(batch, key_col):
-    """The arrays a block core reads for one batch: CSR structure plus grouping by ``key_col``."""
+    """The arrays a block core reads for one batch: CSR structure plus grouping by ``key_col``.
+
+    Layout (a tuple, indices used by the cores): 0 offsets, 1 key column, 2 child_ptr,
+    3 child_idx, 4 gpos, 5 soff, 6 snode, 7 uoff, 8 ukey, 9 ubeg, 10 uend.
+    """
     off = np.ascontiguousarray(batch.offsets, dtype=np.int64)
     col = np.ascontiguousarray(batch.columns[key_col], dtype=np.int32)
     cp = np.ascontiguousarray(batch.child_ptr, dtype=np.int64)
     ci = np.ascontiguousarray(batch.child_idx, dtype=np.int32)
-    soff, snode, uoff, ukey, ubeg, uend, rank, gpos, dnode = _group(off, col)
-    return (off, col, cp, ci, rank, gpos, soff, snode, uoff, ukey, ubeg, uend, dnode)
+    soff, snode, uoff, ukey, ubeg, uend, gpos = _group(off, col)
+    return (off, col, cp, ci, gpos, soff, snode, uoff, ukey, ubeg, uend)
 
 
 def _leaf_index(batch):
@@ -156,45 +151,68 @@ def _leaf_index(batch):
     off = np.ascontiguousarray(batch.offsets, dtype=np.int64)
     leaf = np.diff(batch.child_ptr) == 0
     key = np.where(leaf, batch.columns["label"], -1).astype(np.int32)
-    _, _, uoff, ukey, ubeg, uend, _, _, _ = _group(off, key)
+    _, _, uoff, ukey, ubeg, uend, _ = _group(off, key)
     return (uoff, ukey, ubeg, uend)
 
 
 # ---- pair cores -------------------------------------------------------------------------
+# The per-pair helpers are inlined into the block loops (inline="always"): as separate calls,
+# passing the tuples of arrays costs a copy and reference-count updates per array and per call,
+# which was half of the time of an ST/SST evaluation (about 30 node pairs per tree pair).
 
-@njit(cache=True, nogil=True)
-def _join(i, X, j, Y, match):
-    """Merge-join the groups of example i of X and example j of Y.
+@njit(cache=True, nogil=True, inline="always")
+def _mark(i, X, table, value):
+    """Point ``table[key]`` at example i's local group of that key (or reset it to -1)."""
+    uoffx, ukeyx = X[7], X[8]
+    for u in range(uoffx[i], uoffx[i + 1]):
+        table[ukeyx[u]] = u - uoffx[i] if value else -1
 
-    Sets ``match[r]`` to the global group index in Y matching X's local group r (-1 if none)
-    and returns the number of matching node pairs.
+
+@njit(cache=True, nogil=True, inline="always")
+def _match(i, X, j, Y, table, mnode, mgrp):
+    """Matching node pairs of X_i and Y_j, with X_i's groups marked in ``table``.
+
+    Fills ``mnode[:cnt]`` (X nodes that have a partner) in decreasing index order, so that
+    children come before parents, and ``mgrp[:cnt]`` (their partners' group in Y).
+    Returns ``(cnt, number of matching node pairs)``.
     """
-    uoffx, ukeyx, ubegx, uendx = X[8], X[9], X[10], X[11]
-    uoffy, ukeyy, ubegy, uendy = Y[8], Y[9], Y[10], Y[11]
-    a = uoffx[i]
-    ae = uoffx[i + 1]
-    b = uoffy[j]
-    be = uoffy[j + 1]
-    for r in range(ae - a):
-        match[r] = -1
+    soffx, snodex, uoffx, ubegx, uendx = X[5], X[6], X[7], X[9], X[10]
+    uoffy, ukeyy, ubegy, uendy = Y[7], Y[8], Y[9], Y[10]
+    cnt = 0
     need = 0
-    a0 = a
-    while a < ae and b < be:
-        ka = ukeyx[a]
-        kb = ukeyy[b]
-        if ka < kb:
-            a += 1
-        elif ka > kb:
-            b += 1
-        else:
-            match[a - a0] = b
-            need += (uendx[a] - ubegx[a]) * (uendy[b] - ubegy[b])
-            a += 1
-            b += 1
-    return need
+    sx = soffx[i]
+    ux = uoffx[i]
+    for g in range(uoffy[j], uoffy[j + 1]):
+        r = table[ukeyy[g]]
+        if r < 0:
+            continue
+        u = ux + r
+        need += (uendx[u] - ubegx[u]) * (uendy[g] - ubegy[g])
+        for s in range(ubegx[u], uendx[u]):
+            mnode[cnt] = snodex[sx + s]
+            mgrp[cnt] = g
+            cnt += 1
+    if cnt > 32:
+        order = np.argsort(-mnode[:cnt].astype(np.int64), kind="mergesort")
+        nn = mnode[:cnt][order]
+        gg = mgrp[:cnt][order]
+        mnode[:cnt] = nn
+        mgrp[:cnt] = gg
+    else:
+        for a in range(1, cnt):
+            vn = mnode[a]
+            vg = mgrp[a]
+            b = a - 1
+            while b >= 0 and mnode[b] < vn:
+                mnode[b + 1] = mnode[b]
+                mgrp[b + 1] = mgrp[b]
+                b -= 1
+            mnode[b + 1] = vn
+            mgrp[b + 1] = vg
+    return cnt, need
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _leaf_pairs(i, LX, j, LY):
     """Number of pairs of equal leaves between example i of LX and example j of LY."""
     uoffx, ukeyx, ubegx, uendx = LX
@@ -216,27 +234,25 @@ def _leaf_pairs(i, LX, j, LY):
     return cnt
 
 
-@njit(cache=True, nogil=True)
-def _sum_sst(i, X, j, Y, match, base, memo, lam, st):
-    """Sum of Delta over matching node pairs for ST (``st``) or SST; ``_join`` ran before."""
-    offx, prodx, cpx, cix, rankx, soffx, dnodex = X[0], X[1], X[2], X[3], X[4], X[6], X[12]
-    offy, prody, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[5], Y[6], Y[7], Y[10], Y[11]
+@njit(cache=True, nogil=True, inline="always")
+def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st):
+    """Sum of Delta over the matching node pairs found by ``_match``, for ST (``st``) or SST."""
+    offx, prodx, cpx, cix = X[0], X[1], X[2], X[3]
+    offy, prody, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[4], Y[5], Y[6], Y[9], Y[10]
     ox = offx[i]
     oy = offy[j]
     sy = soffy[j]
     pos = 0
     total = 0.0
-    for t in range(soffx[i], soffx[i + 1]):
-        n1 = dnodex[t]
-        g = match[rankx[ox + n1]]
-        if g < 0:
-            continue
+    for t in range(cnt):
+        n1 = mnode[t]
+        g = mgrp[t]
         b0 = ubegy[g]
-        cnt = uendy[g] - b0
+        m = uendy[g] - b0
         base[n1] = pos
         c1a = cpx[ox + n1]
         nch = cpx[ox + n1 + 1] - c1a
-        for k in range(cnt):
+        for k in range(m):
             n2 = snodey[sy + b0 + k]
             c2a = cpy[oy + n2]
             d = lam
@@ -248,6 +264,7 @@ def _sum_sst(i, X, j, Y, match, base, memo, lam, st):
                     continue
                 a2 = ciy[c2a + q]
                 if p1 == prody[oy + a2]:
+                    # a matching child pair has a larger index, so its Delta is already in memo
                     v = memo[base[a1] + gposy[oy + a2]]
                     if st:
                         d *= v
@@ -258,11 +275,11 @@ def _sum_sst(i, X, j, Y, match, base, memo, lam, st):
                     break
             memo[pos + k] = d
             total += d
-        pos += cnt
+        pos += m
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo, dp0, dp1, lam, f):
     """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta (O(nc1 nc2))."""
     prev = dp0
@@ -330,11 +347,11 @@ def _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_o
     return acc
 
 
-@njit(cache=True, nogil=True)
-def _sum_pt(i, X, j, Y, match, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen):
-    """Sum of PT Delta over label-matching node pairs; ``_join`` ran before."""
-    offx, labx, cpx, cix, rankx, soffx, dnodex = X[0], X[1], X[2], X[3], X[4], X[6], X[12]
-    offy, laby, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[5], Y[6], Y[7], Y[10], Y[11]
+@njit(cache=True, nogil=True, inline="always")
+def _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen):
+    """Sum of PT Delta over the label-matching node pairs found by ``_match``."""
+    offx, labx, cpx, cix = X[0], X[1], X[2], X[3]
+    offy, laby, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[4], Y[5], Y[6], Y[9], Y[10]
     lam2 = lam * lam
     leafval = mu * lam2 * tf
     ox = offx[i]
@@ -342,22 +359,27 @@ def _sum_pt(i, X, j, Y, match, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, ma
     sy = soffy[j]
     pos = 0
     total = 0.0
-    for t in range(soffx[i], soffx[i + 1]):
-        n1 = dnodex[t]
-        g = match[rankx[ox + n1]]
-        if g < 0:
-            continue
+    for t in range(cnt):
+        n1 = mnode[t]
+        g = mgrp[t]
         b0 = ubegy[g]
-        cnt = uendy[g] - b0
+        m = uendy[g] - b0
         base[n1] = pos
         c1a = cpx[ox + n1]
         nc1 = cpx[ox + n1 + 1] - c1a
-        for k in range(cnt):
+        for k in range(m):
             n2 = snodey[sy + b0 + k]
             c2a = cpy[oy + n2]
             nc2 = cpy[oy + n2 + 1] - c2a
             if nc1 == 0 or nc2 == 0:
                 d = leafval
+            elif nc1 == 1 and nc2 == 1:
+                # unary nodes (pre-terminals, unary chains) are most pairs: no DP needed
+                a1 = cix[c1a]
+                a2 = ciy[c2a]
+                d = mu * lam2
+                if labx[ox + a1] == laby[oy + a2]:
+                    d += mu * memo[base[a1] + gposy[oy + a2]]
             elif maxlen > 0 and maxlen < min(nc1, nc2):
                 d = mu * (lam2 + _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
                                                       gposy, memo, E, S, D, lam, f, maxlen))
@@ -366,20 +388,20 @@ def _sum_pt(i, X, j, Y, match, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, ma
                                               gposy, memo, dp0, dp1, lam, f))
             memo[pos + k] = d
             total += d
-        pos += cnt
+        pos += m
     return total
 
 
 @njit(cache=True, nogil=True)
 def _scratch(X, Y, maxlen):
-    """Per-block scratch sized to the trees: group matches, memo rows, PT DP rows/tables."""
-    offx, cpx, uoffx = X[0], X[2], X[8]
-    offy, cpy = Y[0], Y[2]
+    """Per-block scratch sized to the trees: key table, matched nodes, memo, PT DP rows/tables."""
+    offx, colx, cpx, soffx = X[0], X[1], X[2], X[5]
+    offy, coly, cpy = Y[0], Y[1], Y[2]
     mx = 1
-    gx = 1
+    sx = 1
     for i in range(offx.shape[0] - 1):
         mx = max(mx, offx[i + 1] - offx[i])
-        gx = max(gx, uoffx[i + 1] - uoffx[i])
+        sx = max(sx, soffx[i + 1] - soffx[i])
     my = 1
     for j in range(offy.shape[0] - 1):
         my = max(my, offy[j + 1] - offy[j])
@@ -389,7 +411,14 @@ def _scratch(X, Y, maxlen):
     cy = 1
     for g in range(cpy.shape[0] - 1):
         cy = max(cy, cpy[g + 1] - cpy[g])
-    match = np.empty(gx, np.int64)
+    kmax = 0
+    for g in range(colx.shape[0]):
+        kmax = max(kmax, colx[g])
+    for g in range(coly.shape[0]):
+        kmax = max(kmax, coly[g])
+    table = np.full(kmax + 1, -1, np.int64)
+    mnode = np.empty(sx, np.int32)
+    mgrp = np.empty(sx, np.int64)
     base = np.empty(mx, np.int64)
     memo = np.empty(max(1024, 4 * (mx + my)), np.float64)
     dp0 = np.empty(cy + 1, np.float64)
@@ -398,23 +427,25 @@ def _scratch(X, Y, maxlen):
     E = np.empty(tab, np.float64)
     S = np.empty(tab, np.float64)
     D = np.empty((cx + 1) * (cy + 1) if maxlen > 0 else 1, np.float64)
-    return match, base, memo, (dp0, dp1, E, S, D)
+    return table, (mnode, mgrp, base), memo, (dp0, dp1, E, S, D)
 
 
-@njit(cache=True, nogil=True)
-def _pair(kernel, i, X, j, Y, LX, LY, match, base, memo, dps, par):
-    """k(X_i, Y_j). Returns ``(value, memo)``; memo is replaced when it was too small."""
+@njit(cache=True, nogil=True, inline="always")
+def _pair(kernel, i, X, j, Y, LX, LY, table, work, memo, dps, par):
+    """k(X_i, Y_j), X_i's groups marked in ``table``. Returns ``(value, memo)``; memo is
+    replaced when it was too small for this pair's matching node pairs."""
     lam, mu, tf, f, leaves, maxlen = par
-    need = _join(i, X, j, Y, match)
+    mnode, mgrp, base = work
+    cnt, need = _match(i, X, j, Y, table, mnode, mgrp)
     v = 0.0
-    if need > 0:
+    if cnt > 0:
         if need > memo.shape[0]:
             memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
         if kernel == _PT:
             dp0, dp1, E, S, D = dps
-            v = _sum_pt(i, X, j, Y, match, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
+            v = _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
         else:
-            v = _sum_sst(i, X, j, Y, match, base, memo, lam, kernel == _ST)
+            v = _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, kernel == _ST)
     if leaves:
         v += lam * _leaf_pairs(i, LX, j, LY)
     return v, memo
@@ -430,14 +461,15 @@ def _block(kernel, X, Y, LX, LY, sym, par):
     nx = X[0].shape[0] - 1
     ny = Y[0].shape[0] - 1
     out = np.zeros((nx, ny), np.float64)
-    match, base, memo, dps = _scratch(X, Y, par[5])
+    table, work, memo, dps = _scratch(X, Y, par[5])
     for i in range(nx):
-        j0 = i if sym else 0
-        for j in range(j0, ny):
-            v, memo = _pair(kernel, i, X, j, Y, LX, LY, match, base, memo, dps, par)
+        _mark(i, X, table, True)
+        for j in range(i if sym else 0, ny):
+            v, memo = _pair(kernel, i, X, j, Y, LX, LY, table, work, memo, dps, par)
             out[i, j] = v
             if sym:
                 out[j, i] = v
+        _mark(i, X, table, False)
     return out
 
 
@@ -446,10 +478,11 @@ def _diag(kernel, X, LX, par):
     """Self-kernels k(X_i, X_i), shape (nx,)."""
     nx = X[0].shape[0] - 1
     out = np.zeros(nx, np.float64)
-    match, base, memo, dps = _scratch(X, X, par[5])
+    table, work, memo, dps = _scratch(X, X, par[5])
     for i in range(nx):
-        v, memo = _pair(kernel, i, X, i, X, LX, LX, match, base, memo, dps, par)
-        out[i] = v
+        _mark(i, X, table, True)
+        out[i], memo = _pair(kernel, i, X, i, X, LX, LX, table, work, memo, dps, par)
+        _mark(i, X, table, False)
     return out
 
 
