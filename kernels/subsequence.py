@@ -113,20 +113,40 @@ def _dp(M, ls, lt, n, lam, cumulative, P, acc):
     for p in range(top):
         acc[p] = 0.0
     for i in range(ls):
+        nz = False
+        for j in range(lt):
+            if M[i, j] != 0.0:
+                nz = True
+                break
+        if not nz:
+            # no match in this row: every S is 0 and each stored P row just decays by lam
+            for p in range(top - 1):
+                for j in range(lt):
+                    P[p, j] *= lam
+            continue
         for p in range(top - 1, -1, -1):
-            run = 0.0
             a = 0.0
-            diag = 0.0  # P[p - 1, j - 1] of row i - 1
-            last = p == top - 1  # nobody reads the top level's P
-            for j in range(lt):
-                m = M[i, j]
-                if p == 0:
-                    sv = m
+            if p == 0:
+                if top == 1:
+                    for j in range(lt):
+                        a += M[i, j]
                 else:
-                    sv = m * diag
+                    run = 0.0
+                    for j in range(lt):
+                        sv = M[i, j]
+                        a += sv
+                        run = lam * run + sv
+                        P[0, j] = lam * P[0, j] + run
+            elif p == top - 1:  # nobody reads the top level's P
+                for j in range(1, lt):
+                    a += M[i, j] * P[p - 1, j - 1]
+            else:
+                run = 0.0
+                diag = 0.0  # P[p - 1, j - 1] of row i - 1
+                for j in range(lt):
+                    sv = M[i, j] * diag
                     diag = P[p - 1, j]
-                a += sv
-                if not last:
+                    a += sv
                     run = lam * run + sv
                     P[p, j] = lam * P[p, j] + run
             acc[p] += a
