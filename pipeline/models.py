@@ -317,7 +317,7 @@ def _structures_by_rep(docs, reps):
 
 def _self_kernels(spec, docs) -> dict:
     """Base spec hash -> K_base(x, x) over ``docs`` (the diagonal only: n evaluations per base)."""
-    from gramtile.pipeline.evaluate import _add_resources, _batch_for, _resources_for
+    from gramtile.pipeline.evaluate import _batch_for, _resources_for, add_resources
     from gramtile.pipeline.encode import encode
     from gramtile.pipeline.vocab import Vocabularies
 
@@ -325,14 +325,14 @@ def _self_kernels(spec, docs) -> dict:
     sx = _structures_by_rep(docs, reps)
     vocabs = Vocabularies()
     bx = {r: encode(sx[r], vocabs) for r in reps}
-    _add_resources(spec, bx, vocabs, [sx])
+    add_resources(spec, bx, vocabs, [sx])
     return {b.spec_hash: np.asarray(b.diag(_batch_for(bx, b), **_resources_for(bx, b)), dtype=np.float64)
             for b in spec.base_specs()}
 
 
 def kernel_block(spec, docs, support, sv_self) -> np.ndarray:
     """K_spec(docs, support) from base blocks, taking the support self-kernels from ``sv_self``."""
-    from gramtile.pipeline.evaluate import _add_resources, _batch_for, _resources_for
+    from gramtile.pipeline.evaluate import _batch_for, _resources_for, add_resources
     from gramtile.pipeline.encode import encode
     from gramtile.pipeline.vocab import Vocabularies
 
@@ -343,7 +343,7 @@ def kernel_block(spec, docs, support, sv_self) -> np.ndarray:
     for r in reps:
         bx[r] = encode(sx[r], vocabs)
         by[r] = encode(sy[r], vocabs)
-    _add_resources(spec, bx, vocabs, [sx, sy])
+    add_resources(spec, bx, vocabs, [sx, sy])
     base = {}
     for b in spec.base_specs():
         kw = _resources_for(bx, b)
@@ -433,3 +433,27 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
     params = {"C": None if learner == "perceptron" else float(C),
               "class_weight": class_weight, "multiclass": multiclass}
     return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance)
+
+
+# ---- documents for train / predict ------------------------------------------------------------
+
+def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool | None = None,
+                   limit: int | None = None) -> list:
+    """Documents of a file, parsing with spaCy those that carry only text (raw text, tsv, trec,
+    text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``)."""
+    from itertools import islice
+
+    from gramtile.pipeline.derive import derive_all
+    from gramtile.pipeline.prepare import PRETOKENIZED_FORMATS, _needs_parse
+    from gramtile.pipeline.readers import read
+
+    docs = list(islice(read(path, fmt), limit) if limit else read(path, fmt))
+    todo = [d for d in docs if _needs_parse(d)]
+    if todo:
+        from gramtile.pipeline.parse import parse_derive_shard
+
+        pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
+        items, _ = parse_derive_shard([d.text for d in todo], pretok, model)
+        for d, item in zip(todo, items):
+            d.structures = item if isinstance(item, dict) else derive_all(item)
+    return docs
