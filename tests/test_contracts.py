@@ -42,7 +42,14 @@ def rand_bag(rng):
     return {w: float(rng.randint(0, 3)) for w in rng.sample(WORDS, rng.randint(0, len(WORDS)))}
 
 
-GENERATORS = {"tree": rand_tree, "seq": rand_seq, "bag": rand_bag}
+def rand_tree_leaves_are_words(rng):
+    """Random trees whose childless nodes are all words (no single-node trees): the setting of
+    PT's ``terminal_factor``, which is PSD only when a label is never both a leaf and an inner node."""
+    t = rand_tree(rng)
+    return t if t.children else Tree(t.label, (Tree(rng.choice(WORDS)),))
+
+
+GENERATORS = {"tree": rand_tree, "tree_words": rand_tree_leaves_are_words, "seq": rand_seq, "bag": rand_bag}
 
 # (spec dict, generator kind). Families append here as they land.
 INSTANCES = [
@@ -57,7 +64,9 @@ if "sst" in REGISTRY:
         ({"kind": "sst", "lam": 0.4}, "tree"),
         ({"kind": "sst", "lam": 0.7, "leaves": True}, "tree"),
         ({"kind": "pt", "lam": 0.4, "mu": 0.4}, "tree"),
-        ({"kind": "pt", "lam": 0.5, "mu": 0.8, "gap": "span", "terminal_factor": 5}, "tree"),
+        ({"kind": "pt", "lam": 0.5, "mu": 0.8, "gap": "span"}, "tree"),
+        ({"kind": "pt", "lam": 0.4, "mu": 0.4, "terminal_factor": 5}, "tree_words"),
+        ({"kind": "pt", "lam": 0.5, "mu": 0.8, "gap": "span", "terminal_factor": 5}, "tree_words"),
     ]
 
 
