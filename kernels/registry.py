@@ -11,7 +11,7 @@ from gramtile.kernels.spec import REGISTRY, spec_from_dict  # noqa: F401
 
 #: Kernel family modules; each registers its specs on import. Missing modules are skipped
 #: only while a family is being written (listed in ``_optional``).
-_FAMILIES = ("composite", "tree_kernels", "bag_kernels", "subsequence", "dependency_path", "relation_subtree", "route", "hdag")
+_FAMILIES = ("composite", "tree_kernels", "bag_kernels", "subsequence", "dependency_path", "relation_subtree", "route", "hdag", "wsd_kernels")
 
 
 def _load():

@@ -154,6 +154,13 @@ def add_resources(spec, data, vocabs, structs):
         for name in resource_names(base):
             if name in data:
                 continue
+            if name.startswith("domain/"):
+                # the domain kernel's IDF-weighted LSA space (gramtile.pipeline.domain)
+                from gramtile.pipeline.domain import domain_resource
+
+                data[name] = domain_resource(name, vocabs.sym.strings,
+                                             [x for group in structs for x in group[base.rep_name]])
+                continue
             from gramtile.pipeline.similarity import similarity_resource
 
             docs = None

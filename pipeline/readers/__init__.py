@@ -18,6 +18,7 @@ format         input                                                  Document
 ``text``       one sentence/document per line                         text
 ``tsv``        ``label<TAB>text``                                     label, text
 ``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
+``senseval``   NLTK senseval ``.pos`` (option ``lemmas``)             label, text, ``"wsd"``, ``"seq"``
 =============  =====================================================  ==========================
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from gramtile.pipeline.readers.kelp import read_kelp
 from gramtile.pipeline.readers.malt import read_dp
 from gramtile.pipeline.readers.plain import read_text, read_trec, read_tsv
 from gramtile.pipeline.readers.ptb import read_ptb
+from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.readers.svmlighttk import read_svmlighttk
 from gramtile.pipeline.structures import Document
 
@@ -48,6 +50,7 @@ FORMATS = {
     "text": read_text,
     "tsv": read_tsv,
     "inex": read_inex,
+    "senseval": read_senseval,
 }
 
 __all__ = ["FORMATS", "ErrorPolicy", "read", "write_jsonl"] + [f.__name__ for f in FORMATS.values()]
