@@ -358,15 +358,27 @@ class GramStore:
         return self.path / "K" / "c" / str(t.i) / str(t.j)
 
     def log(self, record: dict):
-        """Append one JSON line to ``log.jsonl``."""
+        """Append one JSON line to ``log.jsonl`` (one write call per line)."""
         with open(self.path / LOG_NAME, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, sort_keys=True) + "\n")
 
     def read_log(self) -> list:
+        """The records of ``log.jsonl``, oldest first.
+
+        A line torn by a driver killed mid-write (the next run's record then follows on the same
+        line) does not parse and is skipped: the log is a record of work, the done mask is the truth.
+        """
         p = self.path / LOG_NAME
         if not p.exists():
             return []
-        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        out = []
+        for line in p.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return out
 
     def view(self) -> "GramView":
         return GramView(self)
