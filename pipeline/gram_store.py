@@ -359,14 +359,23 @@ class GramStore:
 
     def log(self, record: dict):
         """Append one JSON line to ``log.jsonl`` (one write call per line)."""
-        with open(self.path / LOG_NAME, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+        p = self.path / LOG_NAME
+        lead = ""
+        if not getattr(self, "_log_checked", False):
+            # a driver killed mid-line left a torn last line: start ours on a fresh line
+            if p.exists() and p.stat().st_size:
+                with open(p, "rb") as f:
+                    f.seek(-1, os.SEEK_END)
+                    lead = "" if f.read(1) == b"\n" else "\n"
+            self._log_checked = True
+        with open(p, "a", encoding="utf-8") as f:
+            f.write(lead + json.dumps(record, sort_keys=True) + "\n")
 
     def read_log(self) -> list:
         """The records of ``log.jsonl``, oldest first.
 
-        A line torn by a driver killed mid-write (the next run's record then follows on the same
-        line) does not parse and is skipped: the log is a record of work, the done mask is the truth.
+        A line torn by a driver killed mid-write does not parse and is skipped (the next run
+        starts on a fresh line): the log is a record of work, the done mask is the truth.
         """
         p = self.path / LOG_NAME
         if not p.exists():

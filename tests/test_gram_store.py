@@ -166,6 +166,9 @@ def test_unfinished_tiles_cannot_be_read_or_exported(corpus, docs, tmp_path):
     with pytest.raises(IncompleteTileError, match="incomplete"):
         export(st, tmp_path / "K.npy")
     assert not (tmp_path / "K.npy").exists()
+    # a torn last log line (driver killed mid-write) costs only that line
+    with open(out / "log.jsonl", "a") as f:
+        f.write('{"event": "tile", "ru')
     # resuming computes only the 12 missing tiles
     run_gram(corpus, SST, out, cluster="sequential", progress=False)
     log = GramStore.open(out).read_log()
