@@ -22,7 +22,6 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np

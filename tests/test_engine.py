@@ -2,7 +2,6 @@
 that divide n and that do not; cluster.yaml edits never change a stored number or hash; a driver
 SIGKILLed mid-run resumes computing only the missing tiles; the CLI commands."""
 import itertools
-import json
 import os
 import signal
 import subprocess

@@ -2,14 +2,11 @@
 composites from stored base matrices. Real NUM_train.dat trees, real SST/ST kernels, real Zarr."""
 import itertools
 import json
-import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-import zarr
 
 import gramtile
 from gramtile.kernels.errors import IncompleteTileError, StoreCorruptError, StoreLockedError, StoreMismatchError

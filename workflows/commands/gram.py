@@ -12,15 +12,14 @@ the same command resumes: only tiles not marked done are computed.
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
-
 
 
 def add_parser(sub):
     p = sub.add_parser("gram", help="compute a tiled Gram matrix into a Zarr store (resumable)",
                        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-                       formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="corpus store made by `gramtile prepare`")
     src.add_argument("--input", help="JSON-lines file: prepared on the fly into OUT.corpus.zarr beside --out")
