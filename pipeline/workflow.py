@@ -16,7 +16,8 @@ and the report; :func:`run_workflow` wires prepare -> Gram stores -> evaluation 
       split: fixed                   # fixed (needs data.test) | kfold
       folds: 5                       # kfold only
       seed: 0
-      model: svm                     # svm | perceptron | [svm, perceptron]
+      model: svm                     # svm | perceptron | nystroem, or a list of them
+      landmarks: 500                 # nystroem: landmarks per split (stratified, seeded)
       C: svmlight                    # a number, a list (grid), or svmlight = 1 / mean K(x, x) of train
       class_weight: none             # none | balanced | {LABEL: weight}
       multiclass: ovr                # ovr | ovo
@@ -52,7 +53,8 @@ REPO = Path(__file__).resolve().parents[1]
 _TOP = {"name", "description", "data", "kernels", "protocol", "report"}
 _DATA = {"input", "train", "test", "format", "representations", "limit", "reader_options", "model"}
 _PROTOCOL = {"split", "folds", "seed", "model", "C", "class_weight", "multiclass", "positive", "epochs",
-             "perceptron_seed"}
+             "perceptron_seed", "landmarks"}
+MODELS = ("svm", "perceptron", "nystroem")
 _REPORT = {"plot", "title", "columns"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -78,6 +80,41 @@ class Workflow:
     @property
     def fixed(self) -> bool:
         return self.protocol["split"] == "fixed"
+
+
+@dataclass
+class RecipeWorkflow:
+    """A workflow run by Python code: ``recipe: package.module:function`` in the YAML file.
+
+    For tasks the declarative schema cannot express (several binary tasks from one corpus,
+    feature baselines, task-specific scores). The function is called as
+    ``function(raw, path, out, cluster=, cluster_file=, progress=, tile=)`` with the whole YAML
+    mapping ``raw``; it validates its own keys and returns result rows (dicts). Example:
+    ``workflows/conll04_relations.yaml`` (recipe ``gramtile.workflows.relations:run``).
+    """
+
+    path: Path
+    name: str
+    raw: dict
+    function: object
+
+    @classmethod
+    def from_raw(cls, path, raw: dict) -> "RecipeWorkflow":
+        import importlib
+
+        ref = raw["recipe"]
+        mod, _, fn = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+        try:
+            func = getattr(importlib.import_module(mod), fn) if mod and fn else None
+        except (ImportError, AttributeError):
+            func = None
+        if not callable(func):
+            _fail(path, "recipe", ref, "name an importable function as package.module:function, e.g. "
+                  "gramtile.workflows.relations:run")
+        return cls(path=Path(path), name=str(raw.get("name") or Path(path).stem), raw=raw, function=func)
+
+    def run(self, out, **kwargs) -> list:
+        return self.function(self.raw, self.path, out, **kwargs)
 
 
 def _fail(path, key, value, fix):
@@ -139,6 +176,8 @@ def load_workflow(path) -> Workflow:
                             f": not valid YAML ({getattr(e, 'problem', e)}); fix the syntax") from None
     if not isinstance(raw, dict):
         _fail(path, "(top level)", raw, "a workflow is a mapping with keys data, kernels, protocol")
+    if "recipe" in raw:
+        return RecipeWorkflow.from_raw(path, raw)
     _unknown(path, "", raw, _TOP)
     for k in ("data", "kernels"):
         if k not in raw:
@@ -213,9 +252,12 @@ def load_workflow(path) -> Workflow:
         p[k] = v
     models = proto.get("model", "svm")
     models = [models] if isinstance(models, str) else models
-    if not isinstance(models, list) or not models or any(m not in ("svm", "perceptron") for m in models):
-        _fail(path, "protocol.model", proto.get("model"), "use svm, perceptron or a list of them")
+    if not isinstance(models, list) or not models or any(m not in MODELS for m in models):
+        _fail(path, "protocol.model", proto.get("model"), f"use one of {list(MODELS)} or a list of them")
     p["models"] = models
+    p["landmarks"] = proto.get("landmarks", 500)
+    if isinstance(p["landmarks"], bool) or not isinstance(p["landmarks"], int) or p["landmarks"] < 1:
+        _fail(path, "protocol.landmarks", p["landmarks"], "must be an integer >= 1 (Nystroem landmarks per split)")
     C = proto.get("C", 1.0)
     if C == "svmlight":
         p["C"] = "svmlight"
@@ -414,8 +456,10 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     from gramtile.pipeline.gram_store import ComposedView
     from gramtile.pipeline.learn import evaluate, markdown_table
 
-    if not isinstance(wf, Workflow):
+    if not isinstance(wf, (Workflow, RecipeWorkflow)):
         wf = load_workflow(wf)
+    if isinstance(wf, RecipeWorkflow):
+        return wf.run(out, cluster=cluster, cluster_file=cluster_file, progress=progress, tile=tile)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -442,8 +486,20 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
         t0 = time.perf_counter()
         for model in p["models"]:
             C = p["C"]
-            if model == "svm" and C == "svmlight":
+            if model != "perceptron" and C == "svmlight":
                 C = [svmlight_C(source, splits[0].train)]
+            if model == "nystroem":
+                from gramtile.pipeline.nystroem import evaluate_nystroem
+
+                ny = evaluate_nystroem(source, labels, splits, m=p["landmarks"], C=C, seed=p["seed"],
+                                       class_weight=p["class_weight"], kernel=name, positive=p["positive"])
+                for r in ny:
+                    r.pop("predictions")
+                    r.update(spec=spec.to_dict(), learn_seconds=round(time.perf_counter() - t0, 2),
+                             gram_seconds=round(sum(seconds[b.spec_hash] for b in spec.base_specs()), 2))
+                rows.extend(ny)
+                say(f"{name} nystroem: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ny))
+                continue
             ev = evaluate(source, labels, splits, model=model, C=C if model == "svm" else (1.0,),
                           class_weight=p["class_weight"] if model == "svm" else None, multiclass=p["multiclass"],
                           epochs=p["epochs"], seed=p["perceptron_seed"], kernel=name, positive=p["positive"])
@@ -455,7 +511,7 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                     r["n_train"] = int(splits[0].train.size)
             rows.extend(ev.rows)
             say(f"{name} {model}: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ev.rows))
-    cols = wf.report.get("columns") or [c for c in ("kernel", "model", "C", "class_weight", "multiclass", "n_train",
+    cols = wf.report.get("columns") or [c for c in ("kernel", "model", "C", "m", "class_weight", "multiclass", "n_train",
                                                     "n_test", "accuracy", "precision", "recall", "f1", "macro_f1")
                                         if any(r.get(c) is not None for r in rows)]
     table = markdown_table(rows, columns=cols)

@@ -84,11 +84,16 @@ def test_kfold_workflow_binary(tmp_path):
           split: kfold
           folds: 3
           C: svmlight
+          model: [svm, nystroem]
+          landmarks: 100
         report: {plot: false}
         """)
     rows = run_workflow(wf, tmp_path / "o", cluster="sequential", progress=False)
-    assert len(rows) == 1 and rows[0]["C"] == pytest.approx(1.0)  # 1 / mean K(x, x) of a normalised kernel
+    assert [r["model"] for r in rows] == ["svm", "nystroem"]
+    assert rows[0]["C"] == pytest.approx(1.0)  # 1 / mean K(x, x) of a normalised kernel
     assert rows[0]["splits"] == 3 and rows[0]["n_test"] == 150
+    # every training example (100 of 150) is a landmark: close to the exact SVM
+    assert rows[1]["m"] == 100 and abs(rows[1]["accuracy"] - rows[0]["accuracy"]) <= 0.03
     assert (tmp_path / "o" / "folds-k3-seed0.json").exists()
     assert not (tmp_path / "o" / "results.png").exists()
 
