@@ -546,3 +546,28 @@ def markdown_table(rows, columns=None, floatfmt: str = ".4f") -> str:
     for r in rows:
         lines.append("| " + " | ".join(_cell(c, r.get(c), floatfmt) for c in columns) + " |")
     return "\n".join(lines)
+
+
+def select_C(source, labels, train, C, folds: int = 3, seed: int = 0, class_weight=None, multiclass: str = "ovr",
+             positive=None, metric: str = "accuracy"):
+    """Choose the SVM's C by stratified k-fold cross-validation inside the training examples only.
+
+    K[train][:, train] is read once; the inner folds are cut from it in memory. Ties go to the
+    smaller C (the simpler model).
+
+    Returns
+    -------
+    (float, list of dict)
+        The chosen C and the inner result rows (one per C, pooled over the inner folds).
+    """
+    from gramtile.pipeline.folds import stratified_kfold
+
+    tr = np.asarray(train, dtype=np.int64)
+    y = np.asarray(labels)[tr]
+    inner = ArrayKernelSource(_read(source, tr, tr, "train x train (C selection)"))
+    ev = evaluate(inner, y, stratified_kfold(y, folds, seed), model="svm", C=C, class_weight=class_weight,
+                  multiclass=multiclass, positive=positive)
+    if metric not in ev.rows[0]:
+        raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
+    best = max(ev.rows, key=lambda r: (r[metric], -r["C"]))
+    return float(best["C"]), ev.rows

@@ -18,6 +18,7 @@ and the report; :func:`run_workflow` wires prepare -> Gram stores -> evaluation 
       seed: 0
       model: svm                     # svm | perceptron | nystroem, or a list of them
       landmarks: 500                 # nystroem: landmarks per split (stratified, seeded)
+      select_C: {folds: 3, metric: accuracy}  # svm: pick C from the C list by k-fold inside each training part
       C: svmlight                    # a number, a list (grid), or svmlight = 1 / mean K(x, x) of train
       class_weight: none             # none | balanced | {LABEL: weight}
       multiclass: ovr                # ovr | ovo
@@ -53,7 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 _TOP = {"name", "description", "data", "kernels", "protocol", "report"}
 _DATA = {"input", "train", "test", "format", "representations", "limit", "reader_options", "model"}
 _PROTOCOL = {"split", "folds", "seed", "model", "C", "class_weight", "multiclass", "positive", "epochs",
-             "perceptron_seed", "landmarks"}
+             "perceptron_seed", "landmarks", "select_C"}
 MODELS = ("svm", "perceptron", "nystroem")
 _REPORT = {"plot", "title", "columns"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -255,6 +256,16 @@ def load_workflow(path) -> Workflow:
     if not isinstance(models, list) or not models or any(m not in MODELS for m in models):
         _fail(path, "protocol.model", proto.get("model"), f"use one of {list(MODELS)} or a list of them")
     p["models"] = models
+    sel = proto.get("select_C")
+    if sel is not None:
+        if not isinstance(sel, dict) or set(sel) - {"folds", "metric"}:
+            _fail(path, "protocol.select_C", sel, "a mapping with folds (>= 2) and metric (accuracy, f1, macro_f1)")
+        sel = {"folds": sel.get("folds", 3), "metric": sel.get("metric", "accuracy")}
+        if isinstance(sel["folds"], bool) or not isinstance(sel["folds"], int) or sel["folds"] < 2:
+            _fail(path, "protocol.select_C.folds", sel["folds"], "must be an integer >= 2")
+        if sel["metric"] not in ("accuracy", "f1", "macro_f1"):
+            _fail(path, "protocol.select_C.metric", sel["metric"], "use accuracy, f1 or macro_f1")
+    p["select_C"] = sel
     p["landmarks"] = proto.get("landmarks", 500)
     if isinstance(p["landmarks"], bool) or not isinstance(p["landmarks"], int) or p["landmarks"] < 1:
         _fail(path, "protocol.landmarks", p["landmarks"], "must be an integer >= 1 (Nystroem landmarks per split)")
@@ -276,6 +287,8 @@ def load_workflow(path) -> Workflow:
     else:
         _fail(path, "protocol.class_weight", cw, "use none, balanced or a mapping LABEL: weight")
     p["class_weight"] = cw
+    if p["select_C"] is not None and (p["C"] == "svmlight" or len(p["C"]) < 2):
+        _fail(path, "protocol.select_C", proto.get("select_C"), "needs a list of at least two C values in protocol.C")
     p["multiclass"] = proto.get("multiclass", "ovr")
     if p["multiclass"] not in ("ovr", "ovo"):
         _fail(path, "protocol.multiclass", p["multiclass"], "use ovr (one-vs-rest) or ovo (one-vs-one)")
@@ -500,6 +513,11 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                 rows.extend(ny)
                 say(f"{name} nystroem: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ny))
                 continue
+            if model == "svm" and p["select_C"] is not None:
+                rows.append(_selected_C_row(source, labels, splits, C, p, name, spec))
+                say(f"{name} svm, C chosen in the training part(s) {rows[-1]['C_chosen']}: "
+                    f"accuracy {rows[-1]['accuracy']:.4f}")
+                continue
             ev = evaluate(source, labels, splits, model=model, C=C if model == "svm" else (1.0,),
                           class_weight=p["class_weight"] if model == "svm" else None, multiclass=p["multiclass"],
                           epochs=p["epochs"], seed=p["perceptron_seed"], kernel=name, positive=p["positive"])
@@ -527,6 +545,35 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     return rows
 
 
+def _selected_C_row(source, labels, splits, Cs, p, name, spec) -> dict:
+    """Nested model selection: for each split, C from ``Cs`` by k-fold inside its training part,
+    then train on the whole training part and test; predictions pooled over splits."""
+    from gramtile.pipeline.learn import _scores, evaluate, select_C
+    from gramtile.pipeline.metrics import positive_class
+
+    chosen, idx, pred = [], [], []
+    y = np.asarray(labels)
+    for sp in splits:
+        c, _ = select_C(source, labels, sp.train, Cs, folds=p["select_C"]["folds"], seed=p["seed"],
+                        class_weight=p["class_weight"], multiclass=p["multiclass"], positive=p["positive"],
+                        metric=p["select_C"]["metric"])
+        ev = evaluate(source, labels, [sp], model="svm", C=[c], class_weight=p["class_weight"],
+                      multiclass=p["multiclass"], kernel=name, positive=p["positive"])
+        i, pr = next(iter(ev.predictions.values()))
+        chosen.append(c)
+        idx.append(i)
+        pred.append(pr)
+    idx, pred = np.concatenate(idx), np.concatenate(pred)
+    classes = sorted(np.unique(y).tolist())
+    positive = p["positive"] or (positive_class(classes) if len(classes) == 2 else None)
+    row, _ = _scores(y[idx], pred, classes, positive)
+    return {"kernel": name, "model": "svm", "C": chosen[0] if len(set(chosen)) == 1 else None,
+            "C_chosen": chosen, "C_grid": list(Cs), "select_C": p["select_C"],
+            "class_weight": p["class_weight"] if not isinstance(p["class_weight"], dict) else
+            ",".join(f"{k}:{v:g}" for k, v in p["class_weight"].items()),
+            "splits": len(splits), "n_test": int(idx.size), **row, "spec": spec.to_dict()}
+
+
 def _json_default(v):
     if hasattr(v, "item"):
         return v.item()
@@ -544,7 +591,7 @@ def plot_results(rows, path, title: str) -> None:
 
     labs = [f"{r['kernel']} {r['model']}" + (f" C={r['C']:g}" if r.get("C") is not None else "") for r in rows]
     acc = [100 * r["accuracy"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(rows)), dpi=100)
+    fig, ax = plt.subplots(figsize=(6, 1.5 + 0.4 * len(rows)), dpi=100)
     ax.barh(range(len(rows)), acc)
     ax.set_yticks(range(len(rows)), labs, fontsize="small")
     ax.invert_yaxis()

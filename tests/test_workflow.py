@@ -145,3 +145,35 @@ def test_shipped_workflows_validate():
     assert list(kelp.kernels) == ["BOW", "SST", "PT"]
     assert kelp.protocol["C"] == [3.0] and kelp.protocol["class_weight"] == "balanced"
     assert kelp.kernels["PT"].to_dict()["kernel"]["terminal_factor"] == 5
+
+
+def test_C_selected_inside_the_training_part(tmp_path):
+    """select_C picks C by k-fold on the training examples only; the test part is never read for it."""
+    import numpy as np
+
+    from gramtile.pipeline.learn import ArrayKernelSource, select_C
+
+    wf = _write(tmp_path, KELP.replace("  C: [1, 3]\n", "  C: [0.01, 1, 100]\n  select_C: {folds: 3}\n")
+                .replace("model: [svm, perceptron]", "model: svm")
+                .replace("  BOW: {kind: normalized, kernel: {kind: bow, rep: bow}}\n", "")
+                .replace("  SST: {kind: normalized, kernel: {kind: sst, lam: 0.4, leaves: true, rep: grct}}\n", ""))
+    rows = run_workflow(wf, tmp_path / "o", cluster="sequential", progress=False)
+    assert len(rows) == 1 and rows[0]["C"] in (0.01, 1.0, 100.0) and rows[0]["C_grid"] == [0.01, 1.0, 100.0]
+    # the same choice from the inner folds directly, on the training block only
+    from gramtile.pipeline.corpus_store import CorpusStore
+    from gramtile.pipeline.gram_store import ComposedView, GramStore
+
+    w = load_workflow(wf)
+    stores = {GramStore.open(q).kernel_hash: GramStore.open(q) for q in (tmp_path / "o").glob("gram-*.zarr")}
+    view = ComposedView(w.kernels["SST+BOW"], stores)
+    labels = CorpusStore.open(tmp_path / "o" / "corpus.zarr").labels
+    K = view.block(np.arange(320), np.arange(320))
+    poisoned = K.copy()
+    poisoned[240:, :] = np.nan  # test rows: a selection that read them would fail
+    poisoned[:, 240:] = np.nan
+    c, inner = select_C(ArrayKernelSource(poisoned), labels, np.arange(240), [0.01, 1.0, 100.0],
+                        folds=3, class_weight="balanced")
+    assert c == rows[0]["C"] and len(inner) == 3
+    assert inner[0]["accuracy"] < max(r["accuracy"] for r in inner)  # C = 0.01 underfits
+    with pytest.raises(WorkflowError, match="protocol.select_C"):
+        load_workflow(_write(tmp_path, KELP.replace("  C: [1, 3]\n", "  C: 3\n  select_C: {folds: 3}\n"), "b.yaml"))
