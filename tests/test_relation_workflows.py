@@ -1,0 +1,89 @@
+"""Relation workflows (workflows/relations.py) through ``gramtile run``'s recipe hook, on reduced
+configurations of workflows/conll04_relations.yaml and workflows/semeval2010_relations.yaml."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import require_data
+from gramtile.kernels.errors import WorkflowError
+from gramtile.pipeline.workflow import RecipeWorkflow, load_workflow, run_workflow
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def reduced(tmp_path, name, **changes):
+    raw = yaml.safe_load((REPO / "workflows" / name).read_text())
+    raw.update(changes)
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return p
+
+
+def test_shipped_workflows_load():
+    for name in ("conll04_relations.yaml", "semeval2010_relations.yaml"):
+        wf = load_workflow(REPO / "workflows" / name)
+        assert isinstance(wf, RecipeWorkflow) and wf.raw["task"] in ("conll04", "semeval2010")
+
+
+def test_conll04_reduced_runs_and_resumes(tmp_path):
+    require_data("conll04")
+    raw = yaml.safe_load((REPO / "workflows" / "conll04_relations.yaml").read_text())
+    raw["protocol"]["learning_curve"] = [0.5, 1.0]
+    wf = reduced(tmp_path, "conll04_relations.yaml", limit={"train": 250, "test": 100}, parser="none",
+                 protocol=raw["protocol"])
+    out = tmp_path / "out"
+    rows = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
+    methods = [(r["relation"], r["kernel"], r["model"]) for r in rows]
+    for rel in ("Work_For", "OrgBased_In"):
+        assert [m[1:] for m in methods if m[0] == rel] == [
+            ("features", "naive_bayes"), ("features", "winnow"), ("features", "linear_svm"),
+            ("contiguous", "perceptron"), ("contiguous", "svm"), ("sparse", "perceptron"), ("sparse", "svm")]
+    for r in rows:
+        p, rc, f = r["precision"], r["recall"], r["f1"]
+        assert 0 <= p <= 1 and 0 <= rc <= 1 and f == pytest.approx(2 * p * rc / (p + rc) if p + rc else 0.0)
+    # the kernels learn something on held-out sentences
+    assert max(r["f1"] for r in rows if r["kernel"] == "sparse") > 0.3
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["rows"] == json.loads(json.dumps(rows))
+    curves = saved["learning_curves"]
+    assert {c["fraction"] for c in curves} == {0.5, 1.0}
+    assert {(c["kernel"], c["model"]) for c in curves} >= {("sparse", "svm"), ("features", "linear_svm")}
+    assert (out / "learning_curve_Work_For.png").stat().st_size > 0
+    md = (out / "results.md").read_text()
+    assert "## Work_For" in md and "| sparse | svm |" in md
+    # rerun: stores reused, same numbers
+    stamp = (out / "Work_For" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns
+    again = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
+    assert [(r["f1"], r["precision"]) for r in again] == [(r["f1"], r["precision"]) for r in rows]
+    assert (out / "Work_For" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns == stamp
+
+
+def test_semeval_reduced_runs(tmp_path):
+    require_data("semeval2010_task8_train")
+    raw = yaml.safe_load((REPO / "workflows" / "semeval2010_relations.yaml").read_text())
+    kernels = {k: raw["kernels"][k] for k in ("DP", "BOW")}
+    kernels["SUM"] = {"kind": "sum", "kernels": [{"weight": 1, "kernel": raw["kernels"][k]} for k in ("DP", "BOW")]}
+    wf = reduced(tmp_path, "semeval2010_relations.yaml", limit=150, kernels=kernels,
+                 protocol={"folds": 2, "seed": 0, "C": 1, "multiclass": "ovo"})
+    rows = run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    assert [r["kernel"] for r in rows] == ["DP", "BOW", "SUM"]
+    for r in rows:
+        assert 0 < r["macro_f1"] < 1 and 0 < r["accuracy"] < 1 and r["folds"] == 2
+
+
+@pytest.mark.parametrize("change,key", [({"relations": ["Works_For"]}, "relations"),
+                                        ({"parser": "stanford"}, "parser"),
+                                        ({"colour": "red"}, "colour"),
+                                        ({"task": "ace2004"}, "task")])
+def test_bad_conll04_config_names_the_key(tmp_path, change, key):
+    wf = reduced(tmp_path, "conll04_relations.yaml", **change)
+    with pytest.raises(WorkflowError, match=f"key '{key}'"):
+        run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+
+
+def test_bad_recipe_names_the_key(tmp_path):
+    wf = reduced(tmp_path, "conll04_relations.yaml", recipe="gramtile.workflows.relations:nothing")
+    with pytest.raises(WorkflowError, match="key 'recipe'"):
+        load_workflow(wf)

@@ -1,0 +1,381 @@
+"""Relation-extraction workflows: CoNLL04 (Zelenko et al. 2003's Tables 2-3, Figures 5-6) and
+SemEval-2010 Task 8 (10-fold cross-validation, official macro-F1).
+
+Both are ``recipe`` workflows of ``gramtile run`` (see :mod:`gramtile.pipeline.workflow`): the
+YAML file names :func:`run` and holds the science (data, kernels, protocol); this module builds
+relation examples from the parses, writes one corpus store and one Gram store per base kernel
+under ``--out`` (reused by a rerun), and evaluates.
+
+``task: conll04`` (workflows/conll04_relations.yaml)
+    For each relation (``Work_For`` = person-affiliation, ``OrgBased_In`` =
+    organization-location): candidate pairs from gold entities, relation examples from gold PoS
+    (+ spaCy heads for prepositional attachment when ``parser: spacy``), train on the SpERT
+    train + dev sentences, test on the test sentences. Rows: recall, precision, F1 of the
+    Appendix C feature learners (Naive Bayes, Winnow, linear SVM) and of the voted perceptron and
+    SVM with every kernel; learning curves of F1 over growing nested training subsets.
+
+``task: semeval2010`` (workflows/semeval2010_relations.yaml)
+    The 8,000 training sentences parsed by spaCy; structures ``relation`` (relation example),
+    ``path`` (shortest dependency path), ``pet`` (GRCT tree of the path-enclosed dependency
+    subtree) and ``seq`` (words from e1 to e2); stratified k-fold SVM (one-vs-one over the 19
+    labels) and the task's official macro-F1 (:func:`~gramtile.pipeline.readers.semeval.official_f1`).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gramtile.kernels.errors import GramtileError, WorkflowError
+
+_COMMON = {"name", "description", "recipe", "task", "kernels", "protocol", "report", "data", "limit"}
+_CONLL = _COMMON | {"relations", "parser"}
+_CONLL_PROTOCOL = {"C", "epochs", "seed", "perceptron_seed", "feature_learners", "feature_C", "learning_curve"}
+_SEMEVAL_PROTOCOL = {"C", "folds", "seed", "multiclass"}
+
+
+def _fail(path, key, value, fix):
+    raise WorkflowError(f"{path}: key '{key}' = {value!r}: {fix}")
+
+
+def _check_keys(path, where, obj, allowed):
+    if not isinstance(obj, dict):
+        _fail(path, where or "(top level)", obj, "must be a mapping")
+    for k in obj:
+        if k not in allowed:
+            _fail(path, f"{where}{k}", obj[k], f"unknown key; allowed keys here are {sorted(allowed)}")
+
+
+def _specs(path, kernels):
+    from gramtile.pipeline.evaluate import as_spec
+
+    if not isinstance(kernels, dict) or not kernels:
+        _fail(path, "kernels", kernels, "a mapping name -> kernel spec")
+    out = {}
+    for name, s in kernels.items():
+        try:
+            out[str(name)] = as_spec(s)
+        except (GramtileError, TypeError, ValueError, KeyError) as e:
+            _fail(path, f"kernels.{name}", s, f"not a valid kernel spec ({e})")
+    return out
+
+
+def _positive(path, key, v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        _fail(path, key, v, "must be a positive number")
+    return float(v)
+
+
+def _say(progress):
+    return (lambda s: print(f"gramtile run: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
+
+
+# ---- stores ------------------------------------------------------------------------------
+
+def corpus_from_documents(make_docs, out: Path, source: str, options: dict, progress: bool = True):
+    """The corpus store ``out`` of the Documents ``make_docs()`` (structures already built).
+
+    A complete store made from the same ``source`` and ``options`` is reused without calling
+    ``make_docs``; any other store at ``out`` belongs to this recipe and is rebuilt.
+    """
+    from gramtile.pipeline.cluster import get_profile
+    from gramtile.pipeline.corpus_store import CorpusStore
+    from gramtile.pipeline.parse import default_model_name
+    from gramtile.pipeline.prepare import _write_shards
+
+    opts = json.loads(json.dumps(options))
+    if out.exists():
+        try:
+            store = CorpusStore.open(out)
+            if store.complete and store.manifest["source"] == source and store.manifest.get("options") == opts:
+                return store
+        except GramtileError:
+            pass
+        shutil.rmtree(out)
+    store = CorpusStore.create(out, source=source, input_format="recipe", shard_size=1000, options=opts)
+    run = store.begin_run({"cluster": "sequential", "recipe": "gramtile.workflows.relations"})
+    _write_shards(store, iter(make_docs()), None, get_profile("sequential"), run, default_model_name(), False,
+                  progress, None)
+    store.finish()
+    store.close()
+    return CorpusStore.open(out)
+
+
+def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=None, progress=True, tile=None):
+    """One Gram store per distinct base kernel of ``specs``; returns (name -> kernel source, hash -> seconds)."""
+    from gramtile.pipeline.engine import run_gram
+    from gramtile.pipeline.gram_store import ComposedView, GramStore
+    from gramtile.pipeline.workflow import _Source
+
+    stores, seconds = {}, {}
+    for spec in specs.values():
+        for b in spec.base_specs():
+            if b.spec_hash in stores:
+                continue
+            path = out / f"gram-{b.kind}-{b.spec_hash[:12]}.zarr"
+            t0 = time.perf_counter()
+            run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress)
+            seconds[b.spec_hash] = time.perf_counter() - t0
+            stores[b.spec_hash] = GramStore.open(path)
+    return {name: _Source(ComposedView(spec, stores)) for name, spec in specs.items()}, seconds
+
+
+# ---- CoNLL04 -----------------------------------------------------------------------------
+
+ROLES = {"Work_For": ("member", "affiliation")}
+
+
+def conll04_documents(sentences, relation: str, heads: dict | None = None, lemmas: dict | None = None):
+    """Documents (label ``"1"``/``"-1"``, structure ``"relation"``) of the candidate pairs of ``relation``.
+
+    ``heads`` / ``lemmas`` map a sentence id to its parser heads / lemmas (gold PoS is kept).
+    """
+    from gramtile.pipeline.readers.conll04 import candidate_pairs
+    from gramtile.pipeline.relation_build import Mention, TaggedSentence, relation_example
+    from gramtile.pipeline.structures import Document
+
+    roles = ROLES.get(relation, ("arg1", "arg2"))
+    docs = []
+    for c in candidate_pairs(sentences, relation):
+        s = c.sentence
+        sent = TaggedSentence(s.words, s.pos, (lemmas or {}).get(s.id), (heads or {}).get(s.id))
+        others = [Mention(*e) for e in s.entities]
+        rel = relation_example(sent, Mention(*c.head), Mention(*c.tail), roles, others)
+        docs.append(Document(id=f"{s.id}:{c.head[0]}-{c.head[1]}:{c.tail[0]}-{c.tail[1]}",
+                             label="1" if c.label else "-1", text=" ".join(s.words), structures={"relation": rel},
+                             source=s.source))
+    return docs
+
+
+def spacy_heads(sentences):
+    """spaCy heads and lemmas of pre-tokenised sentences: ``({id: heads}, {id: lemmas})``."""
+    from gramtile.pipeline.parse import parse_deps
+
+    deps = parse_deps([" ".join(s.words) for s in sentences], pretokenized=True)
+    return ({s.id: d.heads for s, d in zip(sentences, deps)}, {s.id: d.lemmas for s, d in zip(sentences, deps)})
+
+
+def feature_scores(train_docs, test_docs, learners, C=1.0, seed=0, fractions=None):
+    """Precision/recall/F1 of Appendix C feature learners; with ``fractions``, one row per nested subset."""
+    from gramtile.pipeline.learn import nested_order
+    from gramtile.pipeline.metrics import binary_prf
+    from gramtile.pipeline.relation_features import feature_learner, feature_matrix
+
+    Xtr_all, vocab = feature_matrix([d.structures["relation"] for d in train_docs])
+    Xte, _ = feature_matrix([d.structures["relation"] for d in test_docs], vocab)
+    ytr = np.array([d.label for d in train_docs])
+    yte = np.array([d.label for d in test_docs])
+    order = nested_order(ytr, seed) if fractions else np.arange(len(ytr))
+    rows = []
+    for f in (fractions or [1.0]):
+        k = int(np.ceil(f * len(ytr)))
+        sel = np.sort(order[:k])
+        for name in learners:
+            est = feature_learner(name, C=C, seed=seed)
+            est.fit(Xtr_all[sel], ytr[sel])
+            pred = np.asarray(est.predict(Xte))
+            p, r, f1 = binary_prf(yte, pred, "1")
+            rows.append({"kernel": "features", "model": name, "n_train": int(k), "fraction": float(f),
+                         "precision": p, "recall": r, "f1": f1, "accuracy": float(np.mean(pred == yte))})
+    return rows
+
+
+def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
+    from gramtile.pipeline.folds import fixed_split
+    from gramtile.pipeline.learn import evaluate, learning_curve
+    from gramtile.pipeline.readers.conll04 import RELATION_ARGS, load_split, read_corp
+    from gramtile.pipeline.relation_features import LEARNERS
+    from gramtile.pipeline.workflow import _resolve
+
+    _check_keys(path, "", raw, _CONLL)
+    say = _say(progress)
+    data = _resolve(path, "data", raw.get("data", "${SHARED}/conll04"))
+    rels = raw.get("relations", ["Work_For", "OrgBased_In"])
+    if not isinstance(rels, list) or not rels or any(r not in RELATION_ARGS for r in rels):
+        _fail(path, "relations", rels, f"a list of CoNLL04 relations from {list(RELATION_ARGS)}")
+    parser = raw.get("parser", "spacy")
+    if parser not in ("spacy", "none"):
+        _fail(path, "parser", parser, "use spacy (heads for prepositional attachment) or none (nearest host)")
+    limit = raw.get("limit") or {}
+    _check_keys(path, "limit.", limit, {"train", "test"})
+    for k, v in limit.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            _fail(path, f"limit.{k}", v, "a positive number of sentences")
+    specs = _specs(path, raw.get("kernels"))
+    proto = raw.get("protocol") or {}
+    _check_keys(path, "protocol.", proto, _CONLL_PROTOCOL)
+    C = _positive(path, "protocol.C", proto.get("C", 1.0))
+    fC = _positive(path, "protocol.feature_C", proto.get("feature_C", 1.0))
+    epochs = int(proto.get("epochs", 2))
+    seed = int(proto.get("seed", 0))
+    pseed = proto.get("perceptron_seed", 0)
+    learners = proto.get("feature_learners", list(LEARNERS))
+    if not isinstance(learners, list) or any(x not in LEARNERS for x in learners):
+        _fail(path, "protocol.feature_learners", learners, f"a list from {list(LEARNERS)}")
+    fractions = proto.get("learning_curve", [0.1, 0.25, 0.5, 0.75, 1.0])
+    if fractions and (not isinstance(fractions, list) or any(not (0 < float(f) <= 1) for f in fractions)):
+        _fail(path, "protocol.learning_curve", fractions, "a list of fractions in (0, 1], or [] for none")
+
+    t0 = time.perf_counter()
+    corp = read_corp(data / "conll04.corp")
+    train = load_split(data, "train", corp) + load_split(data, "dev", corp)
+    test = load_split(data, "test", corp)
+    if "train" in limit:
+        train = train[:limit["train"]]
+    if "test" in limit:
+        test = test[:limit["test"]]
+    heads = lemmas = None
+    if parser == "spacy":
+        heads, lemmas = spacy_heads(train + test)
+    say(f"CoNLL04: {len(train)} train+dev and {len(test)} test sentences read"
+        f"{' and parsed' if heads else ''} in {time.perf_counter() - t0:.1f} s")
+    rows, curves = [], []
+    for rel in rels:
+        d = out / rel
+        d.mkdir(parents=True, exist_ok=True)
+        tr_docs = conll04_documents(train, rel, heads, lemmas)
+        te_docs = conll04_documents(test, rel, heads, lemmas)
+        say(f"{rel}: {len(tr_docs)} train candidates ({sum(x.label == '1' for x in tr_docs)} positive), "
+            f"{len(te_docs)} test ({sum(x.label == '1' for x in te_docs)} positive)")
+        source = json.dumps({"data": str(data), "relation": rel, "parser": parser, "limit": limit})
+        corpus = corpus_from_documents(lambda: tr_docs + te_docs, d / "corpus.zarr", source,
+                                       {"task": "conll04", "relation": rel}, progress)
+        labels = corpus.labels
+        ntr, n = len(tr_docs), corpus.n
+        split = fixed_split(np.arange(ntr), np.arange(ntr, n), n)
+        t1 = time.perf_counter()
+        for r in feature_scores(tr_docs, te_docs, learners, fC, seed):
+            rows.append({"relation": rel, **r, "seconds": round(time.perf_counter() - t1, 2)})
+        sources, seconds = gram_sources(specs, corpus, d, cluster, cluster_file, progress, tile)
+        for name, src in sources.items():
+            t1 = time.perf_counter()
+            for model in ("perceptron", "svm"):
+                ev = evaluate(src, labels, [split], model=model, C=(C,), epochs=epochs, kernel=name, positive="1",
+                              seed=pseed)
+                for r in ev.rows:
+                    rows.append({"relation": rel, "kernel": name, "model": model, "n_train": ntr,
+                                 "precision": r["precision"], "recall": r["recall"], "f1": r["f1"],
+                                 "accuracy": r["accuracy"], "seconds": round(time.perf_counter() - t1, 2),
+                                 "gram_seconds": round(sum(seconds[b.spec_hash] for b in specs[name].base_specs()), 2)})
+        if fractions:
+            fr = [float(f) for f in fractions]
+            for r in feature_scores(tr_docs, te_docs, learners, fC, seed, fr):
+                curves.append({"relation": rel, **r})
+            for name, src in sources.items():
+                for r in learning_curve(src, labels, [split], fr, model="svm", C=(C,), seed=seed, kernel=name,
+                                        positive="1"):
+                    curves.append({"relation": rel, "kernel": name, "model": "svm", "n_train": r["n_train"],
+                                   "fraction": r["fraction"], "precision": r["precision"], "recall": r["recall"],
+                                   "f1": r["f1"]})
+        say(f"{rel}: " + ", ".join(f"{r['kernel']}/{r['model']} F1 {r['f1']:.3f}" for r in rows
+                                   if r["relation"] == rel))
+    _report(raw, path, out, rows, curves, time.perf_counter() - t0, conll=True)
+    return rows
+
+
+# ---- SemEval-2010 Task 8 -----------------------------------------------------------------
+
+def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
+    from gramtile.pipeline.folds import stratified_kfold
+    from gramtile.pipeline.learn import evaluate
+    from gramtile.pipeline.readers.semeval import official_f1, read_semeval, records_to_documents
+    from gramtile.pipeline.workflow import _resolve
+
+    _check_keys(path, "", raw, _COMMON)
+    say = _say(progress)
+    data = _resolve(path, "data", raw.get("data", "${SHARED}/semeval2010_task8_train/TRAIN_FILE.TXT"))
+    limit = raw.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        _fail(path, "limit", limit, "a positive number of sentences (first ones), or leave it out")
+    specs = _specs(path, raw.get("kernels"))
+    proto = raw.get("protocol") or {}
+    _check_keys(path, "protocol.", proto, _SEMEVAL_PROTOCOL)
+    C = _positive(path, "protocol.C", proto.get("C", 1.0))
+    folds, seed = int(proto.get("folds", 10)), int(proto.get("seed", 0))
+    multiclass = proto.get("multiclass", "ovo")
+    t0 = time.perf_counter()
+
+    def docs():
+        recs = list(read_semeval(data))
+        return list(records_to_documents(recs[:limit] if limit else recs, data))
+
+    corpus = corpus_from_documents(docs, out / "corpus.zarr", json.dumps({"data": str(data), "limit": limit}),
+                                   {"task": "semeval2010"}, progress)
+    say(f"SemEval-2010: {corpus.n} sentences ready in {time.perf_counter() - t0:.1f} s")
+    labels = list(corpus.labels)
+    y = np.asarray(labels)
+    # stratify on the relation without its direction: Entity-Destination(e2,e1) has one example
+    splits = stratified_kfold([y.split("(")[0] for y in labels], folds, seed)
+    sources, seconds = gram_sources(specs, corpus, out, cluster, cluster_file, progress, tile)
+    rows = []
+    for name, src in sources.items():
+        t1 = time.perf_counter()
+        ev = evaluate(src, labels, splits, model="svm", C=(C,), multiclass=multiclass, kernel=name)
+        for key, (idx, pred) in ev.predictions.items():
+            score = official_f1(y[idx], pred)
+            rows.append({"kernel": name, "model": "svm", "C": C, "folds": folds,
+                         "macro_f1": score["macro_f1"], "precision": score["macro_precision"],
+                         "recall": score["macro_recall"], "accuracy": float(np.mean(y[idx] == pred)),
+                         "gram_seconds": round(sum(seconds[b.spec_hash] for b in specs[name].base_specs()), 2),
+                         "learn_seconds": round(time.perf_counter() - t1, 2)})
+        say(f"{name}: official macro-F1 {rows[-1]['macro_f1']:.4f} ({rows[-1]['learn_seconds']} s)")
+    _report(raw, path, out, rows, [], time.perf_counter() - t0, conll=False)
+    return rows
+
+
+# ---- report ------------------------------------------------------------------------------
+
+def _report(raw, path, out, rows, curves, seconds, conll):
+    from gramtile.pipeline.learn import markdown_table
+
+    (out / "results.json").write_text(json.dumps({"rows": rows, "learning_curves": curves}, indent=1))
+    title = (raw.get("report") or {}).get("title") or raw.get("name") or Path(path).stem
+    md = [f"# {title}\n", f"Workflow `{Path(path).name}`, {seconds:.0f} s.\n"]
+    if conll:
+        for rel in dict.fromkeys(r["relation"] for r in rows):
+            md += [f"## {rel}\n", markdown_table([r for r in rows if r["relation"] == rel],
+                                                 columns=["kernel", "model", "n_train", "recall", "precision", "f1"]),
+                   ""]
+            if curves:
+                png = out / f"learning_curve_{rel}.png"
+                plot_curves([c for c in curves if c["relation"] == rel], png, f"{rel}: F1 learning curves")
+                md.append(f"![{rel} learning curve]({png.name})\n")
+    else:
+        md += [markdown_table(rows, columns=["kernel", "C", "folds", "precision", "recall", "macro_f1", "accuracy"]), ""]
+    (out / "results.md").write_text("\n".join(md))
+
+
+def plot_curves(curves, png, title):
+    """F1 against the number of training examples, one line per (kernel, model)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for key in dict.fromkeys((c["kernel"], c["model"]) for c in curves):
+        pts = sorted((c["n_train"], c["f1"]) for c in curves if (c["kernel"], c["model"]) == key)
+        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", label=f"{key[0]} {key[1]}")
+    ax.set_xlabel("training examples")
+    ax.set_ylabel("F1 (%)")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png)
+    plt.close(fig)
+
+
+def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
+    """Recipe entry point of ``gramtile run`` for ``task: conll04`` and ``task: semeval2010``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    task = raw.get("task")
+    if task == "conll04":
+        return run_conll04(raw, path, out, cluster, cluster_file, progress, tile)
+    if task == "semeval2010":
+        return run_semeval(raw, path, out, cluster, cluster_file, progress, tile)
+    _fail(path, "task", task, "use conll04 or semeval2010")
