@@ -17,6 +17,8 @@ format         input                                                  Document
 ``trec``       ``COARSE:fine question`` (Latin-1)                     label, text
 ``text``       one sentence/document per line                         text
 ``tsv``        ``label<TAB>text``                                     label, text
+``conll04``    CoNLL04 SpERT split file (option ``relation``)        label, ``"relation"``
+``semeval2010`` SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)  label, text, 4 structures
 ``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
 ``senseval``   NLTK senseval ``.pos`` (option ``lemmas``)             label, text, ``"wsd"``, ``"seq"``
 =============  =====================================================  ==========================
@@ -29,12 +31,14 @@ from typing import Iterator
 from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy, make_policy
 from gramtile.pipeline.readers.conll import read_conllu
+from gramtile.pipeline.readers.conll04 import read_conll04
 from gramtile.pipeline.readers.inex import read_inex
 from gramtile.pipeline.readers.jsonl import read_jsonl, write_jsonl
 from gramtile.pipeline.readers.kelp import read_kelp
 from gramtile.pipeline.readers.malt import read_dp
 from gramtile.pipeline.readers.plain import read_text, read_trec, read_tsv
 from gramtile.pipeline.readers.ptb import read_ptb
+from gramtile.pipeline.readers.semeval import read_semeval2010
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.readers.svmlighttk import read_svmlighttk
 from gramtile.pipeline.structures import Document
@@ -49,6 +53,8 @@ FORMATS = {
     "trec": read_trec,
     "text": read_text,
     "tsv": read_tsv,
+    "conll04": read_conll04,
+    "semeval2010": read_semeval2010,
     "inex": read_inex,
     "senseval": read_senseval,
 }
