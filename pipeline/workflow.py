@@ -591,7 +591,7 @@ def plot_results(rows, path, title: str) -> None:
 
     labs = [f"{r['kernel']} {r['model']}" + (f" C={r['C']:g}" if r.get("C") is not None else "") for r in rows]
     acc = [100 * r["accuracy"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 1.5 + 0.4 * len(rows)), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.4 * len(rows)), dpi=100)
     ax.barh(range(len(rows)), acc)
     ax.set_yticks(range(len(rows)), labs, fontsize="small")
     ax.invert_yaxis()
@@ -600,7 +600,7 @@ def plot_results(rows, path, title: str) -> None:
     for i, a in enumerate(acc):
         ax.text(a, i, f" {a:.1f}", va="center", fontsize="small")
     ax.set_xlabel("accuracy (%)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize="medium")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
