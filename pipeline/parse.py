@@ -184,3 +184,48 @@ def parse_derive_shard(texts, pretokenized: bool = False, model: str | None = No
     """
     deps, prov = parse_shard(texts, pretokenized, model)
     return [derive_all(d) if dep_depth(d) <= SHIP_DEPTH else d for d in deps], prov
+
+
+def load_model_ner(name: str | None = None):
+    """Like :func:`load_model`, but with the named-entity recogniser (HDAGs need entity types)."""
+    name = name or default_model_name()
+    key = (name, "ner")
+    nlp = _MODELS.get(key)
+    if nlp is None:
+        import spacy
+
+        try:
+            nlp = spacy.load(name)
+        except OSError as e:
+            raise RepresentationError(
+                f"cannot load spaCy model {name!r}: {e}. Fix: install it or pick another model") from e
+        _MODELS[key] = nlp
+    return nlp
+
+
+def parse_hdag_shard(texts, pretokenized: bool = False, model: str | None = None) -> tuple:
+    """Worker entry point like :func:`parse_derive_shard`, with entities: each item also has
+    ``"hdag"``, the chunked HDAG of :func:`gramtile.pipeline.hdag_build.hdag_from_doc`.
+
+    Returns
+    -------
+    tuple
+        ``(items, provenance dict)``; items are :func:`derive_all` dicts plus ``"hdag"``, or
+        ``(DepTree, HDAG)`` pairs for parses deeper than :data:`SHIP_DEPTH`.
+    """
+    from spacy.tokens import Doc
+
+    from gramtile.pipeline.hdag_build import hdag_from_doc
+
+    nlp = load_model_ner(model)
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not t or not t.split():
+            raise RepresentationError(f"text {i} is empty; give at least one word per example")
+    inputs = (Doc(nlp.vocab, words=t.split()) for t in texts) if pretokenized else (" ".join(t.split())
+                                                                                    for t in texts)
+    items = []
+    for doc in nlp.pipe(inputs, batch_size=128):
+        dep, hdag = doc_to_dep(doc), hdag_from_doc(doc)
+        items.append({**derive_all(dep), "hdag": hdag} if dep_depth(dep) <= SHIP_DEPTH else (dep, hdag))
+    return items, provenance(nlp)

@@ -111,7 +111,9 @@ def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict
     diffs = [f"{what} {old!r} (this run: {new!r})"
              for what, old, new in (("input", m["source"], source), ("format", m["input_format"], fmt),
                                     ("shard size", m["shard_size"], shard_size),
-                                    ("reader options", old_reader, options["reader_options"])) if old != new]
+                                    ("reader options", old_reader, options["reader_options"]),
+                                    ("hdag", bool((m.get("options") or {}).get("hdag")), bool(options.get("hdag"))))
+             if old != new]
     if diffs:
         store.close()
         raise StoreMismatchError(
@@ -139,7 +141,7 @@ def _interrupted_create(out: Path) -> bool:
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
             on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
             model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
-            reader_options: dict | None = None, client=None) -> PrepareSummary:
+            reader_options: dict | None = None, client=None, hdag: bool = False) -> PrepareSummary:
     """Prepare (or resume preparing) a corpus store.
 
     Parameters
@@ -172,6 +174,9 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
         Format options passed to the reader (e.g. ``{"label": "fine"}`` for trec).
     client : distributed.Client, optional
         An already connected client to parse on (then ``cluster`` is only recorded).
+    hdag : bool
+        Also build the chunked HDAG of every parsed text (:mod:`gramtile.pipeline.hdag_build`;
+        parses with the entity recogniser). Part of the store's options.
 
     Returns
     -------
@@ -192,6 +197,8 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     # create the reader first: an unknown format or option fails before a store is made
     docs = read(input_path, fmt, policy=policy, max_tokens=max_tokens, **reader_options)
     options = {"on_error": on_error, "max_tokens": max_tokens, "reader_options": reader_options}
+    if hdag:
+        options["hdag"] = True
     store = _open_store(out, str(input_path), fmt, shard_size, options)
     try:
         if store.complete:
@@ -253,12 +260,27 @@ def _chunks(docs, size):
         yield chunk
 
 
+def wants_hdag(store) -> bool:
+    """Whether parsed texts also get the chunked ``"hdag"`` representation: asked for by
+    ``prepare(hdag=True)`` or by a workflow whose ``data.representations`` lists ``hdag``."""
+    opts = store.manifest.get("options") or {}
+    return bool(opts.get("hdag")) or "hdag" in (opts.get("representations") or ())
+
+
 def _write_shards(store, docs, client, profile, run, model, pretok, progress, n_estimate):
     """Stream shards: verify done ones, parse and write the others in order."""
     from tqdm import tqdm
 
     from gramtile.pipeline.derive import derive_all
-    from gramtile.pipeline.parse import parse_derive_shard
+    from gramtile.pipeline.parse import parse_derive_shard, parse_hdag_shard
+
+    if wants_hdag(store):
+        # parsing with the entity recogniser, and each item carries its HDAG
+        parse_derive_shard = parse_hdag_shard  # noqa: F811
+
+        def derive_all(item, _derive=derive_all):  # noqa: F811  (deep parses come back bare)
+            dep, hdag = item
+            return {**_derive(dep), "hdag": hdag}
 
     S = store.manifest["shard_size"]
     done = store.shard_ranges

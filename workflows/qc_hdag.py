@@ -1,0 +1,216 @@
+"""TREC question classification with the HDAG kernel beside sequence, tree and bag kernels.
+
+The recipe behind ``workflows/trec_qc_hdag.yaml`` (``recipe: gramtile.workflows.qc_hdag:run``),
+after Suzuki et al. (2003): questions are parsed once by spaCy with entities (``prepare`` with
+the ``hdag`` representation: token sequence, dependency tree, dependency-derived tree,
+positional tree and the chunked HDAG of :mod:`gramtile.pipeline.hdag_build`), then for every
+kernel:
+
+1. each base kernel of its grid (``options.grid``: lists of parameter values, e.g. the HDAG's
+   ``p`` and ``lam``) is ONE Gram store over train + test, computed by the engine;
+2. the grid point and C are chosen by stratified k-fold cross-validation on the training
+   questions only (``options.folds``); the test questions are never looked at;
+3. the chosen setting is refitted on all training questions and scored on the test questions
+   (one-vs-all SVMs);
+4. the mean reciprocal rank of same-class neighbours (:func:`~gramtile.pipeline.learn.source_mrr`,
+   the paper's similarity-measure evaluation) of the chosen kernel over the test questions,
+   each ranked against the other test questions.
+
+Every kernel is normalised (cosine), as in the paper. ``options``::
+
+    options:
+      folds: 5                  # CV folds on train
+      seed: 0
+      grid: {HDAG: {p: [1, 2, 3, 4, 5], lam: [0.25, 0.5, 1.0]}}
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+
+from gramtile.kernels.errors import WorkflowError
+from gramtile.workflows.inex import load_recipe_workflow
+
+_OPTIONS = {"folds", "seed", "grid"}
+
+
+def _fail(wf, key, value, fix):
+    raise WorkflowError(f"{wf.path}: key '{key}' = {value!r}: {fix}")
+
+
+def check_options(wf, options) -> dict:
+    """Validate the recipe's ``options`` (see the module docstring); returns them with defaults."""
+    for k in options:
+        if k not in _OPTIONS:
+            _fail(wf, f"options.{k}", options[k], f"unknown key; allowed keys are {sorted(_OPTIONS)}")
+    folds = options.get("folds", 5)
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
+        _fail(wf, "options.folds", folds, "must be an integer >= 2")
+    seed = options.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        _fail(wf, "options.seed", seed, "must be an integer")
+    grid = options.get("grid") or {}
+    if not isinstance(grid, dict):
+        _fail(wf, "options.grid", grid, "a mapping kernel name -> {parameter: [values, ...]}")
+    for name, g in grid.items():
+        if name not in wf.kernels:
+            _fail(wf, f"options.grid.{name}", g, f"no kernel of that name; the kernels are {sorted(wf.kernels)}")
+        base = wf.kernels[name].base_specs()
+        if not isinstance(g, dict) or len(base) != 1:
+            _fail(wf, f"options.grid.{name}", g, "a mapping parameter -> list of values, for a kernel with one base")
+        for k, v in g.items():
+            if not hasattr(base[0], k):
+                _fail(wf, f"options.grid.{name}.{k}", v, f"kernel {base[0].kind!r} has no parameter {k!r}")
+            if not isinstance(v, list) or not v:
+                _fail(wf, f"options.grid.{name}.{k}", v, "a non-empty list of values")
+    return {"folds": folds, "seed": seed, "grid": grid}
+
+
+def variants(spec, g) -> list:
+    """(normalised spec, swept parameters) for every point of a kernel's grid."""
+    from gramtile.kernels.composite import Normalized
+    from gramtile.kernels.spec import spec_from_dict
+
+    base = spec.base_specs()[0]
+    keys = list(g)
+    out = []
+    for values in itertools.product(*[g[k] for k in keys]):
+        d = base.to_dict()
+        d.update(dict(zip(keys, values)))
+        b = spec_from_dict(d)
+        out.append((Normalized(kernel=b), dict(zip(keys, values))))
+    return out or [(spec if spec.kind == "normalized" else Normalized(kernel=spec), {})]
+
+
+class _Sub:
+    """A kernel source over the first ``n`` examples of a view (the training part comes first)."""
+
+    def __init__(self, view, n):
+        self.view, self.n = view, n
+
+    def block(self, rows, cols):
+        return self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
+
+
+class _Part:
+    """A kernel source over the examples ``idx`` of a view, renumbered 0..len(idx)-1."""
+
+    def __init__(self, view, idx):
+        self.view, self.idx, self.n = view, np.asarray(idx, dtype=np.int64), len(idx)
+
+    def block(self, rows, cols):
+        return self.view.block(self.idx[np.asarray(rows, dtype=np.int64)], self.idx[np.asarray(cols, dtype=np.int64)])
+
+
+def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list:
+    """Run the TREC QC HDAG protocol of a workflow file; writes ``out/results.*``.
+
+    Parameters
+    ----------
+    raw : dict
+        The workflow file's mapping (``recipe: gramtile.workflows.qc_hdag:run``).
+    path : path
+        The workflow file (for messages).
+    out : path
+        Output folder; its corpus and Gram stores are reused by a rerun.
+    cluster, cluster_file, tile, client : as for :func:`~gramtile.pipeline.engine.run_gram`
+
+    Returns
+    -------
+    list of dict
+        One row per kernel: CV-chosen parameters and C, CV accuracy, test accuracy, MRR.
+    """
+    from gramtile.pipeline.cluster import open_client
+
+    with ExitStack() as stack:
+        if client is None and cluster != "sequential":
+            client = stack.enter_context(open_client(cluster, cluster_file))
+        return _run(raw, path, out, "sequential" if client is None else cluster, cluster_file, progress, tile,
+                    client)
+
+
+def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
+    from gramtile.pipeline.engine import run_gram
+    from gramtile.pipeline.folds import fixed_split, stratified_kfold
+    from gramtile.pipeline.gram_store import ComposedView, GramStore
+    from gramtile.pipeline.learn import evaluate, source_mrr
+    from gramtile.pipeline.workflow import build_corpus
+
+    wf, options = load_recipe_workflow(raw, path)
+    opts = check_options(wf, options)
+    if "hdag" not in (wf.data["representations"] or ()):
+        _fail(wf, "data.representations", wf.data["representations"], "list hdag (and the others the kernels "
+              "read), e.g. [seq, dep, tree, ptree, hdag]: it makes prepare build the HDAGs")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda s: print(f"qc_hdag: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
+    t_start = time.perf_counter()
+    corpus, parts = build_corpus(wf, out / "corpus.zarr", progress=progress)
+    if "test" not in parts:
+        _fail(wf, "data.test", None, "this protocol needs data.train and data.test")
+    (a, b), (c, d) = parts["train"], parts["test"]
+    y = np.asarray([str(v) for v in corpus.labels])
+    train, test = np.arange(a, b), np.arange(c, d)
+    folds = stratified_kfold(y[train], opts["folds"], opts["seed"])
+    Cs = [1.0] if wf.protocol["C"] == "svmlight" else wf.protocol["C"]
+    stores, rows = {}, []
+    for name, spec in wf.kernels.items():
+        vs = variants(spec, opts["grid"].get(name, {}))
+        t0 = time.perf_counter()
+        gram = 0.0
+        best = None
+        cv = []
+        for s, params in vs:
+            for bs in s.base_specs():
+                if bs.spec_hash not in stores:
+                    t1 = time.perf_counter()
+                    p = out / f"gram-{bs.kind}-{bs.spec_hash[:12]}.zarr"
+                    run_gram(corpus, bs, p, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=False,
+                             client=client)
+                    stores[bs.spec_hash] = GramStore.open(p)
+                    gram += time.perf_counter() - t1
+                    say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")
+            view = ComposedView(s, stores)
+            ev = evaluate(_Sub(view, train.size), y[train], folds, model="svm", C=Cs,
+                          class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
+                          kernel=name)
+            for r in ev.rows:
+                cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
+                if best is None or r["accuracy"] > best[0]:
+                    best = (r["accuracy"], s, params, r["C"])
+        acc_cv, s, params, C = best
+        view = ComposedView(s, stores)
+        ev = evaluate(_Part(view, np.arange(corpus.n)), y, [fixed_split(train, test, corpus.n)], model="svm", C=[C],
+                      class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"], kernel=name)
+        mrr = source_mrr(_Part(view, test), y[test])
+        row = {"kernel": name, "params": params, "C": C, "cv_accuracy": round(acc_cv, 4),
+               "accuracy": round(ev.rows[0]["accuracy"], 4), "macro_f1": round(ev.rows[0]["macro_f1"], 4),
+               "mrr": round(mrr, 4), "spec": s.to_dict(), "grid": cv, "n_train": int(train.size),
+               "n_test": int(test.size), "folds": opts["folds"], "gram_seconds": round(gram, 1),
+               "learn_seconds": round(time.perf_counter() - t0 - gram, 1)}
+        rows.append(row)
+        say(f"{name}: {params} C={C:g} cv {acc_cv:.4f} -> test accuracy {row['accuracy']:.4f}, MRR {mrr:.4f}")
+        _write(out, wf, rows, train.size, test.size, opts, Cs, t_start)
+    return rows
+
+
+def _write(out, wf, rows, n_train, n_test, opts, Cs, t_start):
+    from gramtile.pipeline.learn import markdown_table
+
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    table = [{**{k: r[k] for k in ("kernel", "C", "cv_accuracy", "accuracy", "macro_f1", "mrr", "gram_seconds")},
+              "parameters": ", ".join(f"{k}={v}" for k, v in r["params"].items()) or "-"} for r in rows]
+    title = wf.report.get("title") or wf.name
+    md = [f"# {title}\n",
+          f"Workflow `{wf.path.name}`: train {n_train} -> test {n_test}; parameters and C (grid {Cs}) chosen by "
+          f"{opts['folds']}-fold CV on train; normalised kernels, one-vs-all SVMs; MRR of same-class "
+          f"neighbours among the test questions; {time.perf_counter() - t_start:.0f} s in all.\n",
+          markdown_table(table, columns=["kernel", "parameters", "C", "cv_accuracy", "accuracy", "macro_f1", "mrr",
+                                         "gram_seconds"], floatfmt=".4f"), ""]
+    (out / "results.md").write_text("\n".join(md))
