@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/workflows.py [--out DIR] [--cluster PROFILE] [num_qc trec_qc_kelp]
 
+(``make bench`` style; run from anywhere, paths are relative to the current directory).
+
 Each workflow runs as ``gramtile run workflows/NAME.yaml --out DIR/NAME`` in a subprocess, so the
 command, its wall time and its table are exactly what a user would see. A rerun reuses the
 stores in DIR (then the wall time is the learning time only); delete DIR for a cold run.
@@ -28,13 +30,14 @@ TARGETS = {
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", default=list(TARGETS), help="workflows to run (default: all)")
-    ap.add_argument("--out", default="bench-workflows-out", help="output folder (default bench-workflows-out)")
+    ap.add_argument("--out", default="bench/out/workflows",
+                    help="output folder (default bench/out/workflows, git-ignored; reused by a rerun)")
     ap.add_argument("--cluster", default="local", help="cluster.yaml profile (default local)")
     args = ap.parse_args(argv)
     exe = Path(sys.executable).with_name("gramtile")
     report = []
     for name in args.names:
-        out = Path(args.out) / name
+        out = (Path(args.out) / name).resolve()
         cmd = [str(exe), "run", f"workflows/{name}.yaml", "--out", str(out), "--cluster", args.cluster,
                "--no-progress"]
         print("$ " + " ".join(cmd), flush=True)
