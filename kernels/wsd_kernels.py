@@ -143,6 +143,9 @@ class SyntagmaticKernel(BaseSpec):
             dx = part.diag(wx, resources=resources)
             dy = dx if wy is None else part.diag(wy, resources=resources)
             out += normalize_block(K, dx, dy)
+        if Y is None:
+            # each component's normalised self-kernel is 1 (or 0): make the diagonal exact, as diag() says
+            np.fill_diagonal(out, self.diag(X, resources))
         return out
 
     def diag(self, X, resources=None) -> np.ndarray:
