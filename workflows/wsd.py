@@ -25,6 +25,9 @@ YAML keys (all but ``recipe`` optional)::
     subsample: null                           # N: evenly spaced N instances per word (quick runs)
     kernels: {NAME: SPEC, ...}                 # evaluated in this order
     protocol: {folds: 10, seed: 0, C: 1, multiclass: ovr, class_weight: none}
+    # C may be a list: chosen per outer fold by an inner stratified split of that fold's
+    # training part only (inner_folds: 3 -> train on 2/3, validate on 1/3 of it; first inner
+    # fold only, to bound the cost); ties go to the smaller C. Test folds never choose C.
     baselines: {hard: 79.7, ...}               # majority-class accuracy (%) per word, for the report
     published: {line: "88 (Pedersen 2000, naive Bayes ensemble)", ...}
     report: {title: ...}
@@ -42,7 +45,7 @@ from gramtile.kernels.errors import GramtileError, WorkflowError
 
 _TOP = {"name", "description", "recipe", "data", "words", "lemmas", "subsample", "kernels", "protocol",
         "baselines", "published", "report"}
-_PROTOCOL = {"folds", "seed", "C", "multiclass", "class_weight"}
+_PROTOCOL = {"folds", "seed", "C", "inner_folds", "multiclass", "class_weight"}
 
 
 def _fail(path, key, value, fix):
@@ -91,15 +94,20 @@ def _config(raw, path):
     if isinstance(seed, bool) or not isinstance(seed, int):
         _fail(path, "protocol.seed", seed, "an integer")
     C = proto.get("C", 1.0)
-    if isinstance(C, bool) or not isinstance(C, (int, float)) or not C > 0:
-        _fail(path, "protocol.C", C, "one positive number, fixed before seeing any test fold")
+    Cs = C if isinstance(C, list) else [C]
+    if not Cs or any(isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0 for c in Cs):
+        _fail(path, "protocol.C", C, "a positive number, or a list of them (chosen on training folds only)")
+    inner = proto.get("inner_folds", 3)
+    if isinstance(inner, bool) or not isinstance(inner, int) or inner < 2:
+        _fail(path, "protocol.inner_folds", inner, "an integer >= 2")
     mc = proto.get("multiclass", "ovr")
     if mc not in ("ovr", "ovo"):
         _fail(path, "protocol.multiclass", mc, "use ovr or ovo")
     cw = proto.get("class_weight", "none")
     if cw not in ("none", "balanced", None):
         _fail(path, "protocol.class_weight", cw, "use none or balanced")
-    cfg["protocol"] = {"folds": folds, "seed": seed, "C": float(C), "multiclass": mc,
+    cfg["protocol"] = {"folds": folds, "seed": seed, "C": sorted(float(c) for c in Cs), "inner_folds": inner,
+                       "multiclass": mc,
                        "class_weight": None if cw in ("none", None) else cw}
     for key in ("baselines", "published"):
         v = raw.get(key) or {}
@@ -216,9 +224,7 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         for name, spec in cfg["kernels"].items():
             K, _, _ = spec.combine(base)
             t0 = time.perf_counter()
-            ev = evaluate(ArrayKernelSource(K), labels, splits, model="svm", C=(p["C"],),
-                          class_weight=p["class_weight"], multiclass=p["multiclass"], kernel=name)
-            r = ev.rows[0]
+            r = nested_evaluate(ArrayKernelSource(K), labels, splits, p, name)
             r.update({"word": word, "n": len(labels), "majority": majority, "spec": spec.to_dict(),
                       "gram_seconds": round(sum(secs[b.spec_hash] for b in spec.base_specs()), 2),
                       "learn_seconds": round(time.perf_counter() - t0, 2)})
@@ -233,6 +239,50 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
     return rows
 
 
+def choose_C(source, labels, train, p) -> float:
+    """C of the grid with the best accuracy on one inner stratified split of ``train`` (ties: smaller C)."""
+    from gramtile.pipeline.folds import Split, stratified_kfold
+    from gramtile.pipeline.learn import evaluate
+
+    if len(p["C"]) == 1:
+        return p["C"][0]
+    y = [labels[i] for i in train]
+    inner = stratified_kfold(y, p["inner_folds"], p["seed"])[0]
+    split = Split(train[inner.train], train[inner.test], "inner")
+    ev = evaluate(source, labels, [split], model="svm", C=tuple(p["C"]), class_weight=p["class_weight"],
+                  multiclass=p["multiclass"])
+    best = max(ev.rows, key=lambda r: (r["accuracy"], -r["C"]))
+    return float(best["C"])
+
+
+def nested_evaluate(source, labels, splits, p, name) -> dict:
+    """Pooled k-fold accuracy with C chosen per fold on its training part (:func:`choose_C`).
+
+    Returns one result row: ``accuracy`` (pooled over folds), ``accuracy_std`` (over folds),
+    ``macro_f1``, ``C`` (the per-fold choices) and the per-fold accuracies.
+    """
+    from gramtile.pipeline.learn import evaluate
+    from gramtile.pipeline.metrics import classification_report
+
+    y = np.asarray(labels)
+    idx, pred, accs, Cs = [], [], [], []
+    for sp in splits:
+        C = choose_C(source, labels, sp.train, p)
+        ev = evaluate(source, labels, [sp], model="svm", C=(C,), class_weight=p["class_weight"],
+                      multiclass=p["multiclass"], kernel=name)
+        i, yp = next(iter(ev.predictions.values()))
+        idx.append(i)
+        pred.append(yp)
+        accs.append(ev.rows[0]["accuracy"])
+        Cs.append(C)
+    idx, pred = np.concatenate(idx), np.concatenate(pred)
+    acc = float(np.mean(y[idx] == pred))
+    rep = classification_report(y[idx], pred, sorted(set(labels)))
+    return {"kernel": name, "model": "svm", "C": Cs, "multiclass": p["multiclass"], "splits": len(splits),
+            "n_test": int(idx.size), "accuracy": acc, "accuracy_std": float(np.std(accs, ddof=1)),
+            "fold_accuracy": accs, "macro_f1": rep.get("macro_f1") if isinstance(rep, dict) else None}
+
+
 def report(rows, cfg, wall: float) -> str:
     """Markdown table: kernels down, words across (accuracy % +- fold std), baselines below."""
     words = [w for w in cfg["words"] if any(r["word"] == w for r in rows)]
@@ -240,8 +290,10 @@ def report(rows, cfg, wall: float) -> str:
     cell = {(r["word"], r["kernel"]): r for r in rows}
     p = cfg["protocol"]
     lines = [f"# {cfg['title']}\n",
-             f"{p['folds']}-fold stratified cross-validation (seed {p['seed']}), SVM C = {p['C']:g} "
-             f"({p['multiclass']}), accuracy % (+- std over folds); wall time {wall:.0f} s.\n",
+             f"{p['folds']}-fold stratified cross-validation (seed {p['seed']}), SVM ({p['multiclass']}) with "
+             + (f"C = {p['C'][0]:g}" if len(p["C"]) == 1 else
+                f"C from {p['C']} chosen per fold on an inner split of its training part")
+             + f"; accuracy % (+- std over folds); wall time {wall:.0f} s.\n",
              "| kernel | " + " | ".join(words) + " |", "|---|" + "---|" * len(words)]
     for k in names:
         cells = []

@@ -1,0 +1,124 @@
+"""The WSD workflow (workflows/wsd.yaml) on a CI-sized subsample of the real data: runs through
+``gramtile run``'s recipe hook, agrees with a direct computation, reuses its cached Grams, and
+rejects bad settings with WorkflowError."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import gramtile
+from conftest import require_data
+from gramtile.kernels.errors import WorkflowError
+from gramtile.pipeline.folds import stratified_kfold
+from gramtile.pipeline.learn import ArrayKernelSource, evaluate
+from gramtile.pipeline.workflow import RecipeWorkflow, load_workflow, run_workflow
+from gramtile.workflows.wsd import _config, load_word
+
+REPO = Path(__file__).resolve().parents[1]
+
+SMALL = {
+    "name": "wsd_ci",
+    "recipe": "gramtile.workflows.wsd:run",
+    "data": "${SHARED}/senseval_hard_line_serve",
+    "words": ["line"],
+    "subsample": 150,
+    "kernels": {
+        "BOW": {"kind": "normalized", "kernel": {"kind": "bow", "rep": "seq", "on": "tokens"}},
+        "K_Synt_LSA": {"kind": "normalized", "kernel": {"kind": "syntagmatic", "similarity": "lsa"}},
+        "K_Domain": {"kind": "domain", "dims": 20},
+        "K_Combined": {"kind": "normalized", "kernel": {"kind": "sum", "kernels": [
+            {"weight": 1, "kernel": {"kind": "normalized", "kernel": {"kind": "syntagmatic"}}},
+            {"weight": 1, "kernel": {"kind": "domain", "dims": 20}},
+            {"weight": 1, "kernel": {"kind": "normalized", "kernel": {"kind": "bow", "rep": "seq", "on": "tokens"}}}]}},
+    },
+    "protocol": {"folds": 3, "seed": 0, "C": 1},
+    "baselines": {"line": 53.5},
+}
+
+
+def _write(tmp_path, raw):
+    p = tmp_path / "wsd_ci.yaml"
+    p.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return p
+
+
+def test_workflow_file_is_valid():
+    wf = load_workflow(REPO / "workflows" / "wsd.yaml")
+    assert isinstance(wf, RecipeWorkflow)
+    cfg = _config(wf.raw, wf.path)
+    assert cfg["words"] == ["hard", "line", "serve"] and cfg["protocol"]["folds"] == 10
+    assert set(cfg["kernels"]) == {"BOW", "K_Coll", "K_PoS", "K_Synt", "K_Synt_WordNet", "K_Synt_LSA", "K_Domain",
+                                   "K_Combined"}
+
+
+def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
+    require_data("senseval_hard_line_serve")
+    out = tmp_path / "run"
+    rows = run_workflow(_write(tmp_path, SMALL), out, progress=False)
+    assert [r["kernel"] for r in rows] == list(SMALL["kernels"])
+    assert all(r["word"] == "line" and r["n"] == 150 and r["n_test"] == 150 for r in rows)
+    saved = json.loads((out / "results.json").read_text())
+    assert [r["accuracy"] for r in saved] == [r["accuracy"] for r in rows]
+    md = (out / "results.md").read_text()
+    assert "| K_Combined |" in md and "53.5" in md
+
+    # the BOW row equals a direct evaluation of the same examples and folds
+    docs = load_word(require_data("senseval_hard_line_serve") / "line.pos", subsample=150)
+    labels = [d.label for d in docs]
+    K = gramtile.gram(SMALL["kernels"]["BOW"], [d.structures["seq"] for d in docs])
+    ev = evaluate(ArrayKernelSource(K), labels, stratified_kfold(labels, 3, 0), C=(1.0,))
+    assert rows[0]["accuracy"] == ev.rows[0]["accuracy"]
+    majority = max(labels.count(x) for x in set(labels)) / len(labels)
+    assert rows[-1]["majority"] == majority
+    assert rows[-1]["accuracy"] > majority  # the combined kernel learns something
+
+    # a rerun reads the cached base Grams (one .npy per distinct base kernel) and gives equal rows
+    cached = sorted((out / "line").glob("*.npy"))
+    assert len(cached) == 4  # bow, syntagmatic exact, syntagmatic lsa, domain
+    stamp = {f: f.stat().st_mtime_ns for f in cached}
+    again = run_workflow(_write(tmp_path, SMALL), out, progress=False)
+    assert [r["accuracy"] for r in again] == [r["accuracy"] for r in rows]
+    assert {f: f.stat().st_mtime_ns for f in cached} == stamp
+
+
+@pytest.mark.parametrize("change,key", [
+    ({"words": ["bank"]}, "words"),
+    ({"subsample": 1}, "subsample"),
+    ({"colour": 1}, "colour"),
+    ({"protocol": {"C": [0.1, -1]}}, "protocol.C"),
+    ({"protocol": {"inner_folds": 1}}, "protocol.inner_folds"),
+    ({"protocol": {"folds": 1}}, "protocol.folds"),
+    ({"kernels": {"X": {"kind": "syntagmatic", "window": -2}}}, "kernels.X"),
+    ({"lemmas": "porter"}, "lemmas"),
+])
+def test_bad_settings_raise_workflow_errors(tmp_path, change, key):
+    raw = {**SMALL, **change}
+    p = _write(tmp_path, raw)
+    with pytest.raises(WorkflowError) as e:
+        run_workflow(p, tmp_path / "out", progress=False)
+    assert str(p) in str(e.value) and f"'{key}'" in str(e.value)
+
+
+def test_C_is_chosen_on_training_folds_only(tmp_path):
+    from gramtile.workflows.wsd import choose_C, nested_evaluate
+
+    docs = load_word(require_data("senseval_hard_line_serve") / "serve.pos", subsample=120)
+    labels = [d.label for d in docs]
+    K = gramtile.gram({"kind": "normalized", "kernel": {"kind": "syntagmatic"}}, [d.structures["wsd"] for d in docs])
+    src = ArrayKernelSource(K)
+    splits = stratified_kfold(labels, 3, 0)
+    p = {"C": [0.01, 1.0, 100.0], "inner_folds": 3, "seed": 0, "class_weight": None, "multiclass": "ovr"}
+    sp = splits[0]
+    C = choose_C(src, labels, sp.train, p)
+    # scrambling the labels of the test fold cannot change the choice
+    scrambled = list(labels)
+    for i in sp.test:
+        scrambled[i] = "SCRAMBLED"
+    assert choose_C(src, scrambled, sp.train, p) == C
+    row = nested_evaluate(src, labels, splits, p, "K_Synt")
+    assert len(row["C"]) == 3 and set(row["C"]) <= set(p["C"]) and row["n_test"] == 120
+    # with a one-value grid the nested result is the plain pooled k-fold accuracy
+    one = nested_evaluate(src, labels, splits, {**p, "C": [1.0]}, "K_Synt")
+    assert one["accuracy"] == evaluate(src, labels, splits, C=(1.0,)).rows[0]["accuracy"]
