@@ -10,7 +10,7 @@
    cluster.yaml); for every finished tile the driver writes its diagonal chunks and its done bit
    and appends a line to ``<store>/log.jsonl``
    (``{"event": "tile", "run": RUN_ID, "tile": [i, j], "evaluations", "seconds", "cpu_seconds",
-   "worker"}``);
+   "time", "worker"}``);
 5. log a ``"start"`` and an ``"end"`` line per run and print a summary.
 
 The numbers in the store depend only on the spec, the corpus and the selections: executor,
@@ -155,7 +155,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             store.mark_done(res.tile, res.diag_r, res.diag_c)
             store.log({"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
                        "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),
-                       "cpu_seconds": round(res.cpu_seconds, 6),
+                       "cpu_seconds": round(res.cpu_seconds, 6), "time": time.time(),
                        "worker": res.worker})
             state["evals"] += res.evaluations
             state["tiles"] += 1

@@ -2,9 +2,10 @@
 
 Both call the same task, :func:`compute_tile`, which
 
-1. loads the row and column examples of its tile from the corpus store (through a per-process
-   LRU of shards keyed by (corpus path, content hash, representation, shard range), so a Dask
-   worker reads each shard once, not once per tile),
+1. loads the row and column examples of its tile from the corpus store through two per-process
+   LRUs, of assembled tile ranges and of shards, keyed by (corpus path, content hash,
+   representation(s), range), so a Dask worker reads each shard once and assembles each tile
+   row's examples once, not once per tile,
 2. evaluates the spec on them with :func:`~gramtile.pipeline.evaluate.evaluate_block`,
 3. **writes its whole tile (and, symmetric, the mirrored tile) into the Gram store itself**,
 4. returns only the tile's diagonals and timing to the driver.
@@ -40,6 +41,8 @@ from gramtile.pipeline.tiles import Tile, TileGrid
 
 #: Shards kept per process (all representations together).
 SHARD_CACHE_SIZE = 16
+#: Assembled tile ranges kept per process (a row range serves a whole tile row).
+RANGE_CACHE_SIZE = 64
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,9 @@ class TileResult:
 _lock = threading.Lock()
 _corpora: dict = {}
 _shards: OrderedDict = OrderedDict()
+_ranges: OrderedDict = OrderedDict()
 _specs: dict = {}
-stats = {"shard_loads": 0, "shard_hits": 0}
+stats = {"shard_loads": 0, "shard_hits": 0, "range_hits": 0}
 
 
 def _corpus(path: str, content_hash: str):
@@ -136,15 +140,40 @@ def _shard_ranges(cs) -> list:
     return rngs if rngs else [(0, int(cs.n))]
 
 
+def _range_key(idx: np.ndarray):
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size and (idx.size == 1 or bool(np.all(np.diff(idx) == 1))):
+        return ("range", int(idx[0]), int(idx[-1]) + 1)
+    return ("index", hashlib.sha1(idx.tobytes()).hexdigest())
+
+
 def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
-    """Examples ``idx`` (corpus indices, any order) of each representation, through the shard LRU.
+    """Examples ``idx`` (corpus indices, any order) of each representation.
+
+    Two per-process LRUs serve it: tile ranges already assembled (a tile row's examples are
+    reused by every tile of that row), and the corpus shards they are cut from.
 
     Returns
     -------
     dict representation name -> Batch with ``len(idx)`` examples in the order of ``idx``.
     """
-    cs = _corpus(corpus_path, content_hash)
     idx = np.asarray(idx, dtype=np.int64)
+    key = (corpus_path, content_hash, tuple(reps), _range_key(idx))
+    with _lock:
+        hit = _ranges.get(key)
+        if hit is not None:
+            _ranges.move_to_end(key)
+            stats["range_hits"] += 1
+            return hit
+    out = _assemble(corpus_path, content_hash, reps, idx)
+    with _lock:
+        _ranges[key] = out
+        while len(_ranges) > RANGE_CACHE_SIZE:
+            _ranges.popitem(last=False)
+    return out
+
+
+def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
+    cs = _corpus(corpus_path, content_hash)
     rngs = _shard_ranges(cs)
     starts = np.asarray([a for a, _ in rngs], dtype=np.int64)
     sh = np.searchsorted(starts, idx, side="right") - 1

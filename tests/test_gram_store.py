@@ -234,13 +234,17 @@ def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
     from gramtile.pipeline import executors
 
     executors._shards.clear()
+    executors._ranges.clear()
     before = dict(executors.stats)
     run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential", progress=False)
     loads = executors.stats["shard_loads"] - before["shard_loads"]
     hits = executors.stats["shard_hits"] - before["shard_hits"]
-    # 4 shards of 64; 36 tiles each need one or two row ranges and one or two column ranges
+    range_hits = executors.stats["range_hits"] - before["range_hits"]
+    # 4 shards of 64 read once; 8 tile ranges assembled once (from 8 + 2 straddling shard reads,
+    # the rest hits); 36 tiles: 8 diagonal tiles need their row, 28 off-diagonal ones row + column
     assert loads == 4
-    assert hits > 36
+    assert hits == 8 + 3 - 4
+    assert range_hits == 8 + 2 * 28 - 8
 
 
 def test_a_store_whose_creation_was_cut_short_is_finished_by_the_rerun(corpus, docs, tmp_path):
