@@ -266,7 +266,7 @@ def _text(sent, i):
 
 
 def relation_example(sent: TaggedSentence, m1: Mention, m2: Mention, roles=("arg1", "arg2"),
-                     others=()) -> RelationExample:
+                     others=(), scope: str = "lcs") -> RelationExample:
     """The relation example of mentions ``m1`` and ``m2`` in ``sent`` (module docstring).
 
     Parameters
@@ -278,6 +278,10 @@ def relation_example(sent: TaggedSentence, m1: Mention, m2: Mention, roles=("arg
     others : sequence of Mention
         Further entity mentions of the sentence: chunked as name chunks (typed by class) with
         role ``none``, as Zelenko's parser tags every name.
+    scope : {"lcs", "sentence"}
+        ``"lcs"``: root the example at the least common subtree (step 3); ``"sentence"``: always
+        at the ``Sentence`` node (its children still trimmed to the mentions' span), so every
+        two examples have matching roots.
 
     Returns
     -------
@@ -288,6 +292,8 @@ def relation_example(sent: TaggedSentence, m1: Mention, m2: Mention, roles=("arg
     RepresentationError
         Mentions outside the sentence or overlapping.
     """
+    if scope not in ("lcs", "sentence"):
+        raise RepresentationError(f"scope={scope!r}; use 'lcs' or 'sentence'")
     if len(roles) != 2 or not all(isinstance(r, str) and r for r in roles):
         raise RepresentationError(f"roles={roles!r}; give two non-empty role names such as ('arg1', 'arg2')")
     keep_others = [o for o in others if (o.start, o.end) not in ((m1.start, m1.end), (m2.start, m2.end))]
@@ -301,7 +307,7 @@ def relation_example(sent: TaggedSentence, m1: Mention, m2: Mention, roles=("arg
         path.append(-1)
         up.append(path)
     on1 = set(up[0])
-    lca = next(c for c in up[1] if c in on1)
+    lca = next(c for c in up[1] if c in on1) if scope == "lcs" else -1
     lo, hi = min(m1.start, m2.start), max(m1.end, m2.end)
     kids = [[] for _ in chunks]
     top = []

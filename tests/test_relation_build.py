@@ -120,3 +120,14 @@ def test_from_spacy_doc_round_trips_through_json():
     assert [n.role for n in ex.nodes()].count("member") == 1
     assert [n.role for n in ex.nodes()].count("affiliation") == 1
     assert relation_from_json(relation_to_json(ex)) == ex
+
+
+def test_sentence_scope_roots_every_example_at_the_sentence():
+    s = TaggedSentence(WORDS, POS, None, HEADS)
+    ex = relation_example(s, Mention(8, 10, "Org"), Mention(11, 12, "Loc"), scope="sentence")
+    # the nested PP chain hangs under the chunk that holds it, below the kept "scientist" chunk
+    assert shape(ex) == ("Sentence", "none", None, [
+        ("NP", "none", "scientist", [("Prep", "none", "of", [
+            ("ONP", "arg1", "corporation", [("Prep", "none", "in", [("LNP", "arg2", "boston", [])])])])])])
+    with pytest.raises(RepresentationError, match="scope"):
+        relation_example(s, Mention(8, 10), Mention(11, 12), scope="clause")

@@ -31,7 +31,7 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     require_data("conll04")
     raw = yaml.safe_load((REPO / "workflows" / "conll04_relations.yaml").read_text())
     raw["protocol"]["learning_curve"] = [0.5, 1.0]
-    wf = reduced(tmp_path, "conll04_relations.yaml", limit={"train": 250, "test": 100}, parser="none",
+    wf = reduced(tmp_path, "conll04_relations.yaml", limit={"train": 200, "dev": 60, "test": 100}, parser="none",
                  protocol=raw["protocol"])
     out = tmp_path / "out"
     rows = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
@@ -43,6 +43,14 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     for r in rows:
         p, rc, f = r["precision"], r["recall"], r["f1"]
         assert 0 <= p <= 1 and 0 <= rc <= 1 and f == pytest.approx(2 * p * rc / (p + rc) if p + rc else 0.0)
+    # C chosen on the dev sentences from each SVM's grid; learners without C have none
+    for r in rows:
+        if r["model"] == "svm":
+            assert r["C"] in (0.1, 1.0, 10.0) and 0 <= r["dev_f1"] <= 1
+        elif r["model"] == "linear_svm":
+            assert r["C"] in (0.01, 0.1, 1.0) and 0 <= r["dev_f1"] <= 1
+        else:
+            assert r["C"] is None and r["dev_f1"] is None
     # the kernels learn something on held-out sentences
     assert max(r["f1"] for r in rows if r["kernel"] == "sparse") > 0.3
     saved = json.loads((out / "results.json").read_text())

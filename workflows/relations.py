@@ -129,7 +129,8 @@ def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=N
 ROLES = {"Work_For": ("member", "affiliation")}
 
 
-def conll04_documents(sentences, relation: str, heads: dict | None = None, lemmas: dict | None = None):
+def conll04_documents(sentences, relation: str, heads: dict | None = None, lemmas: dict | None = None,
+                      scope: str = "lcs"):
     """Documents (label ``"1"``/``"-1"``, structure ``"relation"``) of the candidate pairs of ``relation``.
 
     ``heads`` / ``lemmas`` map a sentence id to its parser heads / lemmas (gold PoS is kept).
@@ -144,7 +145,7 @@ def conll04_documents(sentences, relation: str, heads: dict | None = None, lemma
         s = c.sentence
         sent = TaggedSentence(s.words, s.pos, (lemmas or {}).get(s.id), (heads or {}).get(s.id))
         others = [Mention(*e) for e in s.entities]
-        rel = relation_example(sent, Mention(*c.head), Mention(*c.tail), roles, others)
+        rel = relation_example(sent, Mention(*c.head), Mention(*c.tail), roles, others, scope)
         docs.append(Document(id=f"{s.id}:{c.head[0]}-{c.head[1]}:{c.tail[0]}-{c.tail[1]}",
                              label="1" if c.label else "-1", text=" ".join(s.words), structures={"relation": rel},
                              source=s.source))
@@ -184,7 +185,22 @@ def feature_scores(train_docs, test_docs, learners, C=1.0, seed=0, fractions=Non
     return rows
 
 
+def _grid(path, key, v):
+    vs = v if isinstance(v, list) else [v]
+    if not vs:
+        _fail(path, key, v, "give a number or a non-empty list of numbers")
+    return sorted(_positive(path, key, x) for x in vs)
+
+
+def _best(scores):
+    """The C with the highest dev F1; ties go to the smaller C (the simpler model)."""
+    return max(scores, key=lambda cf: (cf[1], -cf[0]))[0]
+
+
 def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
+    """CoNLL04 recipe (module docstring). With several values of ``protocol.C`` / ``feature_C``,
+    each SVM's C is chosen by F1 on the SpERT dev sentences after training on the SpERT train
+    sentences only; the chosen C is then retrained on train + dev and scored once on test."""
     from gramtile.pipeline.folds import fixed_split
     from gramtile.pipeline.learn import evaluate, learning_curve
     from gramtile.pipeline.readers.conll04 import RELATION_ARGS, load_split, read_corp
@@ -201,15 +217,15 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
     if parser not in ("spacy", "none"):
         _fail(path, "parser", parser, "use spacy (heads for prepositional attachment) or none (nearest host)")
     limit = raw.get("limit") or {}
-    _check_keys(path, "limit.", limit, {"train", "test"})
+    _check_keys(path, "limit.", limit, {"train", "dev", "test"})
     for k, v in limit.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             _fail(path, f"limit.{k}", v, "a positive number of sentences")
     specs = _specs(path, raw.get("kernels"))
     proto = raw.get("protocol") or {}
     _check_keys(path, "protocol.", proto, _CONLL_PROTOCOL)
-    C = _positive(path, "protocol.C", proto.get("C", 1.0))
-    fC = _positive(path, "protocol.feature_C", proto.get("feature_C", 1.0))
+    Cs = _grid(path, "protocol.C", proto.get("C", 1.0))
+    fCs = _grid(path, "protocol.feature_C", proto.get("feature_C", 1.0))
     epochs = int(proto.get("epochs", 2))
     seed = int(proto.get("seed", 0))
     pseed = proto.get("perceptron_seed", 0)
@@ -222,52 +238,78 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
 
     t0 = time.perf_counter()
     corp = read_corp(data / "conll04.corp")
-    train = load_split(data, "train", corp) + load_split(data, "dev", corp)
-    test = load_split(data, "test", corp)
-    if "train" in limit:
-        train = train[:limit["train"]]
-    if "test" in limit:
-        test = test[:limit["test"]]
+    parts = {k: load_split(data, k, corp) for k in ("train", "dev", "test")}
+    for k, v in limit.items():
+        parts[k] = parts[k][:v]
     heads = lemmas = None
     if parser == "spacy":
-        heads, lemmas = spacy_heads(train + test)
-    say(f"CoNLL04: {len(train)} train+dev and {len(test)} test sentences read"
-        f"{' and parsed' if heads else ''} in {time.perf_counter() - t0:.1f} s")
+        heads, lemmas = spacy_heads(parts["train"] + parts["dev"] + parts["test"])
+    say(f"CoNLL04: {len(parts['train'])} train, {len(parts['dev'])} dev and {len(parts['test'])} test sentences "
+        f"read{' and parsed' if heads else ''} in {time.perf_counter() - t0:.1f} s")
     rows, curves = [], []
     for rel in rels:
         d = out / rel
         d.mkdir(parents=True, exist_ok=True)
-        tr_docs = conll04_documents(train, rel, heads, lemmas)
-        te_docs = conll04_documents(test, rel, heads, lemmas)
-        say(f"{rel}: {len(tr_docs)} train candidates ({sum(x.label == '1' for x in tr_docs)} positive), "
+        only_docs = conll04_documents(parts["train"], rel, heads, lemmas)
+        tr_docs = only_docs + conll04_documents(parts["dev"], rel, heads, lemmas)
+        te_docs = conll04_documents(parts["test"], rel, heads, lemmas)
+        say(f"{rel}: {len(tr_docs)} train+dev candidates ({sum(x.label == '1' for x in tr_docs)} positive), "
             f"{len(te_docs)} test ({sum(x.label == '1' for x in te_docs)} positive)")
         source = json.dumps({"data": str(data), "relation": rel, "parser": parser, "limit": limit})
         corpus = corpus_from_documents(lambda: tr_docs + te_docs, d / "corpus.zarr", source,
                                        {"task": "conll04", "relation": rel}, progress)
         labels = corpus.labels
-        ntr, n = len(tr_docs), corpus.n
+        n0, ntr, n = len(only_docs), len(tr_docs), corpus.n
         split = fixed_split(np.arange(ntr), np.arange(ntr, n), n)
+        select = n0 < ntr and len(set(labels[:n0])) == 2
+        if (len(Cs) > 1 or len(fCs) > 1) and not select:
+            _fail(path, "protocol.C", Cs, "choosing C needs dev sentences and both classes among the train "
+                  "sentences' candidates; give one C or raise limit.train / limit.dev")
+        dev = fixed_split(np.arange(n0), np.arange(n0, ntr), n) if select else None
+
         t1 = time.perf_counter()
-        for r in feature_scores(tr_docs, te_docs, learners, fC, seed):
-            rows.append({"relation": rel, **r, "seconds": round(time.perf_counter() - t1, 2)})
+        for name in learners:
+            grid = fCs if name == "linear_svm" else [fCs[0]]
+            if len(grid) > 1:
+                dev_f1 = [(c, feature_scores(only_docs, tr_docs[n0:], [name], c, seed)[0]["f1"]) for c in grid]
+                c = _best(dev_f1)
+            else:
+                c, dev_f1 = grid[0], None
+            r = feature_scores(tr_docs, te_docs, [name], c, seed)[0]
+            rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None,
+                         "dev_f1": None if dev_f1 is None else dict(dev_f1)[c],
+                         "seconds": round(time.perf_counter() - t1, 2)})
         sources, seconds = gram_sources(specs, corpus, d, cluster, cluster_file, progress, tile)
+        chosen = {}
         for name, src in sources.items():
             t1 = time.perf_counter()
             for model in ("perceptron", "svm"):
-                ev = evaluate(src, labels, [split], model=model, C=(C,), epochs=epochs, kernel=name, positive="1",
-                              seed=pseed)
+                c, dev_f1 = None, None
+                if model == "svm":
+                    c = Cs[0]
+                    if len(Cs) > 1:
+                        ev = evaluate(src, labels, [dev], model="svm", C=Cs, kernel=name, positive="1")
+                        scores = [(r["C"], r["f1"]) for r in ev.rows]
+                        c = chosen[name] = _best(scores)
+                        dev_f1 = dict(scores)[c]
+                    chosen[name] = c
+                ev = evaluate(src, labels, [split], model=model, C=(c or 1.0,), epochs=epochs, kernel=name,
+                              positive="1", seed=pseed)
                 for r in ev.rows:
                     rows.append({"relation": rel, "kernel": name, "model": model, "n_train": ntr,
                                  "precision": r["precision"], "recall": r["recall"], "f1": r["f1"],
-                                 "accuracy": r["accuracy"], "seconds": round(time.perf_counter() - t1, 2),
+                                 "accuracy": r["accuracy"], "C": c, "dev_f1": dev_f1,
+                                 "seconds": round(time.perf_counter() - t1, 2),
                                  "gram_seconds": round(sum(seconds[b.spec_hash] for b in specs[name].base_specs()), 2)})
         if fractions:
             fr = [float(f) for f in fractions]
-            for r in feature_scores(tr_docs, te_docs, learners, fC, seed, fr):
-                curves.append({"relation": rel, **r})
+            for name in learners:
+                c = next(r["C"] for r in rows if r["relation"] == rel and r["model"] == name) or fCs[0]
+                for r in feature_scores(tr_docs, te_docs, [name], c, seed, fr):
+                    curves.append({"relation": rel, **r})
             for name, src in sources.items():
-                for r in learning_curve(src, labels, [split], fr, model="svm", C=(C,), seed=seed, kernel=name,
-                                        positive="1"):
+                for r in learning_curve(src, labels, [split], fr, model="svm", C=(chosen[name],), seed=seed,
+                                        kernel=name, positive="1"):
                     curves.append({"relation": rel, "kernel": name, "model": "svm", "n_train": r["n_train"],
                                    "fraction": r["fraction"], "precision": r["precision"], "recall": r["recall"],
                                    "f1": r["f1"]})
@@ -338,7 +380,8 @@ def _report(raw, path, out, rows, curves, seconds, conll):
     if conll:
         for rel in dict.fromkeys(r["relation"] for r in rows):
             md += [f"## {rel}\n", markdown_table([r for r in rows if r["relation"] == rel],
-                                                 columns=["kernel", "model", "n_train", "recall", "precision", "f1"]),
+                                                 columns=["kernel", "model", "C", "dev_f1", "n_train", "recall",
+                                                          "precision", "f1"]),
                    ""]
             if curves:
                 png = out / f"learning_curve_{rel}.png"
