@@ -288,7 +288,8 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                "paper_error": paper, "difference": None if paper is None else round(100 * (1 - acc_t) - paper, 2),
                "spec": spec.to_dict(), "n_fit": int(fit.size), "n_valid": int(val.size),
                "n_train": int(train.size), "n_test": int(test.size), "variants": len(vs),
-               "gram_seconds": round(sum(gram_seconds.get(h, 0.0) for h in mine), 1),
+               "gram_seconds": round(sum(_store_time(stores[h])[0] for h in mine), 1),
+               "gram_cpu_seconds": round(sum(_store_time(stores[h])[1] for h in mine), 1),
                "selection_seconds": round(time.perf_counter() - t_sel, 1)}
         rows.append(row)
         say(f"{name}: best {params} C={C:g} valid {acc_v:.4f} -> test error {row['test_error']:.2f}% "
@@ -299,6 +300,18 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
     return rows
 
 
+def _store_time(store) -> tuple:
+    """(wall seconds of the runs that computed tiles, CPU seconds of the tile tasks) from a store's log,
+    so a resumed run still reports what its stores cost."""
+    wall = cpu = 0.0
+    for e in store.read_log():
+        if e.get("event") == "end" and e.get("tiles_computed"):
+            wall += float(e.get("seconds", 0.0))
+        elif e.get("event") == "tile":
+            cpu += float(e.get("cpu_seconds", 0.0))
+    return wall, cpu
+
+
 def _write(out, wf, rows, trials, fit, val, train, test, n_stores, n, Cs, t_start):
     """results.json, results.md (the Table 1 layout) and selection.json (every validation score)."""
     from gramtile.pipeline.learn import markdown_table
@@ -306,7 +319,7 @@ def _write(out, wf, rows, trials, fit, val, train, test, n_stores, n, Cs, t_star
     (out / "selection.json").write_text(json.dumps(trials, indent=0))
     (out / "results.json").write_text(json.dumps(rows, indent=1))
     cols = ["kernel", "paper_error", "test_error", "difference", "lam", "mu", "degree", "normalized", "C",
-            "valid_error", "variants", "gram_seconds", "selection_seconds"]
+            "valid_error", "variants", "gram_seconds", "gram_cpu_seconds", "selection_seconds"]
     title = wf.report.get("title") or wf.name
     md = [f"# {title}\n",
           f"Workflow `{wf.path.name}`: fit {fit.size}, validate {val.size}, retrain {train.size}, "
