@@ -107,7 +107,7 @@ def part1(work: Path, tiles, workers: int):
     print("\n'run' spans the run's start and end records in log.jsonl (cluster start-up included); 'tiles phase' "
           "runs from the start of the first finished tile task to the last recorded tile; 'wall' adds "
           "corpus opening and cluster shutdown. 'task CPU' sums the tile tasks' thread CPU time (kernel, "
-          "shard loading, Zarr writes): it shows the engine's overhead independently of other load on the "
+          "example loading, the task thread's share of the Zarr writes): it shows the engine's overhead independently of other load on the "
           "machine.\n")
     return t_kernel, rows
 
