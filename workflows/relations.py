@@ -12,7 +12,9 @@ under ``--out`` (reused by a rerun), and evaluates.
     (+ spaCy heads for prepositional attachment when ``parser: spacy``), train on the SpERT
     train + dev sentences, test on the test sentences. Rows: recall, precision, F1 of the
     Appendix C feature learners (Naive Bayes, Winnow, linear SVM) and of the voted perceptron and
-    SVM with every kernel; learning curves of F1 over growing nested training subsets.
+    SVM with every kernel; learning curves of F1 over growing nested training subsets. A list of
+    C values (``protocol.C``, ``protocol.feature_C``) is searched on the dev sentences only
+    (train -> dev), and the chosen C is retrained on train + dev; test is scored once.
 
 ``task: semeval2010`` (workflows/semeval2010_relations.yaml)
     The 8,000 training sentences parsed by spaCy; structures ``relation`` (relation example),
