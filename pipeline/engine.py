@@ -178,10 +178,10 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                     if client is None:
                         run_sequential(job, grid, todo, record)
                     else:
-                        if progress:
+                        if bar is not None:
                             link = getattr(client, "dashboard_link", None)
-                            print(f"gramtile gram: Dask cluster {cluster!r}"
-                                  + (f", dashboard {link}" if link else ""), file=sys.stderr)
+                            bar.write(f"gramtile gram: Dask cluster {cluster!r}"
+                                      + (f", dashboard {link}" if link else ""), file=sys.stderr)
                         run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
         finally:
             if bar is not None:
