@@ -17,8 +17,8 @@ format         input                                                  Document
 ``trec``       ``COARSE:fine question`` (Latin-1)                     label, text
 ``text``       one sentence/document per line                         text
 ``tsv``        ``label<TAB>text``                                     label, text
-``conll04``    CoNLL04 SpERT split file (option ``relation``)        label, ``"relation"``
-``semeval2010`` SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)  label, text, 4 structures
+``conll04``    CoNLL04 SpERT split file (option ``relation``)         label, ``"relation"``
+``semeval``    SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)   label, text, 4 structures
 ``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
 ``senseval``   NLTK senseval ``.pos`` (option ``lemmas``)             label, text, ``"wsd"``, ``"seq"``
 =============  =====================================================  ==========================
@@ -54,7 +54,7 @@ FORMATS = {
     "text": read_text,
     "tsv": read_tsv,
     "conll04": read_conll04,
-    "semeval2010": read_semeval2010,
+    "semeval": read_semeval2010,
     "inex": read_inex,
     "senseval": read_senseval,
 }

@@ -181,7 +181,7 @@ def records_to_documents(records, path, nlp=None, batch_size: int = 256):
 
 
 def read_semeval2010(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8"):
-    """FORMATS reader ``semeval2010``: parsed Documents (label = the directed label) of a Task 8 file."""
+    """FORMATS reader ``semeval``: parsed Documents (label = the directed label) of a Task 8 file."""
     policy = make_policy(on_error, policy)
     return records_to_documents(read_semeval(path, policy, encoding=encoding), path)
 
