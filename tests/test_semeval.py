@@ -99,3 +99,14 @@ def test_official_score_all_nine_relations():
     s = official_f1(gold, pred)
     assert s["macro_f1"] == pytest.approx((8 + 2 / 3) / 9)
     assert s["macro_recall"] == pytest.approx((8 + 0.5) / 9) and s["macro_precision"] == 1.0
+
+
+def test_formats_reader_parses_records(tmp_path):
+    from gramtile.pipeline.readers import read
+
+    p = tmp_path / "t.txt"
+    p.write_bytes((BLOCK + BLOCK.replace("1\t", "2\t").replace("Entity-Destination(e1,e2)", "Other")).encode())
+    docs = list(read(p, "semeval"))
+    assert [(d.id, d.label) for d in docs] == [("semeval:1", "Entity-Destination(e1,e2)"), ("semeval:2", "Other")]
+    assert docs[0].structures["path"].lemmas == ("cat", "sit", "on", "mat")
+    assert docs[0].source == f"{p}:1"
