@@ -40,8 +40,8 @@ Example: "What is the capital of New York City ?" (spaCy ``en_core_web_sm``)::
     words: what {what, WP}   is {is, VBZ}   the {the, DT}   capital {capital, NN}
            of {of, IN}       new {new, NNP, GPE}   york {york, NNP, GPE}   city {city, NNP, GPE}
 
-So ``NP-(the-capital)``, ``PP-NP``, ``of-(new-york)``, ``GPE-VBZ`` (through a skipped PP and NP) and
-``(DT-NN)-is`` are some of its attribute sequences. :func:`draw` prints this layout for any HDAG built here.
+Features run along the edges, from dependents to governors: ``(new-york)-of``, ``PP-NP``,
+``(DT-NN)-is`` and ``GPE-VBZ`` (skipping the PP and NP chunks between) are some of them. :func:`draw` prints this layout for any HDAG built here.
 
 Public functions: :func:`hdag_from_doc` (a spaCy ``Doc``, entities included),
 :func:`hdag_from_dep` (a :class:`DepTree`, entity spans optional), :func:`draw`.
