@@ -242,8 +242,8 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                     continue
                 path = out / f"gram-{bs.kind}-{h[:12]}.zarr"
                 t1 = time.perf_counter()
-                run_gram(corpus, bs, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=False,
-                         client=client)
+                _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster, cluster_file=cluster_file,
+                                progress=False, client=client)
                 gram_seconds[h] = time.perf_counter() - t1
                 stores[h] = GramStore.open(path)
                 sel_blocks[0].add(h, stores[h])
@@ -298,6 +298,21 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         for blocks in sel_blocks:  # the next kernel reads other bases: free ~130 MB per base
             blocks.cache.clear()
     return rows
+
+
+def _gram_when_free(run_gram, *args, patience: float = 3600.0, **kwargs):
+    """:func:`run_gram`, waiting while another live process holds the store's writer lock (a
+    second run may precompute stores of the same workflow directory); then resume or reuse it."""
+    from gramtile.kernels.errors import StoreLockedError
+
+    t0 = time.monotonic()
+    while True:
+        try:
+            return run_gram(*args, **kwargs)
+        except StoreLockedError:
+            if time.monotonic() - t0 > patience:
+                raise
+            time.sleep(5.0)
 
 
 def _store_time(store) -> tuple:
