@@ -284,7 +284,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         paper = opts["paper"].get(name)
         mine = {bs.spec_hash for v, _ in vs for bs in v.base_specs()}
         row = {"kernel": name, **{k: params.get(k) for k in ("lam", "mu", "degree", "normalized")}, "C": C,
-               "valid_accuracy": acc_v, "valid_error": round(100 * (1 - acc_v), 2), "test_error": round(100 * (1 - acc_t), 2),
+               "valid_accuracy": acc_v, "valid_error": round(100 * (1 - acc_v), 2), "accuracy": acc_t, "test_error": round(100 * (1 - acc_t), 2),
                "paper_error": paper, "difference": None if paper is None else round(100 * (1 - acc_t) - paper, 2),
                "spec": spec.to_dict(), "n_fit": int(fit.size), "n_valid": int(val.size),
                "n_train": int(train.size), "n_test": int(test.size), "variants": len(vs),
