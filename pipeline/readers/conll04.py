@@ -300,6 +300,11 @@ def read_conll04(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="rai
     from gramtile.pipeline.relation_build import Mention, TaggedSentence, relation_example
 
     path = check_path(path)
+    policy = make_policy(on_error, policy)
+    if path.is_file() and not path.read_bytes().strip():
+        policy.handle(CorpusFormatError("empty file: it holds no records", path=path,
+                                        fix="check that the right file was given and that it was written completely"))
+        return
     split = {v: k for k, v in SPLIT_FILES.items()}.get(path.name)
     if split is None:
         raise CorpusFormatError(f"file name {path.name!r} is not a CoNLL04 split file", path=path,
@@ -308,7 +313,6 @@ def read_conll04(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="rai
     for c in candidate_pairs(load_split(path.parent.parent, split), relation):
         s = c.sentence
         if max_tokens is not None and len(s.words) > max_tokens:
-            policy = make_policy(on_error, policy)
             policy.handle(CorpusFormatError(f"sentence has {len(s.words)} tokens, more than max_tokens={max_tokens}",
                                             path=path, fix="raise max_tokens"))
             continue
