@@ -89,6 +89,7 @@ _corpora: dict = {}
 _shards: OrderedDict = OrderedDict()
 _ranges: OrderedDict = OrderedDict()
 _specs: dict = {}
+_resources: dict = {}
 stats = {"shard_loads": 0, "shard_hits": 0, "range_hits": 0}
 
 
@@ -196,6 +197,29 @@ def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dic
     return out
 
 
+def corpus_resources(corpus_path: str, content_hash: str, spec, reps) -> dict:
+    """The corpus resources a spec's kernels name (soft-matching similarity matrices, domain
+    spaces), built once per process from the whole corpus store as :func:`gramtile.gram` builds
+    them from its examples (WordNet over the store's vocabulary; LSA and domain spaces from all
+    its examples, seeded), so a spec plus a corpus store determine every number. ``{}`` when
+    the spec needs none."""
+    from gramtile.pipeline.evaluate import add_resources, resource_names
+
+    if not any(resource_names(b) for b in spec.base_specs()):
+        return {}
+    key = (corpus_path, content_hash, spec.spec_hash)
+    with _lock:
+        res = _resources.get(key)
+    if res is None:
+        cs = _corpus(corpus_path, content_hash)
+        docs = cs.documents()
+        res = {}
+        add_resources(spec, res, cs.vocabs, [{rep: [d.structures[rep] for d in docs] for rep in reps}])
+        with _lock:
+            _resources[key] = res
+    return res
+
+
 def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> TileResult:
     """Compute tile ``t`` and write it into the store (see module docstring)."""
     from gramtile.pipeline.evaluate import evaluate_block
@@ -204,6 +228,9 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
     t0, c0 = time.perf_counter(), time.thread_time()
     spec = _spec(job.spec_json)
     X = load_examples(job.corpus_path, job.corpus_hash, job.reps, ridx)
+    res = corpus_resources(job.corpus_path, job.corpus_hash, spec, job.reps)
+    if res:
+        X = {**X, **res}  # a copy: the cached tile range stays resource-free
     if job.symmetric and t.i == t.j:
         K, dr, dc = evaluate_block(spec, X)
         n = len(ridx)

@@ -122,3 +122,45 @@ def test_C_is_chosen_on_training_folds_only(tmp_path):
     # with a one-value grid the nested result is the plain pooled k-fold accuracy
     one = nested_evaluate(src, labels, splits, {**p, "C": [1.0]}, "K_Synt")
     assert one["accuracy"] == evaluate(src, labels, splits, C=(1.0,)).rows[0]["accuracy"]
+
+
+def _senseval_head(src: Path, dst: Path, k: int) -> Path:
+    """The first k instances of a senseval file, as a well-formed file of its own."""
+    out, count = [], 0
+    for line in src.read_text().splitlines(keepends=True):
+        out.append(line)
+        if line.strip() == "</instance>":
+            count += 1
+            if count == k:
+                break
+    dst.write_text("".join(out) + "</lexelt>\n</corpus>\n")
+    return dst
+
+
+def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
+    """`gramtile gram` path: tiles of soft syntagmatic and domain kernels from a corpus store equal
+    an in-memory evaluation with resources built from the same (whole) corpus."""
+    from gramtile.pipeline.encode import encode
+    from gramtile.pipeline.engine import run_gram
+    from gramtile.pipeline.evaluate import add_resources, as_spec, evaluate_block
+    from gramtile.pipeline.learn import open_gram_source
+    from gramtile.pipeline.prepare import prepare
+    from gramtile.pipeline.readers.senseval import read_senseval
+    from gramtile.pipeline.vocab import Vocabularies
+
+    src = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve40.pos", 40)
+    corpus = tmp_path / "c.zarr"
+    prepare(src, "senseval", corpus, shard_size=15, cluster="sequential", progress=False)
+    docs = list(read_senseval(src))
+    for spec in ({"kind": "syntagmatic", "similarity": "wordnet"}, {"kind": "syntagmatic", "similarity": "lsa"},
+                 {"kind": "domain", "dims": 10}):
+        out = tmp_path / f"g-{spec['kind']}-{spec.get('similarity')}.zarr"
+        run_gram(corpus, spec, out, tile=16, cluster="sequential", progress=False)
+        K = open_gram_source(out).block(np.arange(40), np.arange(40))
+        v = Vocabularies()
+        s = as_spec(spec)
+        rep = s.base_specs()[0].rep_name
+        data = {rep: encode([d.structures[rep] for d in docs], v)}
+        add_resources(s, data, v, [{rep: [d.structures[rep] for d in docs]}])
+        R, _, _ = evaluate_block(s, data)
+        np.testing.assert_allclose(K, R, rtol=1e-10, atol=1e-12)
