@@ -13,8 +13,10 @@ k-fold SVM evaluation (:func:`gramtile.pipeline.learn.evaluate`). Results:
 kernel and word beside the majority baseline and published figures).
 
 The Gram matrices are computed in memory (the corpora have at most 4,378 examples) rather than
-through Gram stores, because the tiled engine does not yet load corpus resources (similarity
-matrices, domain spaces) for its tiles.
+through Gram stores: the tiled engine builds a kernel's resources from the representation the
+kernel reads (for soft syntagmatic matching with LSA, the target sentences), while this
+workflow builds the LSA lemma space from the whole contexts, as Giuliano et al. build their
+domain model from documents, not sentences.
 
 YAML keys (all but ``recipe`` optional)::
 
