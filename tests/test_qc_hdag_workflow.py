@@ -23,7 +23,8 @@ def small_workflow(tmp_path, **options):
     raw["data"]["limit"] = {"train": 150, "test": 40}
     raw["kernels"] = {k: raw["kernels"][k] for k in ("BOW", "HDAG")}
     raw["protocol"]["C"] = [1, 10]
-    raw["options"].update({"folds": 3, "grid": {"HDAG": {"p": [1, 2], "lam": [0.5]}}}, **options)
+    raw["options"].update({"folds": 3, "grid": {"HDAG": {"p": [1, 2], "lam": [0.5]}}, "per": {"HDAG": "p"}},
+                          **options)
     path = tmp_path / "qc_small.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return path
@@ -39,10 +40,14 @@ def ran(tmp_path_factory):
 
 def test_rows_and_cv_choice(ran):
     _, out, rows = ran
-    assert [r["kernel"] for r in rows] == ["BOW", "HDAG"]
+    assert [r["kernel"] for r in rows] == ["BOW", "HDAG", "HDAG (p=1)", "HDAG (p=2)"]
     hd = rows[1]
     assert sorted((g["p"], g["C"]) for g in hd["grid"]) == [(1, 1), (1, 10), (2, 1), (2, 10)]
     assert hd["cv_accuracy"] == round(max(g["cv_accuracy"] for g in hd["grid"]), 4)
+    for r, p in zip(rows[2:], (1, 2)):  # options.per: the best setting among those with that p
+        assert r["params"]["p"] == p == r["spec"]["kernel"]["p"]
+        assert r["cv_accuracy"] == round(max(g["cv_accuracy"] for g in hd["grid"] if g["p"] == p), 4)
+    assert any(r["spec"] == hd["spec"] and r["accuracy"] == hd["accuracy"] for r in rows[2:])
     assert hd["spec"]["kind"] == "normalized" and hd["spec"]["kernel"]["kind"] == "hdag"
     assert hd["params"]["p"] == hd["spec"]["kernel"]["p"]
     for r in rows:
@@ -92,7 +97,8 @@ def test_stored_hdags_are_the_parsed_questions(ran):
 
 @pytest.mark.parametrize("edit, key", [({"folds": 1}, "options.folds"),
                                        ({"grid": {"HDAG": {"depth": [1]}}}, "options.grid.HDAG.depth"),
-                                       ({"grid": {"SVM": {"lam": [1]}}}, "options.grid.SVM")])
+                                       ({"grid": {"SVM": {"lam": [1]}}}, "options.grid.SVM"),
+                                       ({"per": {"HDAG": "depth"}}, "options.per.HDAG")])
 def test_bad_options_name_the_key(tmp_path, edit, key):
     path = small_workflow(tmp_path, **edit)
     with pytest.raises(WorkflowError) as e:
@@ -105,6 +111,7 @@ def test_hdag_representation_is_required(tmp_path):
     raw["data"]["representations"] = ["seq"]
     raw["kernels"] = {"BOW": raw["kernels"]["BOW"]}
     raw["options"]["grid"] = {}
+    raw["options"]["per"] = {}
     path = tmp_path / "no_hdag.yaml"
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(WorkflowError, match="data.representations"):
