@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 
-FORMATS = ("jsonl", "ptb", "svmlighttk", "kelp", "conllu", "dp", "trec", "text", "tsv")
+from gramtile.pipeline.readers import FORMATS as _READERS
+
+#: Every registered reader format (pipeline/readers/__init__.py).
+FORMATS = tuple(sorted(_READERS))
 
 
 def add_parser(sub):
