@@ -30,7 +30,9 @@ def small_workflow(tmp_path, **options):
                  "PT": {"lam": [0.4], "mu": [0.4]},
                  "SST": {"lam": [0.4]},
                  "poly SST": {"lam": [0.4], "degree": [2]},
-                 "ST": {"lam": [0.4]}}
+                 "ST": {"lam": [0.4]},
+                 "SST-bow": {"lam": [0.4]},
+                 "poly SST-bow": {"lam": [0.4], "degree": [2]}}
     o.update(options)
     path = tmp_path / "inex_small.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -48,9 +50,10 @@ def ran(tmp_path_factory):
 def test_table_rows(ran):
     path, out, rows = ran
     names = [r["kernel"] for r in rows]
-    assert names == ["route (label)", "route (production)", "PT", "SST", "poly SST", "ST"]
+    assert names == ["route (label)", "route (production)", "PT", "SST", "poly SST", "ST", "SST-bow",
+                     "poly SST-bow"]
     paper = {"ST": 11.27, "SST": 11.21, "poly SST": 10.67, "PT": 2.96, "route (label)": 3.06,
-             "route (production)": 3.52}
+             "route (production)": 3.52, "SST-bow": 11.21, "poly SST-bow": 10.67}
     for r in rows:
         assert r["paper_error"] == paper[r["kernel"]]
         assert 0 <= r["test_error"] <= 100
@@ -76,7 +79,7 @@ def test_one_store_per_base_kernel(ran):
     """SST and polynomial SST share their base store; route degrees and normalisation are derived."""
     _, out, _ = ran
     stores = sorted(p.name.split("-")[1] for p in out.glob("gram-*.zarr"))
-    assert stores == ["pt", "route", "route", "route", "sst", "st"]
+    assert stores == ["pt", "route", "route", "route", "sst", "sst", "st"]
 
 
 def test_test_error_matches_an_independent_fit(ran):
