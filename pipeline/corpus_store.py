@@ -48,7 +48,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
@@ -61,11 +60,12 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from gramtile import __version__
 from gramtile.kernels.batches import KIND_COLUMNS, Batch
 from gramtile.kernels.errors import (
-    CorpusFormatError, RepresentationError, StoreCorruptError, StoreError, StoreLockedError,
+    CorpusFormatError, RepresentationError, StoreCorruptError, StoreError,
     StoreMismatchError,
 )
 from gramtile.pipeline.encode import decode, encode, kind_of
 from gramtile.pipeline.structures import Document
+from gramtile.pipeline.locks import StoreLock
 from gramtile.pipeline.vocab import Vocabularies
 
 FORMAT_VERSION = 1
@@ -104,55 +104,6 @@ def _split_source(src):
     return src, None
 
 
-class _Lock:
-    """A lock file naming the writing process; a lock left by a dead process on this host is
-    taken over (a killed ``prepare`` must be resumable without manual cleanup)."""
-
-    def __init__(self, path: Path):
-        self.path = path / ".lock"
-        self.held = False
-
-    def acquire(self):
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": now()}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    other = json.loads(self.path.read_text() or "{}")
-                except (OSError, ValueError):
-                    other = {}
-                if other.get("host") == me["host"] and not _alive(other.get("pid")):
-                    self.path.unlink(missing_ok=True)
-                    continue
-                raise StoreLockedError(
-                    f"corpus store {self.path.parent} is locked by process {other.get('pid')} on "
-                    f"{other.get('host')} since {other.get('since')}. Fix: wait for that run to finish, "
-                    f"or delete {self.path} if that process no longer exists") from None
-            with os.fdopen(fd, "w") as f:
-                json.dump(me, f)
-            self.held = True
-            return
-        raise StoreLockedError(f"could not take the lock {self.path}; delete it if no run is active")
-
-    def release(self):
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
-
-
-def _alive(pid) -> bool:
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class CorpusStore:
     """A corpus store on disk (layout, manifest and write order in the module docstring).
 
@@ -161,7 +112,7 @@ class CorpusStore:
     :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
     """
 
-    def __init__(self, group, path: Path, writable: bool, lock: _Lock | None = None):
+    def __init__(self, group, path: Path, writable: bool, lock: StoreLock | None = None):
         self._g = group
         self.path = path
         self.writable = writable
@@ -219,7 +170,7 @@ class CorpusStore:
             vg.create_array(name, shape=(0,), dtype=str, chunks=(65536,), compressors=_COMPRESSORS)
         group.require_group("reps")
         group.attrs["manifest"] = manifest
-        lock = _Lock(path)
+        lock = StoreLock(path / ".lock", f"corpus store {path}")
         lock.acquire()
         return cls(group, path, True, lock)
 
@@ -234,7 +185,7 @@ class CorpusStore:
         group = zarr.open_group(str(path), mode=mode)
         lock = None
         if mode == "r+":
-            lock = _Lock(path)
+            lock = StoreLock(path / ".lock", f"corpus store {path}")
             lock.acquire()
         try:
             return cls(group, path, mode == "r+", lock)

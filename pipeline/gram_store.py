@@ -34,7 +34,6 @@ import datetime as _dt
 import hashlib
 import json
 import os
-import socket
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,8 +44,9 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec
 
 from gramtile import __version__
+from gramtile.pipeline.locks import StoreLock
 from gramtile.kernels.composite import normalize_block
-from gramtile.kernels.errors import (IncompleteTileError, StoreCorruptError, StoreError, StoreLockedError,
+from gramtile.kernels.errors import (IncompleteTileError, StoreCorruptError, StoreError,
                                      StoreMismatchError)
 from gramtile.pipeline.tiles import Tile, TileGrid
 
@@ -73,57 +73,17 @@ def _crc_array(group, name, shape, chunks, dtype, fill):
 
 # ---- lock ----------------------------------------------------------------------------------
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @contextmanager
 def store_lock(path):
-    """Hold the store's exclusive writer lock for the duration of the block.
+    """Hold the Gram store's exclusive writer lock for the duration of the block.
 
     Raises
     ------
     StoreLockedError
-        When another live process holds it.
+        When another live process holds it (see :mod:`gramtile.pipeline.locks`).
     """
-    lock = Path(path) / LOCK_NAME
-    me = {"pid": os.getpid(), "host": socket.gethostname(), "time": _now()}
-    for _ in range(3):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                other = json.loads(lock.read_text())
-            except (OSError, ValueError):
-                other = {}
-            if other.get("host") == me["host"] and isinstance(other.get("pid"), int) \
-                    and not _pid_alive(other["pid"]):
-                # the holder died (e.g. SIGKILL): its tiles without done bits are recomputed anyway
-                lock.unlink(missing_ok=True)
-                continue
-            raise StoreLockedError(
-                f"Gram store {path} is being written by pid {other.get('pid')} on host {other.get('host')} "
-                f"(since {other.get('time')}); wait for that run to finish, or, if no run is active, "
-                f"delete {lock}") from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
-        break
-    else:
-        raise StoreLockedError(f"could not take the lock {lock}; delete it if no run is active")
-    try:
+    with StoreLock(Path(path) / LOCK_NAME, f"Gram store {path}"):
         yield
-    finally:
-        try:
-            if json.loads(lock.read_text()).get("pid") == me["pid"]:
-                lock.unlink()
-        except (OSError, ValueError):
-            pass
 
 
 # ---- the store -----------------------------------------------------------------------------

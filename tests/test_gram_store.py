@@ -125,7 +125,7 @@ def test_second_writer_is_refused_and_a_dead_writers_lock_is_taken_over(corpus, 
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(StoreLockedError, match=f"pid {holder.pid}"):
+        with pytest.raises(StoreLockedError, match=f"locked by process {holder.pid}"):
             run_gram(corpus, SST, out, rows="0:60", cluster="sequential", progress=False)
     finally:
         holder.kill()
