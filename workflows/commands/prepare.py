@@ -33,6 +33,8 @@ def add_parser(sub):
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
     p.add_argument("--encoding", default=None,
                    help="input text encoding (default: the reader's; e.g. latin-1 for the TREC files)")
+    p.add_argument("--hdag", action="store_true",
+                   help="also build the chunked HDAG of every parsed text (for the hdag kernel)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -54,6 +56,6 @@ def run(args) -> int:
     summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
                       cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
                       emit_jsonl=args.emit_jsonl, model=args.model, progress=not args.no_progress,
-                      reader_options=reader_options)
+                      reader_options=reader_options, hdag=args.hdag)
     print(summary.text())
     return 0
