@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from gramtile.kernels.csr import max_run
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
 
@@ -197,20 +198,8 @@ def _pair(i, X, j, Y, alpha, lo, hi, memo, pv, p1, p2):
 @njit(cache=True, nogil=True)
 def _scratch(X, Y):
     """Scratch sized to the largest trees and node degrees of X and Y."""
-    offx, cpx = X[0], X[2]
-    offy, cpy = Y[0], Y[2]
-    mx = 1
-    for i in range(offx.shape[0] - 1):
-        mx = max(mx, offx[i + 1] - offx[i])
-    my = 1
-    for j in range(offy.shape[0] - 1):
-        my = max(my, offy[j + 1] - offy[j])
-    dx = 1
-    for g in range(cpx.shape[0] - 1):
-        dx = max(dx, cpx[g + 1] - cpx[g])
-    dy = 1
-    for g in range(cpy.shape[0] - 1):
-        dy = max(dy, cpy[g + 1] - cpy[g])
+    mx, my = max_run(X[0]), max_run(Y[0])
+    dx, dy = max_run(X[2]), max_run(Y[2])
     lo = np.empty(mx, np.int64)
     hi = np.empty(mx, np.int64)
     memo = np.empty(mx * my, np.float64)

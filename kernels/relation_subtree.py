@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from gramtile.kernels.batches import register_batch_kind
+from gramtile.kernels.csr import max_run
 from gramtile.kernels.errors import RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
 
@@ -219,20 +220,8 @@ def _pair(i, X, j, Y, mode, lam, geo, need, ktab, T, Kch, L, C, F, R, D):
 @njit(cache=True, nogil=True)
 def _scratch(X, Y, lam):
     """Scratch sized to the largest examples and child counts of X and Y."""
-    offx, cpx = X[0], X[3]
-    offy, cpy = Y[0], Y[3]
-    mx = 1
-    for i in range(offx.shape[0] - 1):
-        mx = max(mx, offx[i + 1] - offx[i])
-    my = 1
-    for j in range(offy.shape[0] - 1):
-        my = max(my, offy[j + 1] - offy[j])
-    dx = 1
-    for g in range(cpx.shape[0] - 1):
-        dx = max(dx, cpx[g + 1] - cpx[g])
-    dy = 1
-    for g in range(cpy.shape[0] - 1):
-        dy = max(dy, cpy[g + 1] - cpy[g])
+    mx, my = max_run(X[0]), max_run(Y[0])
+    dx, dy = max_run(X[3]), max_run(Y[3])
     dm = max(dx, dy)
     # geo[L] = lam + lam^2 + ... + lam^L, the contiguous run weight of recurrence (5)
     geo = np.zeros(dm + 1, np.float64)
