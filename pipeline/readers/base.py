@@ -245,3 +245,19 @@ def guarded(policy: ErrorPolicy, make, *args):
     except CorpusFormatError as e:
         policy.handle(e)
         return None
+
+
+def line_records(path, policy: ErrorPolicy, encoding: str, make, max_tokens):
+    """Documents of a one-record-per-line file: ``make(text, path, line, number, max_tokens)``
+    for each non-blank line (``number`` counts records from 1); blank lines are not records, and a
+    line that fails to decode or to parse goes to ``policy``."""
+    number = 0
+    for line, text in lines(path, policy, encoding):
+        if text is not None and not text.strip():
+            continue
+        number += 1
+        if text is None:
+            continue
+        doc = guarded(policy, make, text, path, line, number, max_tokens)
+        if doc is not None:
+            yield doc

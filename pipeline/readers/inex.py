@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 
 from gramtile.kernels.errors import CorpusFormatError
-from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, check_tokens, guarded, lines, make_policy, record_id, source
+from gramtile.pipeline.readers.base import (
+    DEFAULT_MAX_TOKENS, check_tokens, line_records, make_policy, record_id, source,
+)
 from gramtile.pipeline.structures import Document, PTree, Tree
 
 FIX = "write each line as 'CLASS:label(child child ...)' with leaves as 'label($)', e.g. '3:12(7($) 9($))'"
@@ -39,16 +41,7 @@ def read_inex(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise"
         ``structures`` = ``{"ptree": PTree, "tree": Tree}``. Blank lines are not records.
     """
     policy = make_policy(on_error, policy)
-    number = 0
-    for line, text in lines(path, policy, encoding):
-        if text is not None and not text.strip():
-            continue
-        number += 1
-        if text is None:
-            continue
-        doc = guarded(policy, _document, text, path, line, number, max_tokens)
-        if doc is not None:
-            yield doc
+    yield from line_records(path, policy, encoding, _document, max_tokens)
 
 
 def _document(text, path, line, number, max_tokens):

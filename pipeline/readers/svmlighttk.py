@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, check_tokens, guarded, lines, make_policy, parse_bracketed, record_id, source,
+    DEFAULT_MAX_TOKENS, check_tokens, line_records, make_policy, parse_bracketed, record_id, source,
 )
 from gramtile.pipeline.structures import Document
 
@@ -35,16 +35,7 @@ def read_svmlighttk(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="
         (and ``"tree2"``..., ``"bow"`` when present). Blank lines are not records.
     """
     policy = make_policy(on_error, policy)
-    number = 0
-    for line, text in lines(path, policy, encoding):
-        if text is not None and not text.strip():
-            continue
-        number += 1
-        if text is None:
-            continue
-        doc = guarded(policy, _document, text, path, line, number, max_tokens)
-        if doc is not None:
-            yield doc
+    yield from line_records(path, policy, encoding, _document, max_tokens)
 
 
 def _document(text, path, line, number, max_tokens):
