@@ -25,3 +25,25 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"shared data directory not found at {SHARED_DATA}", pytrace=False)
     return SHARED_DATA
+
+
+def num_trees(n: int) -> list:
+    """The first ``n`` Documents of the NUM training trees (SVM-Light-TK format)."""
+    import itertools
+
+    from gramtile.pipeline.readers import read
+
+    path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
+    return list(itertools.islice(read(path, "svmlighttk"), n))
+
+
+def corpus_store_of(path, docs, shard_size: int):
+    """Write ``docs`` into a new corpus store at ``path`` in shards of ``shard_size``; returns path."""
+    from gramtile.pipeline.corpus_store import CorpusStore
+
+    cs = CorpusStore.create(path, shard_size=shard_size)
+    for k in range(0, len(docs), shard_size):
+        cs.write_shard(k // shard_size, docs[k:k + shard_size])
+    cs.finish()
+    cs.close()
+    return path

@@ -1,7 +1,6 @@
 """The tiled engine end to end: sequential = Dask LocalCluster = in-memory gram(), for tile sizes
 that divide n and that do not; cluster.yaml edits never change a stored number or hash; a driver
 SIGKILLed mid-run resumes computing only the missing tiles; the CLI commands."""
-import itertools
 import os
 import signal
 import subprocess
@@ -13,13 +12,11 @@ import pytest
 
 import gramtile
 from gramtile.pipeline.cluster import open_client
-from gramtile.pipeline.corpus_store import CorpusStore
 from gramtile.pipeline.engine import run_gram
 from gramtile.pipeline.gram_store import GramStore
-from gramtile.pipeline.readers import read
 from gramtile.pipeline.tiles import Tile
 
-from conftest import require_data
+from conftest import corpus_store_of, num_trees
 
 N = 700
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -28,20 +25,13 @@ GRAMTILE = [sys.executable, "-m", "gramtile"]
 
 @pytest.fixture(scope="module")
 def docs():
-    path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
-    return list(itertools.islice(read(path, "svmlighttk"), N))
+    return num_trees(N)
 
 
 @pytest.fixture(scope="module")
 def corpus(docs, tmp_path_factory):
     # shards of 256 so that tiles straddle shard boundaries
-    path = tmp_path_factory.mktemp("corpus") / "num700.zarr"
-    cs = CorpusStore.create(path, shard_size=256)
-    for k in range(0, len(docs), 256):
-        cs.write_shard(k // 256, docs[k:k + 256])
-    cs.finish()
-    cs.close()
-    return path
+    return corpus_store_of(tmp_path_factory.mktemp("corpus") / "num700.zarr", docs, 256)
 
 
 @pytest.fixture(scope="module")

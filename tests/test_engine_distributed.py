@@ -1,7 +1,6 @@
 """The engine on a real ``dask scheduler`` with two ``dask worker`` processes on 127.0.0.1, reached
 through the ``scheduler`` profile of a cluster file: equal to the sequential reference for tile
 sizes that divide n and that do not, and unchanged when a worker is SIGKILLed mid-run."""
-import itertools
 import os
 import signal
 import socket
@@ -14,11 +13,9 @@ import numpy as np
 import pytest
 
 import gramtile
-from gramtile.pipeline.corpus_store import CorpusStore
 from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.readers import read
 
-from conftest import require_data
+from conftest import corpus_store_of, num_trees
 
 N = 700
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -33,19 +30,12 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def docs():
-    path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
-    return list(itertools.islice(read(path, "svmlighttk"), N))
+    return num_trees(N)
 
 
 @pytest.fixture(scope="module")
 def corpus(docs, tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "num700.zarr"
-    cs = CorpusStore.create(path, shard_size=200)
-    for k in range(0, len(docs), 200):
-        cs.write_shard(k // 200, docs[k:k + 200])
-    cs.finish()
-    cs.close()
-    return path
+    return corpus_store_of(tmp_path_factory.mktemp("corpus") / "num700.zarr", docs, 200)
 
 
 @pytest.fixture(scope="module")

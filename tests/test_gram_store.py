@@ -1,6 +1,5 @@
 """The Gram store: provenance, mismatch and lock errors, incomplete reads, lazy views, verify/repair,
 composites from stored base matrices. Real NUM_train.dat trees, real SST/ST kernels, real Zarr."""
-import itertools
 import json
 import subprocess
 import sys
@@ -14,10 +13,9 @@ from gramtile.pipeline.corpus_store import CorpusStore
 from gramtile.pipeline.engine import run_gram
 from gramtile.pipeline.evaluate import as_spec
 from gramtile.pipeline.gram_store import ComposedView, GramStore, export, store_lock, verify
-from gramtile.pipeline.readers import read
 from gramtile.pipeline.tiles import Tile
 
-from conftest import require_data
+from conftest import corpus_store_of, num_trees
 
 N = 240
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -30,19 +28,12 @@ class Stop(Exception):
 
 @pytest.fixture(scope="module")
 def docs():
-    path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
-    return list(itertools.islice(read(path, "svmlighttk"), N))
+    return num_trees(N)
 
 
 @pytest.fixture(scope="module")
 def corpus(docs, tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "num.zarr"
-    cs = CorpusStore.create(path, shard_size=64)
-    for k in range(0, len(docs), 64):
-        cs.write_shard(k // 64, docs[k:k + 64])
-    cs.finish()
-    cs.close()
-    return path
+    return corpus_store_of(tmp_path_factory.mktemp("corpus") / "num.zarr", docs, 64)
 
 
 @pytest.fixture(scope="module")
