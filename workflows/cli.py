@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -47,6 +48,10 @@ def main(argv=None) -> int:
     except GramtileError as e:
         print(f"gramtile {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into `head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print(f"gramtile {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
