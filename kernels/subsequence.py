@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from gramtile.kernels.csr import max_run
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
 
@@ -168,12 +169,7 @@ _MAX_SCATTER = 1 << 23
 def _block(offa, cola, offb, colb, symmetric, n, lam, cumulative, max_scatter, mode, aptr, aidx, aval, fac):
     na = offa.shape[0] - 1
     nb = offb.shape[0] - 1
-    maxa = 1
-    for a in range(na):
-        maxa = max(maxa, offa[a + 1] - offa[a])
-    maxb = 1
-    for b in range(nb):
-        maxb = max(maxb, offb[b + 1] - offb[b])
+    maxa, maxb = max_run(offa), max_run(offb)
     M = np.empty((maxa, maxb))
     P = np.empty((n, maxb))
     acc = np.empty(n)
@@ -261,12 +257,7 @@ def _block_table(offa, loca, offb, locb, symmetric, n, lam, cumulative, G):
     (``loca``/``locb`` are the tokens' row/column indices into G)."""
     na = offa.shape[0] - 1
     nb = offb.shape[0] - 1
-    maxa = 1
-    for a in range(na):
-        maxa = max(maxa, offa[a + 1] - offa[a])
-    maxb = 1
-    for b in range(nb):
-        maxb = max(maxb, offb[b + 1] - offb[b])
+    maxa, maxb = max_run(offa), max_run(offb)
     M = np.empty((maxa, maxb))
     P = np.empty((n, maxb))
     acc = np.empty(n)

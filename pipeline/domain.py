@@ -17,32 +17,9 @@ background corpus by passing its documents. Randomised SVD is seeded, so F is re
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from gramtile.kernels.errors import KernelSpecError
-
-
-def term_document(docs, vocab):
-    """Term-by-document count matrix over ``vocab`` (strings in id order), and N.
-
-    Returns
-    -------
-    (scipy.sparse.csr_matrix of shape (len(vocab), N), int N)
-        Strings not in ``vocab`` are ignored.
-    """
-    index = {s: i for i, s in enumerate(vocab)}
-    rows, cols = [], []
-    n_docs = 0
-    for d, doc in enumerate(docs):
-        n_docs += 1
-        for tok in doc:
-            i = index.get(tok)
-            if i is not None:
-                rows.append(i)
-                cols.append(d)
-    T = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(index), n_docs))
-    T.sum_duplicates()
-    return T, n_docs
+from gramtile.pipeline.similarity import term_document
 
 
 def domain_space(docs, vocab, dims: int = 100, random_state: int = 0) -> np.ndarray:

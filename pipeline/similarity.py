@@ -162,6 +162,29 @@ def wordnet_similarity(vocab_strings, root=WORDNET_DIR) -> sp.csr_matrix:
     return A
 
 
+def term_document(docs, vocab):
+    """Term-by-document count matrix over ``vocab`` (strings in id order), and N.
+
+    Returns
+    -------
+    (scipy.sparse.csr_matrix of shape (len(vocab), N), int N)
+        Strings not in ``vocab`` are ignored.
+    """
+    index = {s: i for i, s in enumerate(vocab)}
+    rows, cols = [], []
+    n_docs = 0
+    for d, doc in enumerate(docs):
+        n_docs += 1
+        for tok in doc:
+            i = index.get(tok)
+            if i is not None:
+                rows.append(i)
+                cols.append(d)
+    T = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(index), n_docs))
+    T.sum_duplicates()
+    return T, n_docs
+
+
 def lsa_similarity(docs, vocab, dims: int = 100, random_state: int = 0) -> np.ndarray:
     """LSA domain factor D over a vocabulary (A = D D^T off the diagonal, 1 on it).
 
@@ -184,21 +207,10 @@ def lsa_similarity(docs, vocab, dims: int = 100, random_state: int = 0) -> np.nd
     """
     if not isinstance(dims, int) or isinstance(dims, bool) or dims < 1:
         raise KernelSpecError(f"LSA 'dims' must be an integer >= 1, got {dims!r}")
-    index = {s: i for i, s in enumerate(vocab)}
-    rows, cols = [], []
-    n_docs = 0
-    for d, doc in enumerate(docs):
-        n_docs += 1
-        for tok in doc:
-            i = index.get(tok)
-            if i is not None:
-                rows.append(i)
-                cols.append(d)
-    T = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(index), n_docs))
-    T.sum_duplicates()
+    T, _ = term_document(docs, vocab)
     rank_cap = min(T.shape)
     if rank_cap == 0:
-        return np.zeros((len(index), 1))
+        return np.zeros((T.shape[0], 1))
     if dims < rank_cap - 1:
         from sklearn.decomposition import TruncatedSVD
 
