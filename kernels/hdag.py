@@ -270,7 +270,7 @@ def _gamma(aptr1, aids1, g1, aptr2, aids2, g2):
 
 
 @njit(cache=True, nogil=True)
-def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
+def _pair(p, exact, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
     """K(G1, G2) for graphs with nodes b1..b1+n1-1 and b2..b2+n2-1 of the prepared arrays.
 
     ``P1``/``P2`` are the tuples returned by :func:`_prepare`; E..L are scratch tables of shape
@@ -325,14 +325,15 @@ def _pair(p, b1, n1, b2, n2, P1, P2, E, H, J, Jp, M, JL, JLp, L):
                     tj = pidx2[y]
                     v += D2[b2 + tj] * J[i, tj, k] + Jp[i, tj, k]
                 J[i, j, k] = v
-            tot = gam
+            tot = gam if (p == 1 or not exact) else 0.0
             M[i, j, 1] = 0.0
             for k in range(2, p + 1):
                 m = 0.0
                 for q in range(1, k):
                     m += H[i, j, q] * J[i, j, k - q]
                 M[i, j, k] = m
-                tot += m
+                if k == p or not exact:
+                    tot += m
             K += tot
             # lead mode (first chosen pair also weighted by U U): only inner pairs feed S
             if par1[g1] >= 0 and par2[g2] >= 0:
@@ -374,7 +375,7 @@ def _max_size(nptr):
 
 
 @njit(cache=True, nogil=True)
-def _block(p, nptr1, P1, nptr2, P2, symmetric):
+def _block(p, exact, nptr1, P1, nptr2, P2, symmetric):
     na = nptr1.shape[0] - 1
     nb = nptr2.shape[0] - 1
     E, H, J, Jp, M, JL, JLp, L = _tables(_max_size(nptr1), _max_size(nptr2), p)
@@ -382,7 +383,7 @@ def _block(p, nptr1, P1, nptr2, P2, symmetric):
     for x in range(na):
         start = x if symmetric else 0
         for y in range(start, nb):
-            v = _pair(p, nptr1[x], nptr1[x + 1] - nptr1[x], nptr2[y], nptr2[y + 1] - nptr2[y], P1, P2,
+            v = _pair(p, exact, nptr1[x], nptr1[x + 1] - nptr1[x], nptr2[y], nptr2[y + 1] - nptr2[y], P1, P2,
                       E, H, J, Jp, M, JL, JLp, L)
             out[x, y] = v
             if symmetric:
@@ -391,14 +392,14 @@ def _block(p, nptr1, P1, nptr2, P2, symmetric):
 
 
 @njit(cache=True, nogil=True)
-def _diag(p, nptr, P):
+def _diag(p, exact, nptr, P):
     n = nptr.shape[0] - 1
     m = _max_size(nptr)
     E, H, J, Jp, M, JL, JLp, L = _tables(m, m, p)
     out = np.empty(n)
     for x in range(n):
         size = nptr[x + 1] - nptr[x]
-        out[x] = _pair(p, nptr[x], size, nptr[x], size, P, P, E, H, J, Jp, M, JL, JLp, L)
+        out[x] = _pair(p, exact, nptr[x], size, nptr[x], size, P, P, E, H, J, Jp, M, JL, JLp, L)
     return out
 
 
@@ -413,6 +414,9 @@ class HDAGKernel(BaseSpec):
         Cost of skipping one terminated node (1 = no decay).
     p : int >= 1
         Largest number of attributes in a feature; lengths 1..p are summed.
+    exact : bool
+        HDAG.md's ``exact`` variant: only features of exactly p attributes (shorter lengths are
+        still computed, as the longer ones are built from them, but not summed).
     rep : str
         Corpus representation read (an ``hdag`` batch).
     """
@@ -421,11 +425,13 @@ class HDAGKernel(BaseSpec):
     reads = "hdag"
     lam: float = 0.5
     p: int = 3
+    exact: bool = False
     rep: str = "hdag"
 
     def validate(self):
         self._number("lam", lo=0, hi=1, lo_open=True)
         self._number("p", lo=1, integer=True)
+        self._flag("exact")
         self._string("rep")
 
     def _prepared(self, X):
@@ -436,10 +442,10 @@ class HDAGKernel(BaseSpec):
     def block(self, X, Y=None):
         n1, P1 = self._prepared(X)
         if Y is None:
-            return _block(self.p, n1, P1, n1, P1, True)
+            return _block(self.p, self.exact, n1, P1, n1, P1, True)
         n2, P2 = self._prepared(Y)
-        return _block(self.p, n1, P1, n2, P2, False)
+        return _block(self.p, self.exact, n1, P1, n2, P2, False)
 
     def diag(self, X):
         n1, P1 = self._prepared(X)
-        return _diag(self.p, n1, P1)
+        return _diag(self.p, self.exact, n1, P1)

@@ -54,4 +54,5 @@ INSTANCES = [
     ({"kind": "hdag"}, "hdag"),
     ({"kind": "hdag", "lam": 1.0, "p": 2}, "hdag"),
     ({"kind": "hdag", "lam": 0.3, "p": 5}, "hdag"),
+    ({"kind": "hdag", "lam": 0.6, "p": 3, "exact": True}, "hdag"),
 ]

@@ -23,10 +23,10 @@ G1 = HDAG([[], ["z"], ["x"], ["y"]], [-1, -1, 0, 0], [(0, 1), (2, 3)])
 G2 = HDAG([[], ["m"], ["z"], ["x"], ["k"], ["y"]], [-1, -1, -1, 0, 0, 0], [(0, 1), (1, 2), (3, 4), (4, 5)])
 
 
-def exact_gram(hs, lam, p, others=None):
+def exact_gram(hs, lam, p, others=None, exact=False):
     """Reference Gram matrix (Fractions -> float): features of each HDAG enumerated once."""
-    fa = [features(h, lam, p) for h in hs]
-    fb = fa if others is None else [features(h, lam, p) for h in others]
+    fa = [features(h, lam, p, exact) for h in hs]
+    fb = fa if others is None else [features(h, lam, p, exact) for h in others]
     return np.array([[float(sum(w * b[f] for f, w in a.items() if f in b)) for b in fb] for a in fa])
 
 
@@ -75,22 +75,55 @@ def test_section3_decay_example():
     assert ref_skip_costs(h, Fraction(1, 2))[0] == 2 * Fraction(1, 2) ** 2
 
 
+def _richer(h, rng):
+    """``h`` with a shared attribute ``w`` added to about 60 % of its nodes (chunks too)."""
+    return HDAG([tuple(sorted(set(a) | ({"w"} if rng.random() < 0.6 else set()))) for a in h.attrs], h.parent,
+                h.edges)
+
+
+@pytest.mark.parametrize("exact", [False, True])
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6])
-def test_numba_equals_enumeration_on_random_hdags(p):
-    # 6 x 90 = 540 random HDAGs (nesting depth <= 3, chunk attributes, parallel routes)
-    rng = random.Random(1000 + p)
+def test_numba_equals_enumeration_on_random_hdags(p, exact):
+    # 2 x 6 x 90 = 1,080 random HDAGs (nesting depth <= 3, chunk attributes, parallel routes)
+    rng = random.Random(1000 + p + 100 * exact)
     lam = [Fraction(1, 2), Fraction(3, 10), Fraction(1), Fraction(9, 10), Fraction(1, 7), Fraction(2, 3)][p - 1]
-    hs = [rand_hdag(rng) for _ in range(85)]
+    # exact: slightly larger, attribute-richer HDAGs, so that features of length exactly 5 or 6 occur
+    hs = [_richer(rand_hdag(rng, max_nodes=14), rng) if exact else rand_hdag(rng) for _ in range(85)]
     hs += [HDAG([["x"]], [-1]), HDAG([["x"]], [-1]), HDAG([["q"]], [-1]), hs[0], HDAG([[], ["q"]], [-1, 0])]
-    spec = HDAGKernel(lam=float(lam), p=p)
+    spec = HDAGKernel(lam=float(lam), p=p, exact=exact)
     v = Vocabularies()
-    R = exact_gram(hs, lam, p)
+    R = exact_gram(hs, lam, p, exact=exact)
     K = spec.block(encode(hs, v))
     np.testing.assert_allclose(K, R, rtol=1e-12, atol=0)
     np.testing.assert_allclose(spec.diag(encode(hs, v)), np.diag(R), rtol=1e-12, atol=0)
     np.testing.assert_allclose(spec.block(encode(hs[:30], v), encode(hs[30:], v)), R[:30, 30:], rtol=1e-12, atol=0)
     assert K[-3, -5] == 0.0  # nothing shared
-    assert K[-1, -1] == K[-1, -3] == 1.0  # a lone chunk adds nothing to its content
+    lone = 0.0 if exact and p > 1 else 1.0  # one attribute: a feature of length 1 only
+    assert K[-1, -1] == K[-1, -3] == lone  # a lone chunk adds nothing to its content
+    if exact:
+        assert np.count_nonzero(K - np.diag(np.diag(K))) >= 10  # pairs share features of length exactly p
+
+
+def test_exact_lengths_add_up_to_the_sum_over_lengths():
+    rng = random.Random(21)
+    hs = [rand_hdag(rng, max_nodes=14) for _ in range(40)]
+    X = encode(hs, Vocabularies())
+    for p in (1, 3, 5):
+        parts = [HDAGKernel(lam=0.7, p=q, exact=True).block(X) for q in range(1, p + 1)]
+        np.testing.assert_allclose(sum(parts), HDAGKernel(lam=0.7, p=p).block(X), rtol=1e-12, atol=0)
+        assert all(np.any(q > 0) for q in parts)
+
+
+def test_worked_example_exact_variant():
+    # HDAG.md section 8's table by length: 3 (x, y, z), lam + 2 lam^4 (x-y, x-z, y-z), lam^2 ((x-y)-z)
+    lam = Fraction(1, 2)
+    want = {1: 3, 2: lam + 2 * lam ** 4, 3: lam ** 2}
+    for p, v in want.items():
+        assert hdag_kernel(G1, G2, lam, p, exact=True) == v
+        K = gramtile.gram({"kind": "hdag", "lam": 0.5, "p": p, "exact": True}, [G1], [G2])
+        assert K[0, 0] == float(v)  # dyadic: exact in float64
+    assert sum(want.values()) == Fraction(31, 8)
+    assert gramtile.gram({"kind": "hdag", "lam": 0.5, "p": 4, "exact": True}, [G1], [G2])[0, 0] == 0.0
 
 
 def test_deeper_and_larger_random_hdags():
@@ -205,6 +238,7 @@ def test_invalid_json_objects_raise_typed_errors(obj, words):
     ({"lam": 1.5}, ["'lam'", "(0, 1]", "1.5"]),
     ({"p": 0}, ["'p'", "[1, inf]", "0"]),
     ({"p": 2.5}, ["'p'", "integer", "2.5"]),
+    ({"exact": "yes"}, ["'exact'", "true or false", "'yes'"]),
 ])
 def test_invalid_parameters_raise_typed_errors(bad, words):
     with pytest.raises(KernelSpecError) as e:

@@ -113,8 +113,9 @@ def items(h, lam, p):
     return [it(v) for v in range(len(h))]
 
 
-def features(h, lam, p) -> dict:
-    """phi(G): dict feature (tuple of items) -> summed occurrence weight, lengths 1..p."""
+def features(h, lam, p, exact=False) -> dict:
+    """phi(G): dict feature (tuple of items) -> summed occurrence weight, lengths 1..p (only
+    length p when ``exact``: HDAG.md section 2's exact variant)."""
     out = _out_edges(h)
     D = skip_costs(h, lam)
     its = items(h, lam, p)
@@ -141,12 +142,15 @@ def features(h, lam, p) -> dict:
                         for c in combo:
                             w *= c[1]
                         _add(phi, seq, w)
+    if exact:
+        phi = {f: w for f, w in phi.items() if length(f) == p}
     return phi
 
 
-def hdag_kernel(h1, h2, lam, p):
-    """K(G1, G2) = sum over common features of length 1..p of phi_f(G1) phi_f(G2)."""
-    f1, f2 = features(h1, lam, p), features(h2, lam, p)
+def hdag_kernel(h1, h2, lam, p, exact=False):
+    """K(G1, G2) = sum over common features of length 1..p (exactly p when ``exact``) of
+    phi_f(G1) phi_f(G2)."""
+    f1, f2 = features(h1, lam, p, exact), features(h2, lam, p, exact)
     return sum(w * f2[f] for f, w in f1.items() if f in f2)
 
 
