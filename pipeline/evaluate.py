@@ -150,21 +150,11 @@ def add_resources(spec, data, vocabs, structs):
     ``data`` lacks (e.g. similarity matrices), built from the vocabulary ``vocabs`` the batches
     were encoded with and, for LSA, from ``structs`` (a list of mappings rep name -> list of
     structures; rows then columns)."""
+    from gramtile.pipeline.resources import build_value
+
     for base in spec.base_specs():
         for name in resource_names(base):
             if name in data:
                 continue
-            if name.startswith("domain/"):
-                # the domain kernel's IDF-weighted LSA space (gramtile.pipeline.domain)
-                from gramtile.pipeline.domain import domain_resource
-
-                data[name] = domain_resource(name, vocabs.sym.strings,
-                                             [x for group in structs for x in group[base.rep_name]])
-                continue
-            from gramtile.pipeline.similarity import similarity_resource
-
-            docs = None
-            if name.startswith("similarity/lsa/"):
-                field = name.rsplit("/", 1)[1]
-                docs = [list(getattr(x, field) or ()) for group in structs for x in group[base.rep_name]]
-            data[name] = similarity_resource(name, vocabs.sym.strings, docs)
+            # one builder for in-memory examples and corpus stores (pipeline/resources.py)
+            data[name] = build_value(name, vocabs.sym.strings, [x for group in structs for x in group[base.rep_name]])

@@ -199,11 +199,12 @@ def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dic
 
 def corpus_resources(corpus_path: str, content_hash: str, spec, reps) -> dict:
     """The corpus resources a spec's kernels name (soft-matching similarity matrices, domain
-    spaces), built once per process from the whole corpus store as :func:`gramtile.gram` builds
-    them from its examples (WordNet over the store's vocabulary; LSA and domain spaces from all
-    its examples, seeded), so a spec plus a corpus store determine every number. ``{}`` when
-    the spec needs none."""
-    from gramtile.pipeline.evaluate import add_resources, resource_names
+    spaces), **loaded** from the corpus store's ``resources/`` groups (:mod:`gramtile.pipeline.resources`)
+    once per process. Tasks never build them: the driver did, before submitting tiles (the Gram
+    store's creation calls :func:`~gramtile.pipeline.resources.ensure_for_spec`), or
+    ``gramtile prepare --resources`` did. ``{}`` when the spec needs none."""
+    from gramtile.pipeline.evaluate import resource_names
+    from gramtile.pipeline.resources import load_for_spec
 
     if not any(resource_names(b) for b in spec.base_specs()):
         return {}
@@ -211,10 +212,8 @@ def corpus_resources(corpus_path: str, content_hash: str, spec, reps) -> dict:
     with _lock:
         res = _resources.get(key)
     if res is None:
-        cs = _corpus(corpus_path, content_hash)
-        docs = cs.documents()
-        res = {}
-        add_resources(spec, res, cs.vocabs, [{rep: [d.structures[rep] for d in docs] for rep in reps}])
+        _corpus(corpus_path, content_hash)  # the store must still be the one the run expects
+        res = load_for_spec(corpus_path, spec)
         with _lock:
             _resources[key] = res
     return res

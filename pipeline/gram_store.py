@@ -146,6 +146,13 @@ class GramStore:
             "cols_sha256": selection_hash(cols),
             "symmetric": bool(symmetric),
         }
+        # the corpus resources the kernel reads (similarity matrices, domain spaces): built now,
+        # in the driver, if the corpus store lacks them; their content hashes join the provenance
+        from gramtile.pipeline.resources import ensure_for_spec
+
+        resources = ensure_for_spec(corpus_path, spec)
+        if resources:
+            want["resources"] = resources
         if (p / "zarr.json").exists():
             st = cls.open(p, mode="r+")
             st._check_same(want, tile)
@@ -197,12 +204,13 @@ class GramStore:
     def _check_same(self, want: dict, tile):
         m = self.meta
         what = {"kernel_hash": "kernel spec", "corpus_hash": "corpus content",
-                "rows_sha256": "row selection", "cols_sha256": "column selection", "symmetric": "symmetric flag"}
+                "rows_sha256": "row selection", "cols_sha256": "column selection", "symmetric": "symmetric flag",
+                "resources": "corpus resource content (similarity matrix / domain space)"}
         for key, label in what.items():
-            if m.get(key) != want[key]:
+            if m.get(key) != want.get(key):
                 raise StoreMismatchError(
                     f"Gram store {self.path} was created for another {label}: stored {key} {m.get(key)!r}, "
-                    f"this run has {want[key]!r}. Use a new --out for this run, or delete {self.path} "
+                    f"this run has {want.get(key)!r}. Use a new --out for this run, or delete {self.path} "
                     f"to recompute it from scratch.")
         if tile is not None and int(tile) != self.tile:
             raise StoreMismatchError(
