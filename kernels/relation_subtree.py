@@ -12,7 +12,14 @@ sections 5.1, 5.2 and Appendix B; KERNELS.md section 2. For relation examples P1
 with i, j strictly increasing child index sequences and d(i) = i_last - i_first + 1.
 
 Node functions (the paper's section 6.2 defaults): ``t`` = 1 iff Class(Type) and Role are
-equal, ``k`` = 1 iff both nodes have a Text and it is equal. Both are equality tests on integer
+equal, ``k`` = 1 iff both nodes have a Text and it is equal. ``type_weight`` (beta, default 0 =
+the paper) adds the agreement of Class(Type) and Role to the node similarity,
+``k = [Text equal] + beta t``, as section 5 allows ("the similarity function on nodes is computed
+in terms of the nodes' attributes"); a sum of equality kernels with non-negative weights is a
+kernel. Why: with the paper's k, two examples whose matching nodes share no head text have
+K = 0 however alike their shapes, so the kernel cannot see e.g. a location name right before an
+organisation name ("U.S. Congress") unless both names are the same words, while Appendix C's
+Type,Role features can; with beta > 0 every matched chain of nodes counts. Both are equality tests on integer
 keys, computed once per batch by :func:`node_keys` from the batch columns; an equality test on
 any key is a kernel, so swapping the attribute comparison means writing another key function
 (and, later, a spec parameter selecting it) without touching the cores. Class() itself is
@@ -146,8 +153,9 @@ def _kc_sparse(m, n, T, Kch, F, R, D, lam):
 # ---- pair and block cores -----------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def _pair(i, X, j, Y, mode, lam, geo, need, ktab, T, Kch, L, C, F, R, D):
-    """K(X_i, Y_j) for relation examples ``X``/``Y`` = ``(offsets, tkey, kkey, cptr, cidx)``."""
+def _pair(i, X, j, Y, mode, lam, beta, geo, need, ktab, T, Kch, L, C, F, R, D):
+    """K(X_i, Y_j) for relation examples ``X``/``Y`` = ``(offsets, tkey, kkey, cptr, cidx)``;
+    ``beta`` = type_weight, added to k of every computed (so t-matching) node pair."""
     offx, tkx, kkx, cpx, cix = X
     offy, tky, kky, cpy, ciy = Y
     ox = offx[i]
@@ -161,7 +169,8 @@ def _pair(i, X, j, Y, mode, lam, geo, need, ktab, T, Kch, L, C, F, R, D):
     for q in range(nx * ny):
         need[q] = 0
     need[0] = 1
-    similar = kkx[ox] >= 0 and kkx[ox] == kky[oy]
+    # with beta > 0 every t-matching pair has k >= beta: the root pair alone makes K positive
+    similar = beta > 0.0 or (kkx[ox] >= 0 and kkx[ox] == kky[oy])
     for u in range(nx):
         for v in range(ny):
             if need[u * ny + v] == 0:
@@ -183,9 +192,9 @@ def _pair(i, X, j, Y, mode, lam, geo, need, ktab, T, Kch, L, C, F, R, D):
         for v in range(ny - 1, -1, -1):
             if need[u * ny + v] == 0:
                 continue
-            kk = 0.0
+            kk = beta
             if kkx[ox + u] >= 0 and kkx[ox + u] == kky[oy + v]:
-                kk = 1.0
+                kk += 1.0
             c0 = cpx[ox + u]
             m = cpx[ox + u + 1] - c0
             d0 = cpy[oy + v]
@@ -242,7 +251,7 @@ def _scratch(X, Y, lam):
 
 
 @njit(cache=True, nogil=True)
-def _block(X, Y, sym, mode, lam):
+def _block(X, Y, sym, mode, lam, beta):
     """Dense block K[i, j] = k(X_i, Y_j), shape (nx, ny); with ``sym`` (Y is X) only i <= j
     is computed and mirrored."""
     nx = X[0].shape[0] - 1
@@ -252,7 +261,7 @@ def _block(X, Y, sym, mode, lam):
     for i in range(nx):
         j0 = i if sym else 0
         for j in range(j0, ny):
-            v = _pair(i, X, j, Y, mode, lam, geo, need, ktab, T, Kch, L, C, F, R, D)
+            v = _pair(i, X, j, Y, mode, lam, beta, geo, need, ktab, T, Kch, L, C, F, R, D)
             out[i, j] = v
             if sym:
                 out[j, i] = v
@@ -260,13 +269,13 @@ def _block(X, Y, sym, mode, lam):
 
 
 @njit(cache=True, nogil=True)
-def _diag(X, mode, lam):
+def _diag(X, mode, lam, beta):
     """Self-kernels k(X_i, X_i), shape (nx,)."""
     nx = X[0].shape[0] - 1
     out = np.zeros(nx, np.float64)
     geo, need, ktab, T, Kch, L, C, F, R, D = _scratch(X, X, lam)
     for i in range(nx):
-        out[i] = _pair(i, X, i, X, mode, lam, geo, need, ktab, T, Kch, L, C, F, R, D)
+        out[i] = _pair(i, X, i, X, mode, lam, beta, geo, need, ktab, T, Kch, L, C, F, R, D)
     return out
 
 
@@ -284,6 +293,9 @@ class RelationSubtreeKernel(BaseSpec):
         increasing subsequences (weight lam^{span1 + span2}).
     lam : float in (0, 1]
         Decay of longer (contiguous) or more spread-out (sparse) child subsequences.
+    type_weight : float >= 0
+        beta in the node similarity ``k = [Text equal] + beta [Class(Type) and Role equal]``;
+        0 is the paper's k (module docstring).
     rep : str
         Corpus representation read (a relation-example representation).
     """
@@ -292,11 +304,13 @@ class RelationSubtreeKernel(BaseSpec):
     reads = "relation"
     mode: str = "sparse"
     lam: float = 0.5
+    type_weight: float = 0.0
     rep: str = "relation"
 
     def validate(self):
         self._choice("mode", ("contiguous", "sparse"))
         self._number("lam", 0, 1, lo_open=True)
+        self._number("type_weight", 0, None)
         self._string("rep")
 
     @property
@@ -331,9 +345,9 @@ class RelationSubtreeKernel(BaseSpec):
         """Dense float64 block ``K[i, j] = k(X_i, Y_j)``, shape (X.n, Y.n); ``Y=None`` means X."""
         px = self._prep(X, "X")
         if Y is None:
-            return _block(px, px, True, self._mode, self.lam)
-        return _block(px, self._prep(Y, "Y"), False, self._mode, self.lam)
+            return _block(px, px, True, self._mode, self.lam, self.type_weight)
+        return _block(px, self._prep(Y, "Y"), False, self._mode, self.lam, self.type_weight)
 
     def diag(self, X) -> np.ndarray:
         """Self-kernels ``k(X_i, X_i)``, shape (X.n,)."""
-        return _diag(self._prep(X, "X"), self._mode, self.lam)
+        return _diag(self._prep(X, "X"), self._mode, self.lam, self.type_weight)

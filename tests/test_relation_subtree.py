@@ -128,6 +128,38 @@ def test_numba_equals_reference_on_random_examples(mode, lam):
     assert np.count_nonzero(want > 2 * lam ** 2) >= 25  # and pairs that match below the children
 
 
+@pytest.mark.parametrize("mode,lam,beta", [("sparse", 0.5, 0.5), ("sparse", 1.0, 0.25), ("contiguous", 0.5, 1.0)])
+def test_numba_equals_reference_with_type_weight(mode, lam, beta):
+    pairs = _random_pairs(40 + int(lam * 10) + (mode == "sparse"), 150)
+    v = Vocabularies()
+    X = encode([a for a, _ in pairs], v)
+    Y = encode([b for _, b in pairs], v)
+    got = np.diag(RelationSubtreeKernel(mode=mode, lam=lam, type_weight=beta).block(X, Y))
+    want = np.array([float(kernel(a, b, Fraction(lam), mode, type_weight=Fraction(beta))) for a, b in pairs])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    plain = np.array([float(kernel(a, b, Fraction(lam), mode)) for a, b in pairs])
+    # pairs with no common head text below matching nodes: 0 for the paper's k, > 0 with beta
+    assert np.count_nonzero((plain == 0) & (want > 0)) >= 5
+    assert np.all(want >= plain) and np.count_nonzero(want == 0) >= 10  # root mismatch stays 0
+
+
+def test_type_weight_sees_shape_without_common_text():
+    # "U.S. Congress" vs "Beijing XINHUA": a location name right before the organisation, no word shared
+    a = R("Sentence", "none", None, (R("LNP", "arg2", "u.s."), R("ONP", "arg1", "congress")))
+    b = R("Sentence", "none", None, (R("LNP", "arg2", "beijing"), R("ONP", "arg1", "xinhua")))
+    assert gramtile.gram({"kind": "relation_subtree", "lam": 0.5}, [a, b])[0, 1] == 0.0
+    # k = beta at the root and both children; chains (LNP), (ONP): lam^2 beta each; (LNP, ONP): lam^4 2 beta
+    lam, beta = 0.5, 0.5
+    want = beta + 2 * lam ** 2 * beta + lam ** 4 * 2 * beta
+    K = gramtile.gram({"kind": "relation_subtree", "lam": lam, "type_weight": beta}, [a, b])
+    assert K[0, 1] == want == 0.8125
+    assert float(kernel(a, b, Fraction(1, 2), "sparse", type_weight=Fraction(1, 2))) == want
+    c = R("Sentence", "none", None, (R("ONP", "arg1", "congress"), R("LNP", "arg2", "u.s.")))
+    # reversed order: the two single chains only, but text matches now add 1 per name
+    assert gramtile.gram({"kind": "relation_subtree", "lam": lam, "type_weight": beta}, [a, c])[0, 1] == \
+        beta + 2 * lam ** 2 * (1 + beta)
+
+
 def test_block_symmetric_rectangular_and_diag():
     rng = random.Random(9)
     xs = [rand_relation(rng, 9) for _ in range(20)]
@@ -226,6 +258,8 @@ def test_structure_errors():
     ({"lam": 1.5}, ["'lam'", "1.5"]),
     ({"lam": None}, ["'lam'", "None"]),
     ({"rep": 3}, ["'rep'", "3"]),
+    ({"type_weight": -0.5}, ["'type_weight'", "-0.5", "[0, inf]"]),
+    ({"type_weight": "high"}, ["'type_weight'", "'high'"]),
 ])
 def test_invalid_spec(bad, words):
     with pytest.raises(KernelSpecError) as e:
