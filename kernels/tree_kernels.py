@@ -10,6 +10,10 @@ with leaves being childless nodes labelled by their word (KERNELS.md section 5):
                     = lam * prod_j D_j                    otherwise,
       D_j = 1 when both j-th children are leaves, else Delta(ch_j(n1), ch_j(n2)).
 
+  With ``leaves=True`` every pair of equal leaves adds lam too (a leaf is a complete subtree of
+  one node): Vishwanathan & Smola count every complete subtree, and eq. (2) of Aiolli et al. 2009
+  gives a pair of equal leaves (equal productions, no children) lam mu^2 = lam at mu = 1.
+
 - SST (Collins & Duffy 2002, "New ranking algorithms for parsing and tagging")::
 
       Delta(n1, n2) = lam * prod_j (1 + Delta(ch_j(n1), ch_j(n2)))   if prod(n1) == prod(n2)
@@ -540,6 +544,9 @@ class SubtreeKernel(_TreeKernel):
     ----------
     lam : float in (0, 1]
         Decay per production node of a matched subtree.
+    leaves : bool
+        True: each pair of equal leaves adds lam as well (the paper convention of Aiolli et al.
+        2009; SVM-Light-TK's ST, the default False, matches internal nodes only).
     rep : str
         Corpus representation read (an ordered-tree representation).
     """
@@ -547,14 +554,24 @@ class SubtreeKernel(_TreeKernel):
     kind = "st"
     _code = _ST
     lam: float = 0.4
+    leaves: bool = False
     rep: str = "tree"
 
     def validate(self):
         self._number("lam", 0, 1, lo_open=True)
+        self._flag("leaves")
         self._string("rep")
 
+    def params(self) -> dict:
+        # ``leaves`` came after ST stores existed: leaving the default out of the spec keeps the
+        # hash (and so every stored Gram matrix) of the plain ST kernel unchanged
+        p = super().params()
+        if not self.leaves:
+            del p["leaves"]
+        return p
+
     def _args(self):
-        return self.lam, 1.0, 1.0, 1.0, False, 0
+        return self.lam, 1.0, 1.0, 1.0, self.leaves, 0
 
 
 @register

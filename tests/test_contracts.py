@@ -61,6 +61,7 @@ INSTANCES = [
 if "sst" in REGISTRY:
     INSTANCES += [
         ({"kind": "st", "lam": 0.4}, "tree"),
+        ({"kind": "st", "lam": 0.6, "leaves": True}, "tree"),
         ({"kind": "sst", "lam": 0.4}, "tree"),
         ({"kind": "sst", "lam": 0.7, "leaves": True}, "tree"),
         ({"kind": "pt", "lam": 0.4, "mu": 0.4}, "tree"),

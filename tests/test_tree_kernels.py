@@ -40,6 +40,7 @@ def test_sst_and_st_recursion_equal_fragment_enumeration(pair):
         assert sst_kernel(t1, t2, lam) == sst_by_fragments(t1, t2, lam)
         assert sst_kernel(t1, t2, lam, leaves=True) == sst_by_fragments(t1, t2, lam, leaves=True)
         assert st_kernel(t1, t2, lam) == st_by_fragments(t1, t2, lam)
+        assert st_kernel(t1, t2, lam, leaves=True) == st_by_fragments(t1, t2, lam, leaves=True)
 
 
 @EXACT
@@ -74,12 +75,16 @@ def test_collins_duffy_example_counts_six_fragments():
     # ST: complete subtrees only: (D the), (N man), the whole tree
     K = _k(SubtreeKernel(lam=1.0), parse_tree("(NP (D the) (N man))"))
     assert K[0, 0] == 3.0
+    # ST with leaves: also the one-node subtrees "the" and "man" (lam each)
+    K = _k(SubtreeKernel(lam=0.5, leaves=True), parse_tree("(NP (D the) (N man))"))
+    assert K[0, 0] == 0.5 ** 3 + 2 * 0.5 + 2 * 0.5
 
 
 def test_preterminals_give_lam_and_leaves_only_count_in_sst_bow():
     t1, t2 = parse_tree("(N dog)"), parse_tree("(V dog)")
     for spec, same, other in [(SubsetTreeKernel(lam=0.3), 0.3, 0.0), (SubtreeKernel(lam=0.3), 0.3, 0.0),
-                              (SubsetTreeKernel(lam=0.3, leaves=True), 0.6, 0.3)]:
+                              (SubsetTreeKernel(lam=0.3, leaves=True), 0.6, 0.3),
+                              (SubtreeKernel(lam=0.3, leaves=True), 0.6, 0.3)]:
         K = _k(spec, t1, t2)
         assert K[0, 0] == pytest.approx(same, rel=1e-15)
         assert K[0, 1] == pytest.approx(other, rel=1e-15)
@@ -98,6 +103,8 @@ def test_pt_small_example_and_terminal_factor():
 CONFIGS = [
     (SubtreeKernel(lam=0.4), lambda a, b: st_kernel(a, b, 0.4)),
     (SubtreeKernel(lam=1.0), lambda a, b: st_kernel(a, b, 1.0)),
+    (SubtreeKernel(lam=0.6, leaves=True), lambda a, b: st_kernel(a, b, 0.6, leaves=True)),
+    (SubtreeKernel(lam=1.0, leaves=True), lambda a, b: st_kernel(a, b, 1.0, leaves=True)),
     (SubsetTreeKernel(lam=0.4), lambda a, b: sst_kernel(a, b, 0.4)),
     (SubsetTreeKernel(lam=1.0), lambda a, b: sst_kernel(a, b, 1.0)),
     (SubsetTreeKernel(lam=0.7, leaves=True), lambda a, b: sst_kernel(a, b, 0.7, leaves=True)),
@@ -191,6 +198,7 @@ def test_wide_and_deep_trees_match_the_recursion():
     ({"kind": "st", "lam": 1.5}, "lam", "1.5"),
     ({"kind": "sst", "lam": "big"}, "lam", "'big'"),
     ({"kind": "sst", "leaves": "yes"}, "leaves", "'yes'"),
+    ({"kind": "st", "leaves": 1}, "leaves", "1"),
     ({"kind": "pt", "mu": 0.0}, "mu", "0.0"),
     ({"kind": "pt", "mu": 2}, "mu", "2"),
     ({"kind": "pt", "gap": "holes"}, "gap", "'holes'"),
@@ -215,6 +223,21 @@ def test_specs_round_trip_with_defaults():
     pt = spec_from_dict({"kind": "pt"})
     assert (pt.mu, pt.gap, pt.terminal_factor, pt.max_length) == (0.4, "gaps", 1.0, None)
     assert spec_from_dict({"kind": "sst"}).leaves is False
+    assert spec_from_dict({"kind": "st"}).leaves is False
+
+
+def test_st_leaves_default_keeps_the_spec_hash_of_stored_matrices():
+    """Plain ST stores computed before ``leaves`` existed stay valid: the default is left out of
+    the spec (its JSON and hash are those of {kind: st, lam, rep}); leaves=true is a new kernel."""
+    import hashlib
+    import json
+
+    old = json.dumps({"kind": "st", "lam": 0.4, "rep": "tree"}, sort_keys=True, separators=(",", ":"))
+    assert SubtreeKernel(lam=0.4).spec_hash == hashlib.sha256(old.encode()).hexdigest()
+    assert spec_from_dict({"kind": "st", "leaves": False}) == SubtreeKernel()
+    on = SubtreeKernel(leaves=True)
+    assert on.to_dict()["leaves"] is True and on.spec_hash != SubtreeKernel().spec_hash
+    assert spec_from_dict(on.to_dict()) == on
 
 
 def test_wrong_batch_kind_is_a_typed_error():

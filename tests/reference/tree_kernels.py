@@ -58,8 +58,11 @@ def sst_kernel(t1, t2, lam, leaves=False):
     return k
 
 
-def st_kernel(t1, t2, lam):
-    return sum(delta_sst(a, b, lam, True) for a, b in _pairs(t1, t2))
+def st_kernel(t1, t2, lam, leaves=False):
+    k = sum(delta_sst(a, b, lam, True) for a, b in _pairs(t1, t2))
+    if leaves:
+        k += lam * _leaf_pairs(t1, t2)
+    return k
 
 
 def gap_exponent(J, gap):
@@ -132,13 +135,17 @@ def sst_by_fragments(t1, t2, lam, leaves=False):
     return sum(c1[f] * c2[f] * lam ** size[f] for f in c1 if f in c2)
 
 
-def st_by_fragments(t1, t2, lam):
-    """sum over complete subtrees rooted at internal nodes: c(T1) c(T2) lam^{internal nodes}."""
+def st_by_fragments(t1, t2, lam, leaves=False):
+    """sum over complete subtrees rooted at internal nodes: c(T1) c(T2) lam^{internal nodes};
+    with ``leaves`` the one-node subtrees (leaves) count too, each weighted lam."""
     def feats(t):
-        return Counter(n for n in t.nodes() if n.children)
+        return Counter(n for n in t.nodes() if n.children or leaves)
+
+    def weight(s):
+        return lam if not s.children else lam ** sum(1 for x in s.nodes() if x.children)
 
     c1, c2 = feats(t1), feats(t2)
-    return sum(c1[s] * c2[s] * lam ** sum(1 for x in s.nodes() if x.children) for s in c1 if s in c2)
+    return sum(c1[s] * c2[s] * weight(s) for s in c1 if s in c2)
 
 
 def pt_fragments(n: Tree, gap, max_length=None):
