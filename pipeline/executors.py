@@ -7,7 +7,7 @@ Both call the same task, :func:`compute_tile`, which
    representation(s), range), so a Dask worker reads each shard once and assembles each tile
    row's examples once, not once per tile,
 2. evaluates the spec on them with :func:`~gramtile.pipeline.evaluate.evaluate_block`,
-3. **writes its whole tile (and, symmetric, the mirrored tile) into the Gram store itself**,
+3. **writes its whole tile into the Gram store itself** (symmetric stores keep tiles i <= j only),
 4. returns only the tile's diagonals and timing to the driver.
 
 The driver then writes the diagonal chunks and the tile's done bit (driver-side done bits:

@@ -16,10 +16,14 @@ Layout of ``GRAM.zarr/``::
 
 Rules (uniform, relied on by every reader):
 
-- **Symmetric matrices hold full K.** The task computing tile (i, j), i < j, writes the
-  transposed block into chunk (j, i) too, and both done bits are set. Readers never mirror.
-- **Write order.** Metadata first (attributes, then arrays); a task writes its whole tile (and
-  mirror); only then the driver writes the tile's diagonal chunks and its done bit(s). A tile
+- **Symmetric matrices store the upper tile triangle only.** The task computing tile (i, j),
+  i <= j, writes chunk (i, j); chunk (j, i) is never written (it stays NaN on disk) and both done
+  bits are set. Every reader goes through :class:`GramView`, which serves a block below the
+  diagonal by reading chunk (j, i) and transposing it. (Format 1 stores also hold the mirrored
+  chunks; format 2 stopped writing them: half the bytes written and stored, and half the
+  checksum work, for the price of a transpose on read. Both formats read identically.)
+- **Write order.** Metadata first (attributes, then arrays); a task writes its whole tile; only
+  then the driver writes the tile's diagonal chunks and its done bit(s). A tile
   whose done bit is unset is recomputed on resume, so a crash at any point loses no finished
   tile and never exposes a partial one.
 - **One writer per chunk.** ``K`` chunks are written by the task owning the tile; ``done``
@@ -50,7 +54,7 @@ from gramtile.kernels.errors import (IncompleteTileError, StoreCorruptError, Sto
                                      StoreMismatchError)
 from gramtile.pipeline.tiles import Tile, TileGrid
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (see above)
 LOCK_NAME = "gramtile.lock"
 LOG_NAME = "log.jsonl"
 _DONE_CHUNK = 256
@@ -171,7 +175,7 @@ class GramStore:
             "row_ids": None if row_ids is None else [str(x) for x in row_ids],
             "col_ids": None if (col_ids is None or symmetric) else [str(x) for x in col_ids],
             "tile": t,
-            "mirror": "symmetric stores hold full K: the transposed tile is written too",
+            "mirror": "symmetric stores write tiles i <= j only; tile (j, i) is read as tile (i, j) transposed",
             "uid": uuid.uuid4().hex,
             "created": _now(),
             "updated": _now(),
@@ -374,15 +378,17 @@ _open_K: dict = {}
 
 
 def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool, uid: str | None = None):
-    """Worker side: write tile ``t``'s whole chunk of K (and, symmetric and off-diagonal, its mirror).
+    """Worker side: write tile ``t``'s whole chunk of K (the upper-triangle chunk only when symmetric).
 
     Opens the ``K`` array by path so it can run in any process that sees the store; the handle
     is kept per process under (path, store uid), so a store recreated at the same path is reopened.
+    ``write_empty_chunks`` is on because a computed tile is never the NaN fill value: zarr's
+    check for it would scan every chunk for nothing.
     """
     key = (str(store_path), uid)
     K = _open_K.get(key) if uid is not None else None
     if K is None:
-        K = zarr.open_array(str(Path(store_path) / "K"), mode="r+")
+        K = zarr.open_array(str(Path(store_path) / "K"), mode="r+").with_config({"write_empty_chunks": True})
         if uid is not None:
             if len(_open_K) > 64:
                 _open_K.clear()
@@ -392,9 +398,9 @@ def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: boo
     c0, c1 = t.j * tile, min((t.j + 1) * tile, nc)
     if block.shape != (r1 - r0, c1 - c0):
         raise StoreError(f"tile {tuple(t)} block has shape {block.shape}, expected {(r1 - r0, c1 - c0)}")
+    if symmetric and t.i > t.j:
+        raise StoreError(f"tile {tuple(t)} is below the diagonal of a symmetric store; only tiles i <= j are written")
     K[r0:r1, c0:c1] = block
-    if symmetric and t.i != t.j:
-        K[c0:c1, r0:r1] = np.ascontiguousarray(block.T)
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -428,6 +434,9 @@ class GramView:
         return self.store.shape
 
     def _read_chunk(self, a: int, b: int) -> np.ndarray:
+        """Tile (a, b) of K; below the diagonal of a symmetric store, tile (b, a) transposed."""
+        if self.store.symmetric and a > b:
+            return self._read_chunk(b, a).T
         r0, r1, c0, c1 = self.store.spans(Tile(a, b))
         self.chunk_reads += 1
         try:
@@ -626,6 +635,8 @@ def verify(store, repair: bool = False, cluster: str = "sequential", cluster_fil
                 bad.add(a)
 
     for a, b in zip(*np.nonzero(done)):
+        if st.symmetric and a > b:
+            continue  # stored once, as tile (b, a)
         t = Tile(int(a), int(b))
         r0, r1, c0, c1 = st.spans(t)
         rep.checked += 1

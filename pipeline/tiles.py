@@ -7,14 +7,14 @@ positions ``i*tile : (i+1)*tile`` by ``j*tile : (j+1)*tile``. The tile shape equ
 shape of the Gram store, so every chunk has exactly one writer.
 
 When the row and column selections are the same array the grid is *symmetric*: only tiles
-with ``i <= j`` are planned (the store writes the transposed tile too).
+with ``i <= j`` are planned (and stored: readers transpose tile (i, j) for tile (j, i)).
 
 Tile size from a memory budget (:func:`choose_tile`)::
 
     t_mem = floor( sqrt( budget_bytes / (8 * (4 + 2 * n_base)) ) )
     t     = clip( min(t_mem, ceil(max(n_rows, n_cols) / min_tiles_along)), 16, 4096 )
 
-A task holds, per tile, the float64 result, its transposed mirror, the combined block and two
+A task holds, per tile, the float64 result, its encoded copy (zarr's crc32c codec copies the chunk), the combined block and two
 blocks per base kernel (block and a temporary of the combination), hence ``4 + 2 * n_base``
 tile-sized float64 arrays; ``min_tiles_along`` (default 8) keeps enough tiles for the workers
 to share and for a stopped run to lose little work.
