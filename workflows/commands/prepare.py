@@ -35,6 +35,10 @@ def add_parser(sub):
                    help="input text encoding (default: the reader's; e.g. latin-1 for the TREC files)")
     p.add_argument("--hdag", action="store_true",
                    help="also build the chunked HDAG of every parsed text (for the hdag kernel)")
+    p.add_argument("--resources", default=None, metavar="LIST",
+                   help="also build corpus resources into the store, e.g. wordnet,lsa:100,domain:100 "
+                        "(WordNet synonymy, the 100-dim LSA soft-matching space, the domain kernel's space; "
+                        "'@REP' picks a representation); kernels load them instead of rebuilding")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -42,7 +46,10 @@ def add_parser(sub):
 
 def run(args) -> int:
     from gramtile.pipeline.prepare import prepare
+    from gramtile.pipeline.resources import parse_option
 
+    if args.resources is not None:
+        parse_option(args.resources)  # a bad value fails before any parsing
     reader_options = {}
     if args.encoding:
         reader_options["encoding"] = args.encoding
@@ -58,4 +65,18 @@ def run(args) -> int:
                       emit_jsonl=args.emit_jsonl, model=args.model, progress=not args.no_progress,
                       reader_options=reader_options, hdag=args.hdag)
     print(summary.text())
+    if args.resources is not None:
+        build_resources(args.out, args.resources)
     return 0
+
+
+def build_resources(out, text: str):
+    """Build the ``--resources`` items into the (complete) corpus store ``out`` and print them."""
+    from gramtile.pipeline.corpus_store import CorpusStore
+    from gramtile.pipeline.resources import ensure, keys_for_option
+
+    keys = keys_for_option(text, CorpusStore.open(out).representations)
+    for group, r in ensure(out, keys).items():
+        state = "built" if r["built"] else "already stored"
+        rep = "" if r["rep"] is None else f" from {r['rep']!r}"
+        print(f"resource {r['name']}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")

@@ -1,0 +1,189 @@
+"""Corpus resources stored in the corpus store (pipeline/resources.py): built by `gramtile prepare
+--resources` or by the Gram driver on first use, loaded (never built) by Dask workers, equal to
+the in-memory build, recorded in Gram-store provenance, and corrupt or missing ones reported."""
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+import gramtile
+from gramtile.kernels.errors import KernelSpecError, StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline import executors, resources
+from gramtile.pipeline.cluster import open_client
+from gramtile.pipeline.corpus_store import CorpusStore
+from gramtile.pipeline.engine import run_gram
+from gramtile.pipeline.evaluate import as_spec
+from gramtile.pipeline.gram_store import GramStore
+from gramtile.pipeline.prepare import prepare
+from gramtile.pipeline.readers.senseval import read_senseval
+from gramtile.workflows.cli import main
+
+from conftest import require_data
+from test_wsd_workflow import _senseval_head
+
+N = 40
+SOFT = {"kind": "syntagmatic", "similarity": "wordnet"}
+LSA = {"kind": "syntagmatic", "similarity": "lsa"}
+DOMAIN = {"kind": "domain", "dims": 10}
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory):
+    src = require_data("senseval_hard_line_serve") / "serve.pos"
+    return _senseval_head(src, tmp_path_factory.mktemp("src") / "serve40.pos", N)
+
+
+@pytest.fixture(scope="module")
+def docs(serve):
+    return list(read_senseval(serve))
+
+
+def _fresh_process_caches():
+    """Forget what this process loaded, as a new worker would."""
+    resources._loaded.clear()
+    executors._resources.clear()
+
+
+def _corpus(serve, path):
+    prepare(serve, "senseval", path, shard_size=15, cluster="sequential", progress=False)
+    return path
+
+
+def test_prepare_resources_flag_builds_them_without_changing_the_corpus_hash(serve, docs, tmp_path, capsys):
+    out = tmp_path / "c.zarr"
+    assert main(["prepare", "--input", str(serve), "--format", "senseval", "--out", str(out), "--shard-size", "15",
+                 "--cluster", "sequential", "--no-progress", "--resources", "wordnet,lsa:100,domain:10@seq"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count(": built (resources/") == 4  # wordnet; lsa on wsd and seq; domain on seq
+    cs = CorpusStore.open(out)
+    assert cs.verify()  # the recorded content hash still describes the store
+    plain = _corpus(serve, tmp_path / "plain.zarr")
+    assert CorpusStore.open(plain).content_hash == cs.content_hash
+    names = sorted((r["name"], r["rep"]) for r in resources.stored(out))
+    assert names == [("domain/lsa/10", "seq"), ("similarity/lsa/lemmas", "seq"), ("similarity/lsa/lemmas", "wsd"),
+                     ("similarity/wordnet", None)]
+    wn = next(r for r in resources.stored(out) if r["name"] == "similarity/wordnet")
+    assert wn["provenance"]["corpus_content_hash"] == cs.content_hash
+    assert set(wn["provenance"]["wordnet"]["sha256"]) >= {"index.noun", "index.verb", "index.adj", "index.adv"}
+    assert wn["provenance"]["scikit_learn"] and wn["params"]["format"] == resources.FORMAT_VERSION
+
+    # a second prepare finds them stored; the Gram driver builds nothing and K equals the in-memory result
+    assert main(["prepare", "--input", str(serve), "--format", "senseval", "--out", str(out), "--shard-size", "15",
+                 "--cluster", "sequential", "--no-progress", "--resources", "wordnet"]) == 0
+    assert "resource similarity/wordnet: already stored" in capsys.readouterr().out
+    built = resources.stats["built"]
+    for spec in (SOFT, LSA, DOMAIN | {"rep": "seq"}):
+        _fresh_process_caches()
+        st = run_gram(out, spec, tmp_path / f"g{len(list(tmp_path.iterdir()))}.zarr", tile=16,
+                      cluster="sequential", progress=False)
+        assert resources.stats["built"] == built
+        np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("", "empty"), ("wordnet,bogus", "unknown resource 'bogus'"), ("lsa:50", "100-dimensional"),
+    ("domain:x", "not an integer"), ("domain:0", "not an integer >= 1"), ("wordnet:3", "no dimensions"),
+    ("domain@", "'@' must be followed"), ("wordnet@seq", "no '@REP'"),
+])
+def test_bad_resources_value_names_parameter_and_valid_values(bad, says):
+    with pytest.raises(KernelSpecError) as e:
+        resources.parse_option(bad)
+    assert says in str(e.value) and "--resources" in str(e.value) and "valid items" in str(e.value)
+
+
+def test_bad_resources_value_fails_the_command_before_parsing(serve, tmp_path, capsys):
+    out = tmp_path / "never.zarr"
+    assert main(["prepare", "--input", str(serve), "--format", "senseval", "--out", str(out),
+                 "--cluster", "sequential", "--no-progress", "--resources", "wordnet,lsa:7"]) == 2
+    assert "--resources" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(KernelSpecError, match="representation 'trees' is not in the store"):
+        resources.keys_for_option("domain@trees", {"wsd": "wsd", "seq": "seq"})
+
+
+def test_first_use_driver_builds_and_dask_workers_only_load(serve, docs, tmp_path):
+    corpus = _corpus(serve, tmp_path / "c.zarr")
+    assert resources.stored(corpus) == []
+    cf = tmp_path / "cluster.yaml"
+    cf.write_text("profiles:\n  local: {n_workers: 2, threads_per_worker: 1, memory_limit: 1GiB, "
+                  "dashboard_address: ':0'}\n")
+    spec = {"kind": "sum", "kernels": [{"kernel": SOFT}, {"kernel": DOMAIN | {"rep": "wsd"}}]}
+    built = resources.stats["built"]
+    with open_client("local", cf) as client:
+        st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, client=client, progress=False)
+        worker_stats = client.run(lambda: dict(resources.stats))
+    assert resources.stats["built"] == built + 2  # the driver built both, once
+    assert len(worker_stats) == 2
+    assert all(s["built"] == 0 for s in worker_stats.values())  # workers never build ...
+    assert sum(s["loaded"] for s in worker_stats.values()) >= 2  # ... they load
+    assert {r["name"] for r in resources.stored(corpus)} == {"similarity/wordnet", "domain/lsa/10"}
+    np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
+    # the Gram store's provenance names the resources and their content hashes
+    recorded = st.meta["resources"]
+    assert recorded == {r["group"]: r["content_hash"] for r in resources.stored(corpus)}
+
+
+def _rewrite(corpus, group, change, rehash: bool):
+    """Change a stored resource's value; ``rehash`` also records the new content hash (a rebuild)."""
+    g = zarr.open_group(str(corpus), mode="r+")[group]
+    meta = dict(g.attrs[resources.ATTR])
+    name = "data" if meta["kind"] == "csr" else "value"
+    a = g[name][...]
+    change(a)
+    g[name][...] = a
+    if rehash:
+        arrays = {n: g[n][...] for n in (("indptr", "indices", "data") if meta["kind"] == "csr" else ("value",))}
+        meta["content_hash"] = resources.content_hash(meta["kind"], meta["shape"], arrays)
+        g.attrs[resources.ATTR] = meta
+
+
+def test_changed_resource_makes_the_gram_store_mismatch(serve, tmp_path):
+    corpus = _corpus(serve, tmp_path / "c.zarr")
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential", progress=False)
+    (group,) = GramStore.open(out).meta["resources"]
+    # same resource: the rerun resumes (nothing to do)
+    run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential", progress=False)
+
+    def scale(a):
+        a *= 2.0
+
+    _rewrite(corpus, group, scale, rehash=True)
+    with pytest.raises(StoreMismatchError, match="corpus resource content"):
+        run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential", progress=False)
+
+
+def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
+    corpus = _corpus(serve, tmp_path / "c.zarr")
+    (key,) = resources.keys_of(SOFT)
+    resources.ensure(corpus, [key])
+    _fresh_process_caches()
+    assert resources.load(corpus, key).nnz > N  # loads cleanly first
+
+    def flip(a):
+        a[0] += 0.5
+
+    _rewrite(corpus, key.group, flip, rehash=False)
+    _fresh_process_caches()
+    with pytest.raises(StoreCorruptError, match="does not match its recorded content hash"):
+        resources.load(corpus, key)
+    # a tile task meets it too, as a typed error naming the group
+    with pytest.raises(StoreCorruptError, match=key.group):
+        run_gram(corpus, SOFT, tmp_path / "g.zarr", tile=16, cluster="sequential", progress=False)
+
+    # missing on the worker side: an error that says how to build it, never a silent rebuild
+    zarr.open_group(str(corpus), mode="r+")[resources.GROUP].__delitem__(key.group.split("/", 1)[1])
+    _fresh_process_caches()
+    cs = CorpusStore.open(corpus)
+    with pytest.raises(StoreError, match="prepare --resources"):
+        executors.corpus_resources(str(corpus), cs.content_hash, as_spec(SOFT), ("wsd",))
+    assert resources.info(corpus, key) is None
+    # an interrupted build (arrays without the finishing attribute) counts as missing and is rebuilt
+    g = zarr.open_group(str(corpus), mode="r+")[resources.GROUP].require_group(key.group.split("/", 1)[1])
+    g.create_array("data", data=np.zeros(3))
+    assert resources.info(corpus, key) is None
+    assert resources.ensure(corpus, [key])[key.group]["built"]
+    _fresh_process_caches()
+    assert resources.load(corpus, key).nnz > N
+    assert json.loads(json.dumps(resources.stored(corpus)))[0]["name"] == "similarity/wordnet"
