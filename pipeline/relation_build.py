@@ -21,7 +21,10 @@ optional dependency heads (for prepositional attachment) and the two mention spa
    verb (``Verb``); ``Text`` is the lower-cased lemma of the head (the word when no lemma is
    given).
 2. **Prepositional attachment as nesting.** A ``Prep`` chunk becomes a child of the chunk it
-   attaches to and the noun-phrase chunk right after it becomes the ``Prep``'s child. The host is
+   attaches to and the noun-phrase chunk right after it becomes the ``Prep``'s child -- with
+   heads, only when one of its tokens depends on the preposition (its object; after a
+   complementizer, as in "said that the government was ...", the noun phrase stays where it
+   is). The host is
    the chunk holding the preposition's dependency head when that chunk is a noun-phrase or verb
    chunk before the preposition; a head after the preposition (a fronted PP) puts the PP under
    the sentence; without heads, the nearest noun-phrase or verb chunk before it is the host.
@@ -240,7 +243,11 @@ def nest(sent: TaggedSentence, chunks: list[Chunk]) -> list[Chunk]:
                     break
         c.parent = host
         if ci + 1 < len(chunks) and chunks[ci + 1].type in _NOMINAL:
-            chunks[ci + 1].parent = ci
+            nxt = chunks[ci + 1]
+            # with heads, only the preposition's object nests under it: after a complementizer
+            # ("said that the French Government was ...") the noun phrase is the verb's subject
+            if sent.heads is None or any(sent.heads[t] == c.head for t in range(nxt.start, nxt.end)):
+                nxt.parent = ci
     # spans of subtrees, children after parents in word order except hosts: iterate to a fixpoint
     for c in chunks:
         c.lo, c.hi = c.start, c.end

@@ -55,6 +55,22 @@ def test_heads_decide_attachment_nearest_host_without_them():
     assert shape(no_heads)[3][2] == ("NP", "none", "smith", [("Prep", "none", "from", [("LNP", "arg2", "boston", [])])])
 
 
+def test_noun_phrase_after_a_complementizer_is_not_its_object():
+    # "said that the French Government was careful toward Turkey": the parser makes "that" a mark
+    # of "was" and "Government" its subject, so the ONP stays a child of the sentence; without
+    # heads the noun phrase after any IN is taken as its object
+    words = "Cetin said that the French Government was careful toward Turkey .".split()
+    pos = ("NNP", "VBD", "IN", "DT", "JJ", "NNP", "VBD", "JJ", "IN", "NNP", ".")
+    heads = (1, -1, 6, 5, 5, 6, 1, 6, 7, 8, 1)
+    ms = Mention(4, 6, "Org"), Mention(9, 10, "Loc")
+    tail = ("NP", "none", "careful", [("Prep", "none", "toward", [("LNP", "arg2", "turkey", [])])])
+    assert shape(relation_example(TaggedSentence(words, pos, None, heads), *ms)) == ("Sentence", "none", None, [
+        ("ONP", "arg1", "government", []), ("Verb", "none", "was", []), tail])
+    assert shape(relation_example(TaggedSentence(words, pos), *ms)) == ("Sentence", "none", None, [
+        ("Verb", "none", "said", [("Prep", "none", "that", [("ONP", "arg1", "government", [])])]),
+        ("Verb", "none", "was", []), tail])
+
+
 def test_fronted_pp_goes_under_the_sentence_and_span_trims_the_tail():
     words = "In Boston , the Hardcom Corporation hired John Smith yesterday .".split()
     pos = ("IN", "NNP", ",", "DT", "NNP", "NNP", "VBD", "NNP", "NNP", "NN", ".")
