@@ -11,7 +11,8 @@ is — never a parameter that changes a stored number. ``cluster.yaml`` looks li
 A profile's ``type`` (``sequential``, ``local``, ``scheduler``, ``slurm``, ``kubernetes``)
 defaults to its name. The file is looked up in this order: an explicit ``cluster_file``
 (``--cluster-file``), ``$GRAMTILE_CLUSTER_FILE``, ``./cluster.yaml``; the built-in
-``sequential`` and ``local`` profiles are always available unless the file redefines them.
+``sequential``, ``local`` and ``threads`` (a ``local`` cluster whose workers are threads of the
+driver process) profiles are always available unless the file redefines them.
 ``$GRAMTILE_SCHEDULER`` overrides the address of a ``scheduler`` profile.
 
 Profile types
@@ -46,6 +47,8 @@ TYPES = ("sequential", "local", "scheduler", "slurm", "kubernetes")
 BUILTIN_PROFILES = {
     "sequential": {},
     "local": {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"},
+    # the same workers as threads of the driver process (every kernel core releases the GIL)
+    "threads": {"type": "local", "n_workers": 2, "threads_per_worker": 1, "processes": False},
 }
 
 _POS_INT = "a positive integer"
@@ -81,6 +84,11 @@ class Profile:
     source: str = "built-in"
 
     @property
+    def in_process(self) -> bool:
+        """Workers are threads of the driver's process (a ``local`` profile with ``processes: false``)."""
+        return self.type == "local" and self.options.get("processes", True) is False
+
+    @property
     def n_workers(self) -> int:
         """Expected number of worker processes (1 for sequential; a guide for read-ahead)."""
         o = self.options
@@ -112,7 +120,10 @@ def find_cluster_file(cluster_file=None):
 
 def load_profiles(cluster_file=None) -> dict:
     """All profiles by name, validated; file profiles override the built-in ones."""
-    profiles = {name: Profile(name, name, dict(opts)) for name, opts in BUILTIN_PROFILES.items()}
+    profiles = {}
+    for name, opts in BUILTIN_PROFILES.items():
+        opts = dict(opts)
+        profiles[name] = Profile(name, opts.pop("type", name), opts)
     path = find_cluster_file(cluster_file)
     if path is None:
         return profiles

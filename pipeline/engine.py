@@ -47,6 +47,22 @@ def _selection(sel, n, name):
     return as_selection(sel, n, name)
 
 
+def _start_warm_up(job, ridx):
+    """Warm the kernel in a daemon thread while an in-process cluster starts (see
+    :func:`~gramtile.pipeline.executors.warm_up`); a failure there is left to the tiles to report."""
+    import threading
+
+    from gramtile.pipeline.executors import warm_up
+
+    def run():
+        try:
+            warm_up(job, ridx)
+        except Exception:  # noqa: BLE001  (the first tile raises the same error with its context)
+            pass
+
+    threading.Thread(target=run, name="gramtile-warm-up", daemon=True).start()
+
+
 def _check_out(out: Path):
     if out.exists() and not (out / "zarr.json").exists():
         junk = [p.name for p in out.iterdir() if p.name != "gramtile.lock"]
@@ -174,6 +190,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             elif todo:
                 from gramtile.pipeline.cluster import open_client
 
+                if profile.in_process:
+                    _start_warm_up(job, grid.row_index(todo[0].i))
                 with open_client(profile) as client:
                     if client is None:
                         run_sequential(job, grid, todo, record)

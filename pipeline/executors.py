@@ -243,6 +243,22 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
                       time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0)
 
 
+def warm_up(job: TileJob, ridx: np.ndarray):
+    """Evaluate the spec on the first (at most two) row examples, writing nothing.
+
+    This loads the kernel's compiled cores (Numba's on-disk cache) and the first shard into this
+    process. The engine runs it in a thread while an in-process (``threads``) cluster starts, so
+    the worker threads find both ready instead of waiting for them. Kernels with corpus
+    resources are skipped (building those belongs to the first tile).
+    """
+    from gramtile.pipeline.evaluate import evaluate_block, resource_names
+
+    spec = _spec(job.spec_json)
+    if any(resource_names(b) for b in spec.base_specs()) or len(ridx) == 0:
+        return
+    evaluate_block(spec, load_examples(job.corpus_path, job.corpus_hash, job.reps, np.asarray(ridx[:2])))
+
+
 # ---- executors -----------------------------------------------------------------------------
 
 def run_sequential(job: TileJob, grid: TileGrid, tiles, on_result):

@@ -26,14 +26,17 @@ def no_env(monkeypatch, tmp_path):
 
 def test_builtin_profiles_without_a_file(no_env):
     profiles = load_profiles()
-    assert set(profiles) == set(BUILTIN_PROFILES) == {"sequential", "local"}
+    assert set(profiles) == set(BUILTIN_PROFILES) == {"sequential", "local", "threads"}
     assert profiles["local"].options["n_workers"] == 2 and profiles["local"].type == "local"
     assert profiles["local"].source == "built-in"
+    assert profiles["threads"].type == "local" and "type" not in profiles["threads"].options
+    assert profiles["threads"].in_process and not profiles["local"].in_process
 
 
 def test_repository_cluster_file(no_env):
     profiles = load_profiles(REPO_CLUSTER_FILE)
-    assert {"sequential", "local", "scheduler", "slurm", "kubernetes"} <= set(profiles)
+    assert {"sequential", "local", "threads", "scheduler", "slurm", "kubernetes"} <= set(profiles)
+    assert profiles["threads"].in_process
     assert profiles["local"].options == {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"}
     assert profiles["slurm"].n_workers == profiles["slurm"].options["jobs"]
 
@@ -52,7 +55,7 @@ def test_lookup_order(no_env, monkeypatch):
 
 
 def test_unknown_profile_lists_known_ones(no_env):
-    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['local', 'sequential'\]"):
+    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['local', 'sequential', 'threads'\]"):
         get_profile("gpu")
 
 

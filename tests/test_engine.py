@@ -93,6 +93,13 @@ def test_editing_cluster_yaml_never_changes_numbers_or_hashes(corpus, reference,
     assert ends[-1]["tiles_computed"] == 0
 
 
+def test_threads_profile_computes_tiles_in_the_driver_process_with_identical_K(corpus, reference, tmp_path):
+    st = run_gram(corpus, SST, tmp_path / "t.zarr", rows="0:300", tile=64, cluster="threads", progress=False)
+    assert np.allclose(st.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
+    workers = {r["worker"] for r in st.read_log() if r["event"] == "tile"}
+    assert workers == {f"{os.uname().nodename}:{os.getpid()}"}  # worker threads of this process
+
+
 def _tile_lines(store):
     p = store / "log.jsonl"
     if not p.exists():
