@@ -1,18 +1,21 @@
 """Feature-based baselines for relation examples (Zelenko, Aone & Richardella 2003, Appendix C).
 
 The paper compares its kernels with learners over explicit features of the same relation
-examples: conjunctions of node attributes *at a depth* of the tree. :func:`relation_features`
-gives, for a relation example, the set of binary features
+examples: conjunctions of node conditions *at a depth* of the tree. A node offers two
+conditions, ``T`` = (Class(Type), Role) and, when it has a Text, ``X`` = (Text, Role);
+:func:`relation_features` gives, exactly as Appendix C lists them, the binary features
 
-* node features, for every node at depth ``d`` (root = 0): ``n|d|Type,Role`` and, when the node
-  has a Text, ``n|d|Type,Role,Text`` and ``n|d|Role,Text``;
-* parent-child conjunctions, for every edge with the parent at depth ``d``:
-  ``pc|d|Type,Role > Type,Role`` and, with texts, ``pc|d|Type,Role,Text > Type,Role,Text``;
-* sibling conjunctions, for every pair of adjacent children of a node at depth ``d``:
-  ``sib|d|Type,Role + Type,Role`` and, with texts, the same with Text.
+* node, for every node at depth ``d`` (root = 0): ``n|d|T`` and ``n|d|X``;
+* parent-child, for every edge with the parent at depth ``d``: ``pc|d|A>B`` for the four
+  combinations A in {T, X} of the parent and B in {T, X} of the child;
+* sibling pairs, for every two adjacent children at depth ``d``: ``sib|d|A+B``, the same four
+  combinations;
+* sibling triples, for every three adjacent children at depth ``d``: ``tri|d|...`` with exactly
+  one X among the three (T+T+X, T+X+T, X+T+T).
 
-Class() of section 6.2 is not applied: features keep the raw Type (a PNP chunk and a Person
-node are different features), as Appendix C's attributes do.
+T is written ``Class,Role`` and X ``=Text,Role`` (the ``=`` keeps a Text that equals a class
+name apart). A condition that needs a Text is left out for nodes without one. "P2 follows P1 in
+the children list" is read as *immediately* follows: the features are small subtrees.
 
 Learners: :class:`Winnow` (Littlestone 1988's Winnow2, written here as scikit-learn has none),
 Naive Bayes (scikit-learn's ``BernoulliNB``) and a linear SVM (``LinearSVC``), built by
@@ -23,33 +26,42 @@ from __future__ import annotations
 import numpy as np
 
 from gramtile.kernels.errors import EvaluationError
+from gramtile.pipeline.relation import node_class
 
 
-def _attrs(node, text: bool) -> str:
-    base = f"{node.type},{node.role}"
-    return f"{base},{node.text}" if text and node.text is not None else base
+def _conditions(node) -> tuple:
+    """(T, X) of a node; X is None without a Text."""
+    t = f"{node_class(node.type)},{node.role}"
+    return t, (None if node.text is None else f"={node.text},{node.role}")
 
 
 def relation_features(example) -> set:
-    """The binary features of one :class:`~gramtile.pipeline.relation.RelationExample` (module docstring)."""
+    """The binary Appendix C features of one :class:`~gramtile.pipeline.relation.RelationExample`
+    (module docstring)."""
     feats = set()
     stack = [(example, 0)]
     while stack:
         node, d = stack.pop()
-        feats.add(f"n|{d}|{_attrs(node, False)}")
-        if node.text is not None:
-            feats.add(f"n|{d}|{_attrs(node, True)}")
-            feats.add(f"n|{d}|{node.role},{node.text}")
-        kids = node.children
-        for c in kids:
-            feats.add(f"pc|{d}|{_attrs(node, False)}>{_attrs(c, False)}")
-            if node.text is not None or c.text is not None:
-                feats.add(f"pc|{d}|{_attrs(node, True)}>{_attrs(c, True)}")
+        t, x = _conditions(node)
+        feats.add(f"n|{d}|{t}")
+        if x is not None:
+            feats.add(f"n|{d}|{x}")
+        kids = [_conditions(c) for c in node.children]
+        for c, (ct, cx) in zip(node.children, kids):
+            for a in (t, x):
+                for b in (ct, cx):
+                    if a is not None and b is not None:
+                        feats.add(f"pc|{d}|{a}>{b}")
             stack.append((c, d + 1))
-        for a, b in zip(kids, kids[1:]):
-            feats.add(f"sib|{d}|{_attrs(a, False)}+{_attrs(b, False)}")
-            if a.text is not None or b.text is not None:
-                feats.add(f"sib|{d}|{_attrs(a, True)}+{_attrs(b, True)}")
+        for (at, ax), (bt, bx) in zip(kids, kids[1:]):
+            for a in (at, ax):
+                for b in (bt, bx):
+                    if a is not None and b is not None:
+                        feats.add(f"sib|{d + 1}|{a}+{b}")
+        for (at, ax), (bt, bx), (ct, cx) in zip(kids, kids[1:], kids[2:]):
+            for combo in ((at, bt, cx), (at, bx, ct), (ax, bt, ct)):
+                if None not in combo:
+                    feats.add(f"tri|{d + 1}|" + "+".join(combo))
     return feats
 
 

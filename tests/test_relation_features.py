@@ -16,21 +16,27 @@ def example():
 
 
 def test_features_of_a_small_tree():
+    # Appendix C by hand: T = Class(Type),Role (PNP -> Person, ONP -> Organization), X = =Text,Role
     f = relation_features(example())
     assert f == {
         "n|0|Sentence,none",
-        "n|1|PNP,member", "n|1|PNP,member,smith", "n|1|member,smith",
-        "n|1|Verb,none", "n|1|Verb,none,be", "n|1|none,be",
-        "n|1|NP,none", "n|1|NP,none,scientist", "n|1|none,scientist",
-        "n|2|Prep,none", "n|2|Prep,none,of", "n|2|none,of",
-        "n|3|ONP,affiliation", "n|3|ONP,affiliation,corporation", "n|3|affiliation,corporation",
-        "pc|0|Sentence,none>PNP,member", "pc|0|Sentence,none>PNP,member,smith",
-        "pc|0|Sentence,none>Verb,none", "pc|0|Sentence,none>Verb,none,be",
-        "pc|0|Sentence,none>NP,none", "pc|0|Sentence,none>NP,none,scientist",
-        "pc|1|NP,none>Prep,none", "pc|1|NP,none,scientist>Prep,none,of",
-        "pc|2|Prep,none>ONP,affiliation", "pc|2|Prep,none,of>ONP,affiliation,corporation",
-        "sib|0|PNP,member+Verb,none", "sib|0|PNP,member,smith+Verb,none,be",
-        "sib|0|Verb,none+NP,none", "sib|0|Verb,none,be+NP,none,scientist",
+        "n|1|Person,member", "n|1|=smith,member", "n|1|Verb,none", "n|1|=be,none",
+        "n|1|NP,none", "n|1|=scientist,none",
+        "n|2|Prep,none", "n|2|=of,none", "n|3|Organization,affiliation", "n|3|=corporation,affiliation",
+        # the Sentence node has no Text: only its T conjoins with the children's T and X
+        "pc|0|Sentence,none>Person,member", "pc|0|Sentence,none>=smith,member",
+        "pc|0|Sentence,none>Verb,none", "pc|0|Sentence,none>=be,none",
+        "pc|0|Sentence,none>NP,none", "pc|0|Sentence,none>=scientist,none",
+        "pc|1|NP,none>Prep,none", "pc|1|NP,none>=of,none", "pc|1|=scientist,none>Prep,none",
+        "pc|1|=scientist,none>=of,none",
+        "pc|2|Prep,none>Organization,affiliation", "pc|2|Prep,none>=corporation,affiliation",
+        "pc|2|=of,none>Organization,affiliation", "pc|2|=of,none>=corporation,affiliation",
+        "sib|1|Person,member+Verb,none", "sib|1|Person,member+=be,none", "sib|1|=smith,member+Verb,none",
+        "sib|1|=smith,member+=be,none", "sib|1|Verb,none+NP,none", "sib|1|Verb,none+=scientist,none",
+        "sib|1|=be,none+NP,none", "sib|1|=be,none+=scientist,none",
+        # triples: exactly one X among three adjacent siblings
+        "tri|1|Person,member+Verb,none+=scientist,none", "tri|1|Person,member+=be,none+NP,none",
+        "tri|1|=smith,member+Verb,none+NP,none",
     }
 
 
@@ -39,7 +45,7 @@ def test_feature_matrix_uses_the_training_vocabulary():
     assert X.shape == (2, len(vocab)) and set(X.data) == {1.0}
     assert X[0].sum() == len(relation_features(example()))
     Y, _ = feature_matrix([R("PNP", "member", "brown")], vocab)
-    assert Y.shape == (1, len(vocab)) and Y.sum() == 1  # only n|0|PNP,member is known
+    assert Y.shape == (1, len(vocab)) and Y.sum() == 1  # only n|0|Person,member is known
 
 
 def test_winnow_learns_a_monotone_disjunction():
