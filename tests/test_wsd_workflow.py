@@ -32,6 +32,8 @@ SMALL = {
             {"weight": 1, "kernel": {"kind": "normalized", "kernel": {"kind": "syntagmatic"}}},
             {"weight": 1, "kernel": {"kind": "domain", "dims": 20}},
             {"weight": 1, "kernel": {"kind": "normalized", "kernel": {"kind": "bow", "rep": "seq", "on": "tokens"}}}]}},
+        "K_Select": {"select": [{"kind": "domain", "dims": 20},
+                                {"kind": "normalized", "kernel": {"kind": "bow", "rep": "seq", "on": "tokens"}}]},
     },
     "protocol": {"folds": 3, "seed": 0, "C": 1},
     "baselines": {"line": 53.5},
@@ -50,7 +52,11 @@ def test_workflow_file_is_valid():
     cfg = _config(wf.raw, wf.path)
     assert cfg["words"] == ["hard", "line", "serve"] and cfg["protocol"]["folds"] == 10
     assert set(cfg["kernels"]) == {"BOW", "K_Coll", "K_PoS", "K_Synt", "K_Synt_WordNet", "K_Synt_LSA", "K_Domain",
-                                   "K_Combined"}
+                                   "K_Combined", "K_Combined_groups"}
+    # the WSD system is one selection over four alternatives, all holding domain and BOW kernels
+    alts = cfg["select"]["K_Combined"]
+    assert len(alts) == 4 and cfg["protocol"]["inner_splits"] == 1
+    assert all({"domain", "bow"} <= {b.kind for b in a.base_specs()} for a in alts)
 
 
 def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
@@ -71,8 +77,12 @@ def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
     ev = evaluate(ArrayKernelSource(K), labels, stratified_kfold(labels, 3, 0), C=(1.0,))
     assert rows[0]["accuracy"] == ev.rows[0]["accuracy"]
     majority = max(labels.count(x) for x in set(labels)) / len(labels)
-    assert rows[-1]["majority"] == majority
-    assert rows[-1]["accuracy"] > majority  # the combined kernel learns something
+    combined = rows[-2]
+    assert combined["kernel"] == "K_Combined" and combined["majority"] == majority
+    assert combined["accuracy"] > majority  # the combined kernel learns something
+    sel = rows[-1]
+    assert len(sel["alternative"]) == 3 and set(sel["alternative"]) <= {0, 1} and len(sel["spec"]) == 2
+    assert "| K_Select |" in md
 
     # a rerun reads the cached base Grams (one .npy per distinct base kernel) and gives equal rows
     cached = sorted((out / "line").glob("*.npy"))
@@ -92,6 +102,9 @@ def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
     ({"protocol": {"folds": 1}}, "protocol.folds"),
     ({"kernels": {"X": {"kind": "syntagmatic", "window": -2}}}, "kernels.X"),
     ({"lemmas": "porter"}, "lemmas"),
+    ({"protocol": {"inner_splits": 4}}, "protocol.inner_splits"),
+    ({"kernels": {"X": {"select": []}}}, "kernels.X.select"),
+    ({"kernels": {"X": {"select": [{"kind": "bow"}, {"kind": "syntagmatic", "n": 0}]}}}, "kernels.X.select[1]"),
 ])
 def test_bad_settings_raise_workflow_errors(tmp_path, change, key):
     raw = {**SMALL, **change}
@@ -164,3 +177,30 @@ def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
         add_resources(s, data, v, [{rep: [d.structures[rep] for d in docs]}])
         R, _, _ = evaluate_block(s, data)
         np.testing.assert_allclose(K, R, rtol=1e-10, atol=1e-12)
+
+
+def test_alternatives_are_chosen_on_training_folds_only():
+    """A `select` system: per outer fold, the alternative and C come from the training part alone;
+    duplicated alternatives tie and the earlier one wins; the row records the choices."""
+    from gramtile.workflows.wsd import choose, nested_evaluate
+
+    docs = load_word(require_data("senseval_hard_line_serve") / "serve.pos", subsample=120)
+    labels = [d.label for d in docs]
+    wsd = [d.structures["wsd"] for d in docs]
+    good = ArrayKernelSource(gramtile.gram({"kind": "normalized", "kernel": {"kind": "syntagmatic"}}, wsd))
+    noise = np.random.default_rng(0).normal(size=(120, 5))
+    bad = ArrayKernelSource(noise @ noise.T)  # knows nothing of the senses
+    splits = stratified_kfold(labels, 3, 0)
+    p = {"C": [1.0, 10.0], "inner_folds": 3, "inner_splits": 2, "seed": 0, "class_weight": None,
+         "multiclass": "ovr"}
+    sp = splits[1]
+    a, C = choose([bad, good], labels, sp.train, p)
+    assert a == 1
+    scrambled = list(labels)
+    for i in sp.test:
+        scrambled[i] = "SCRAMBLED"
+    assert choose([bad, good], scrambled, sp.train, p) == (a, C)
+    assert choose([good, good], labels, sp.train, p)[0] == 0
+    row = nested_evaluate([bad, good], labels, splits, p, "sel")
+    assert row["alternative"] == [1, 1, 1] and len(row["C"]) == 3
+    assert row["accuracy"] == nested_evaluate(good, labels, splits, p, "sel")["accuracy"]

@@ -26,6 +26,9 @@ YAML keys (all but ``recipe`` optional)::
     lemmas: wordnet                           # reader option: wordnet | words
     subsample: null                           # N: evenly spaced N instances per word (quick runs)
     kernels: {NAME: SPEC, ...}                 # evaluated in this order
+    # NAME: {select: [SPEC, ...]} is one system whose alternative is chosen per outer fold,
+    # together with C, on the inner split of that fold's training part (ties: the earlier
+    # alternative, then the smaller C); each result row lists the per-fold choices.
     protocol: {folds: 10, seed: 0, C: 1, multiclass: ovr, class_weight: none}
     # C may be a list: chosen per outer fold by an inner stratified split of that fold's
     # training part only (inner_folds: 3 -> train on 2/3, validate on 1/3 of it; first inner
@@ -47,7 +50,7 @@ from gramtile.kernels.errors import GramtileError, WorkflowError
 
 _TOP = {"name", "description", "recipe", "data", "words", "lemmas", "subsample", "kernels", "protocol",
         "baselines", "published", "report"}
-_PROTOCOL = {"folds", "seed", "C", "inner_folds", "multiclass", "class_weight"}
+_PROTOCOL = {"folds", "seed", "C", "inner_folds", "inner_splits", "multiclass", "class_weight"}
 
 
 def _fail(path, key, value, fix):
@@ -80,12 +83,21 @@ def _config(raw, path):
     kernels = raw.get("kernels")
     if not isinstance(kernels, dict) or not kernels:
         _fail(path, "kernels", kernels, "a mapping name -> kernel spec")
-    cfg["kernels"] = {}
+    cfg["kernels"], cfg["select"] = {}, {}
     for name, s in kernels.items():
-        try:
-            cfg["kernels"][str(name)] = as_spec(s)
-        except (GramtileError, TypeError, ValueError, KeyError) as e:
-            _fail(path, f"kernels.{name}", s, f"not a valid kernel spec ({e})")
+        alts = s["select"] if isinstance(s, dict) and set(s) == {"select"} else None
+        if alts is not None and (not isinstance(alts, list) or not alts):
+            _fail(path, f"kernels.{name}.select", alts, "a non-empty list of kernel specs (alternatives chosen per "
+                                                        "outer fold on its training part)")
+        specs = []
+        for k, a in enumerate(alts if alts is not None else [s]):
+            try:
+                specs.append(as_spec(a))
+            except (GramtileError, TypeError, ValueError, KeyError) as e:
+                where = f"kernels.{name}" + ("" if alts is None else f".select[{k}]")
+                _fail(path, where, a, f"not a valid kernel spec ({e})")
+        cfg["kernels"][str(name)] = specs[0]
+        cfg["select"][str(name)] = specs
     proto = raw.get("protocol") or {}
     for k in proto:
         if k not in _PROTOCOL:
@@ -102,6 +114,10 @@ def _config(raw, path):
     inner = proto.get("inner_folds", 3)
     if isinstance(inner, bool) or not isinstance(inner, int) or inner < 2:
         _fail(path, "protocol.inner_folds", inner, "an integer >= 2")
+    inner_splits = proto.get("inner_splits", 1)
+    if isinstance(inner_splits, bool) or not isinstance(inner_splits, int) or not 1 <= inner_splits <= inner:
+        _fail(path, "protocol.inner_splits", inner_splits, f"an integer from 1 to inner_folds ({inner}): how many "
+                                                           f"of the inner folds validate each choice")
     mc = proto.get("multiclass", "ovr")
     if mc not in ("ovr", "ovo"):
         _fail(path, "protocol.multiclass", mc, "use ovr or ovo")
@@ -109,7 +125,7 @@ def _config(raw, path):
     if cw not in ("none", "balanced", None):
         _fail(path, "protocol.class_weight", cw, "use none or balanced")
     cfg["protocol"] = {"folds": folds, "seed": seed, "C": sorted(float(c) for c in Cs), "inner_folds": inner,
-                       "multiclass": mc,
+                       "inner_splits": inner_splits, "multiclass": mc,
                        "class_weight": None if cw in ("none", None) else cw}
     for key in ("baselines", "published"):
         v = raw.get(key) or {}
@@ -215,21 +231,25 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         docs = load_word(cfg["data"] / f"{word}.pos", cfg["lemmas"], cfg["subsample"])
         labels = [d.label for d in docs]
         say(f"{word}: {len(docs)} instances, {len(set(labels))} senses")
-        data = corpus_data(docs, cfg["kernels"].values())
+        every = [s for alts in cfg["select"].values() for s in alts]
+        data = corpus_data(docs, every)
         cache = out / word
         cache.mkdir(exist_ok=True)
         (cache / "ids.json").write_text(json.dumps([d.id for d in docs]))
-        base, secs = base_grams(cfg["kernels"].values(), data, cache, say)
+        base, secs = base_grams(every, data, cache, say)
         splits = stratified_kfold(labels, p["folds"], p["seed"])
         counts = {lab: labels.count(lab) for lab in set(labels)}
         majority = max(counts.values()) / len(labels)
-        for name, spec in cfg["kernels"].items():
-            K, _, _ = spec.combine(base)
+        for name, alts in cfg["select"].items():
+            sources = [ArrayKernelSource(spec.combine(base)[0]) for spec in alts]
             t0 = time.perf_counter()
-            r = nested_evaluate(ArrayKernelSource(K), labels, splits, p, name)
-            r.update({"word": word, "n": len(labels), "majority": majority, "spec": spec.to_dict(),
-                      "gram_seconds": round(sum(secs[b.spec_hash] for b in spec.base_specs()), 2),
+            r = nested_evaluate(sources if len(alts) > 1 else sources[0], labels, splits, p, name)
+            bases = {b.spec_hash for spec in alts for b in spec.base_specs()}
+            r.update({"word": word, "n": len(labels), "majority": majority,
+                      "spec": alts[0].to_dict() if len(alts) == 1 else [s.to_dict() for s in alts],
+                      "gram_seconds": round(sum(secs[h] for h in bases), 2),
                       "learn_seconds": round(time.perf_counter() - t0, 2)})
+            del sources
             rows.append(r)
             say(f"{word} {name}: accuracy {100 * r['accuracy']:.1f} (+- {100 * r['accuracy_std']:.1f}) "
                 f"[{r['learn_seconds']:.0f} s]")
@@ -241,48 +261,69 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
     return rows
 
 
-def choose_C(source, labels, train, p) -> float:
-    """C of the grid with the best accuracy on one inner stratified split of ``train`` (ties: smaller C)."""
+def choose(sources, labels, train, p) -> tuple:
+    """(alternative index, C) with the best mean accuracy over ``p["inner_splits"]`` inner
+    stratified folds of ``train`` (ties: the earlier alternative, then the smaller C).
+
+    Only ``train`` is read: the outer test fold never influences the choice.
+    """
     from gramtile.pipeline.folds import Split, stratified_kfold
     from gramtile.pipeline.learn import evaluate
 
-    if len(p["C"]) == 1:
-        return p["C"][0]
+    if len(sources) == 1 and len(p["C"]) == 1:
+        return 0, p["C"][0]
     y = [labels[i] for i in train]
-    inner = stratified_kfold(y, p["inner_folds"], p["seed"])[0]
-    split = Split(train[inner.train], train[inner.test], "inner")
-    ev = evaluate(source, labels, [split], model="svm", C=tuple(p["C"]), class_weight=p["class_weight"],
-                  multiclass=p["multiclass"])
-    best = max(ev.rows, key=lambda r: (r["accuracy"], -r["C"]))
-    return float(best["C"])
+    inner = stratified_kfold(y, p["inner_folds"], p["seed"])[: p.get("inner_splits", 1)]
+    splits = [Split(train[s.train], train[s.test], "inner") for s in inner]
+    best = None
+    for a, src in enumerate(sources):
+        ev = evaluate(src, labels, splits, model="svm", C=tuple(p["C"]), class_weight=p["class_weight"],
+                      multiclass=p["multiclass"])
+        for C in p["C"]:
+            acc = float(np.mean([r["accuracy"] for r in ev.rows if float(r["C"]) == C]))
+            if best is None or acc > best[0]:
+                best = (acc, a, float(C))
+    return best[1], best[2]
+
+
+def choose_C(source, labels, train, p) -> float:
+    """C of the grid with the best inner accuracy on ``train`` (:func:`choose` with one alternative)."""
+    return choose([source], labels, train, p)[1]
 
 
 def nested_evaluate(source, labels, splits, p, name) -> dict:
-    """Pooled k-fold accuracy with C chosen per fold on its training part (:func:`choose_C`).
+    """Pooled k-fold accuracy with C (and, given a list of sources, the alternative) chosen per
+    fold on its training part (:func:`choose`).
 
     Returns one result row: ``accuracy`` (pooled over folds), ``accuracy_std`` (over folds),
-    ``macro_f1``, ``C`` (the per-fold choices) and the per-fold accuracies.
+    ``macro_f1``, ``C`` (the per-fold choices), ``alternative`` (per-fold choices, for a list of
+    sources) and the per-fold accuracies.
     """
     from gramtile.pipeline.learn import evaluate
     from gramtile.pipeline.metrics import classification_report
 
+    sources = list(source) if isinstance(source, (list, tuple)) else [source]
     y = np.asarray(labels)
-    idx, pred, accs, Cs = [], [], [], []
+    idx, pred, accs, Cs, alts = [], [], [], [], []
     for sp in splits:
-        C = choose_C(source, labels, sp.train, p)
-        ev = evaluate(source, labels, [sp], model="svm", C=(C,), class_weight=p["class_weight"],
+        a, C = choose(sources, labels, sp.train, p)
+        ev = evaluate(sources[a], labels, [sp], model="svm", C=(C,), class_weight=p["class_weight"],
                       multiclass=p["multiclass"], kernel=name)
         i, yp = next(iter(ev.predictions.values()))
         idx.append(i)
         pred.append(yp)
         accs.append(ev.rows[0]["accuracy"])
         Cs.append(C)
+        alts.append(a)
     idx, pred = np.concatenate(idx), np.concatenate(pred)
     acc = float(np.mean(y[idx] == pred))
     rep = classification_report(y[idx], pred, sorted(set(labels)))
-    return {"kernel": name, "model": "svm", "C": Cs, "multiclass": p["multiclass"], "splits": len(splits),
-            "n_test": int(idx.size), "accuracy": acc, "accuracy_std": float(np.std(accs, ddof=1)),
-            "fold_accuracy": accs, "macro_f1": rep.get("macro_f1") if isinstance(rep, dict) else None}
+    row = {"kernel": name, "model": "svm", "C": Cs, "multiclass": p["multiclass"], "splits": len(splits),
+           "n_test": int(idx.size), "accuracy": acc, "accuracy_std": float(np.std(accs, ddof=1)),
+           "fold_accuracy": accs, "macro_f1": rep.get("macro_f1") if isinstance(rep, dict) else None}
+    if len(sources) > 1:
+        row["alternative"] = alts
+    return row
 
 
 def report(rows, cfg, wall: float) -> str:
