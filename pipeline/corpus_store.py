@@ -12,6 +12,9 @@ Layout::
       reps/<name>/<k>/     one group per representation and shard k, holding
                            Batch.arrays(): "offsets" (int64) and the kind's node columns
                            (int32; "weight" of bags float64)
+      resources/<name>-<param hash>/
+                           corpus resources (similarity matrices, domain spaces) built after
+                           completion, with provenance and content hash (pipeline/resources.py)
       .lock                held by the one writer (pid and host)
 
 Bags (``dict`` feature -> weight structures, e.g. KeLP's ``bow``) are batches of kind
@@ -39,8 +42,8 @@ overwrites whatever a killed run left behind. Ids are therefore deterministic.
 
 The content hash (sha256) is computed when the store is completed, by reading back every
 stored array. It covers the ids, labels, texts, vocabularies, the kind of each
-representation, its per-example sizes and node columns, but not the source path or the run
-history, so the same input prepared twice (with the same shard size, which fixes the order in
+representation, its per-example sizes and node columns, but not the source path, the run
+history or ``resources/`` (adding a resource keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
 which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
 """
 from __future__ import annotations
