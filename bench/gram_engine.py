@@ -1,12 +1,15 @@
 """Benchmark of the tiled Gram engine; prints markdown for BENCHMARKS.md.
 
-1. The full 5,483 x 5,483 SST Gram matrix of NUM_train.dat through the engine on a 2-worker
-   LocalCluster (Dask + Zarr store + done bits + log), for several tile sizes, against the
-   one-process, kernel-only time of the same matrix (``spec.block`` on the whole batch in
-   memory). Target: engine / kernel-only <= 0.6 (parallel efficiency >= 83 %).
+1. The full 5,483 x 5,483 SST Gram matrix of NUM_train.dat through `gramtile gram` commands (each
+   a fresh process: Dask + Zarr store + done bits + log) on 2 workers of the ``local`` (worker
+   processes) and ``threads`` (worker threads of the driver) profiles, for several tile sizes,
+   against the one-process, kernel-only time of the same matrix (``spec.block`` on the whole
+   batch in memory). Target: engine / kernel-only <= 0.6 (parallel efficiency >= 83 %).
 2. A large corpus (PTB WSJ sample + NUM train/test + KeLP GRCT/LCT question trees, written to one
    JSON-lines file and prepared into one corpus store) computed at growing n, each run in a fresh
-   driver process whose peak RSS (ru_maxrss) is recorded. Target: <= 1 GB, flat in n.
+   driver process whose peak RSS (VmHWM) is recorded. Target: <= 1 GB, flat in n. With
+   ``--big-kernel-only`` the largest n is also computed kernel-only in this process, giving the
+   parallel efficiency at that size.
 
 Usage::
 
@@ -37,6 +40,8 @@ SST = '{"kind": "sst", "lam": 0.4}'
 def _cluster_file(work: Path, workers: int) -> Path:
     p = work / "cluster.yaml"
     p.write_text(f"profiles:\n  local: {{n_workers: {workers}, threads_per_worker: 1, memory_limit: 3GiB, "
+                 f"dashboard_address: ':0'}}\n"
+                 f"  threads: {{type: local, n_workers: {workers}, threads_per_worker: 1, processes: false, "
                  f"dashboard_address: ':0'}}\n")
     return p
 
@@ -49,10 +54,11 @@ def _prepare(src, fmt, out):
     return out
 
 
-def part1(work: Path, tiles, workers: int):
+def part1(work: Path, tiles, workers: int, profiles=("local", "threads"), repeats: int = 1):
     from gramtile.pipeline.corpus_store import CorpusStore
     from gramtile.pipeline.engine import run_gram
     from gramtile.pipeline.evaluate import as_spec
+    from gramtile.pipeline.gram_store import GramStore
 
     corpus = _prepare(DATA / "trec_qc_num_constituency" / "NUM_train.dat", "svmlighttk", work / "num.zarr")
     cs = CorpusStore.open(corpus)
@@ -68,47 +74,53 @@ def part1(work: Path, tiles, workers: int):
     load = os.getloadavg()[0]
     print(f"One process, kernel only (`spec.block` on the whole batch): **{t_kernel:.1f} s** wall, "
           f"{c_kernel:.1f} s CPU ({pairs / t_kernel / 1e6:.2f} M distinct pairs/s); load average {load:.1f}\n")
-    print("| tile | tiles | wall incl. cluster start (s) | run start to end (s) | tiles phase (s) "
-          "| wall / kernel-only | tiles phase / kernel-only | task CPU sum / kernel-only CPU "
-          "| max rel. diff vs kernel-only |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("Each row is one `gramtile gram --corpus num.zarr --kernel '{\"kind\": \"sst\", \"lam\": 0.4}' "
+          "--tile T --cluster P` command in a fresh process. 'command' is its whole wall time (interpreter "
+          "start, imports, store creation, cluster start and shutdown included); 'run' spans the run's "
+          "start and end records in log.jsonl (cluster start-up and shutdown included, interpreter start and "
+          "imports not); 'tiles' runs from the start of the first finished tile task to the last recorded "
+          "tile. 'task CPU' sums the tile tasks' thread CPU time over the kernel-only CPU time: the engine's "
+          "overhead independently of other load.\n")
+    print("| profile | tile | tiles | command (s) | run (s) | tiles phase (s) | command / kernel-only "
+          "| run / kernel-only | tiles / kernel-only | task CPU / kernel-only CPU | max rel. diff |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     cfile = _cluster_file(work, workers)
-    # warm-up run: Numba compiles (and caches on disk) the signatures the workers need, so the
-    # timed runs measure the engine, not one-off compilation
-    warm = work / "warmup.zarr"
-    shutil.rmtree(warm, ignore_errors=True)
-    run_gram(corpus, SST, warm, rows="0:400", tile=100, cluster="local", cluster_file=cfile, progress=False)
-    shutil.rmtree(warm, ignore_errors=True)
+    exe = str(Path(sys.executable).parent / "gramtile")
     rows = []
-    for t in tiles:
-        out = work / f"sst_t{t}.zarr"
-        shutil.rmtree(out, ignore_errors=True)
-        t0 = time.perf_counter()
-        st = run_gram(corpus, SST, out, tile=t, cluster="local", cluster_file=cfile, progress=False)
-        wall = time.perf_counter() - t0
-        log = st.read_log()
-        tile_recs = [r for r in log if r["event"] == "tile"]
-        start = [r for r in log if r["event"] == "start"][-1]["time"]
-        end = [r for r in log if r["event"] == "end"][-1]["time"]
-        # tiles phase: from the start of the first finished task to the last recorded tile
-        # (excludes cluster start-up and the workers' one-off imports)
-        first = min(tile_recs, key=lambda r: r["time"])
-        tiles_span = max(r["time"] for r in tile_recs) - (first["time"] - first["seconds"])
-        compute = end - start
-        K = st.view().block()
-        rel = float(np.max(np.abs(K - K1) / np.maximum(np.abs(K1), 1e-300)))
-        n_tiles = len(tile_recs)
-        rows.append((t, wall, compute))
-        cpu = sum(r.get("cpu_seconds", 0.0) for r in tile_recs)
-        print(f"| {t} | {n_tiles} | {wall:.1f} | {compute:.1f} | {tiles_span:.1f} | {wall / t_kernel:.2f} "
-              f"| {tiles_span / t_kernel:.2f} | {cpu / c_kernel:.2f} | {rel:.1e} |", flush=True)
-        del K
-        shutil.rmtree(out, ignore_errors=True)
-    print("\n'run' spans the run's start and end records in log.jsonl (cluster start-up included); 'tiles phase' "
-          "runs from the start of the first finished tile task to the last recorded tile; 'wall' adds "
-          "corpus opening and cluster shutdown. 'task CPU' sums the tile tasks' thread CPU time (kernel, "
-          "example loading, the task thread's share of the Zarr writes): it shows the engine's overhead independently of other load on the "
-          "machine.\n")
+    for prof in profiles:
+        # warm-up run: Numba compiles (and caches on disk) the signatures the workers need, so the
+        # timed runs measure the engine, not one-off compilation
+        warm = work / "warmup.zarr"
+        shutil.rmtree(warm, ignore_errors=True)
+        run_gram(corpus, SST, warm, rows="0:400", tile=100, cluster=prof, cluster_file=cfile, progress=False)
+        shutil.rmtree(warm, ignore_errors=True)
+        for t in tiles:
+            for rep in range(repeats):
+                out = work / f"sst_{prof}_t{t}.zarr"
+                shutil.rmtree(out, ignore_errors=True)
+                t0 = time.perf_counter()
+                subprocess.run([exe, "gram", "--corpus", str(corpus), "--kernel", SST, "--out", str(out),
+                                "--tile", str(t), "--cluster", prof, "--cluster-file", str(cfile),
+                                "--no-progress"], check=True, capture_output=True)
+                wall = time.perf_counter() - t0
+                st = GramStore.open(out)
+                log = st.read_log()
+                tile_recs = [r for r in log if r["event"] == "tile"]
+                start = [r for r in log if r["event"] == "start"][-1]["time"]
+                end = [r for r in log if r["event"] == "end"][-1]["time"]
+                first = min(tile_recs, key=lambda r: r["time"])
+                tiles_span = max(r["time"] for r in tile_recs) - (first["time"] - first["seconds"])
+                run = end - start
+                K = st.view().block()
+                rel = float(np.max(np.abs(K - K1) / np.maximum(np.abs(K1), 1e-300)))
+                cpu = sum(r.get("cpu_seconds", 0.0) for r in tile_recs)
+                rows.append((prof, t, wall, run))
+                print(f"| {prof} | {t} | {len(tile_recs)} | {wall:.2f} | {run:.2f} | {tiles_span:.2f} "
+                      f"| {wall / t_kernel:.2f} | {run / t_kernel:.2f} | {tiles_span / t_kernel:.2f} "
+                      f"| {cpu / c_kernel:.2f} | {rel:.1e} |", flush=True)
+                del K
+                shutil.rmtree(out, ignore_errors=True)
+    print()
     return t_kernel, rows
 
 
@@ -162,34 +174,35 @@ def _driver(args):
 
     if args.n <= 0:  # warm-up: compile and cache the kernels for the workers
         warm = Path(args.out)
-        run_gram(args.corpus, SST, warm, rows="0:300", tile=100, cluster="local",
+        run_gram(args.corpus, SST, warm, rows="0:300", tile=100, cluster=args.profile,
                  cluster_file=args.cluster_file, progress=False)
         shutil.rmtree(warm, ignore_errors=True)
         print(json.dumps({}))
         return
 
     t0 = time.perf_counter()
-    st = run_gram(args.corpus, SST, args.out, rows=f"0:{args.n}", tile=args.tile, cluster="local",
+    st = run_gram(args.corpus, SST, args.out, rows=f"0:{args.n}", tile=args.tile, cluster=args.profile,
                   cluster_file=args.cluster_file, progress=False)
     wall = time.perf_counter() - t0
     rss_kib = _peak_rss_kib()
     print(json.dumps({"n": args.n, "wall": wall, "rss_mib": rss_kib / 1024, "tiles": st.tiles_done()[1]}))
 
 
-def part2(work: Path, sizes, tile: int, workers: int):
+def part2(work: Path, sizes, tile: int, workers: int, kernel_only: bool = False, profile: str = "local"):
     corpus = build_big(work, max(sizes))
     cfile = _cluster_file(work, workers)
-    print(f"## Driver memory at growing n (SST, tile {tile}, {workers} local workers)\n")
+    print(f"## Driver memory at growing n (SST, tile {tile}, {workers} workers, profile {profile})\n")
     print("| n | tiles | wall (s) | pairs/s | driver peak RSS (MiB) |")
     print("|---:|---:|---:|---:|---:|")
     subprocess.run([sys.executable, __file__, "_driver", "--corpus", str(corpus), "--n", "0", "--out",
-                    str(work / "big_warm.zarr"), "--tile", str(tile), "--cluster-file", str(cfile)],
-                   check=True, capture_output=True)
+                    str(work / "big_warm.zarr"), "--tile", str(tile), "--cluster-file", str(cfile),
+                    "--profile", profile], check=True, capture_output=True)
     for n in sizes:
         out = work / f"big_n{n}.zarr"
         shutil.rmtree(out, ignore_errors=True)
         res = subprocess.run([sys.executable, __file__, "_driver", "--corpus", str(corpus), "--n", str(n),
-                              "--out", str(out), "--tile", str(tile), "--cluster-file", str(cfile)],
+                              "--out", str(out), "--tile", str(tile), "--cluster-file", str(cfile),
+                              "--profile", profile],
                              capture_output=True, text=True)
         if res.returncode != 0:
             print(res.stderr[-3000:], file=sys.stderr)
@@ -198,8 +211,22 @@ def part2(work: Path, sizes, tile: int, workers: int):
         pairs = n * (n + 1) // 2
         print(f"| {n:,} | {r['tiles']} | {r['wall']:.1f} | {pairs / r['wall'] / 1e6:.2f} M | {r['rss_mib']:.0f} |",
               flush=True)
+        last = (n, r["wall"])
         shutil.rmtree(out, ignore_errors=True)
     print()
+    if kernel_only:
+        from gramtile.pipeline.corpus_store import CorpusStore
+        from gramtile.pipeline.evaluate import as_spec
+
+        n, wall = last
+        spec = as_spec(SST)
+        X = CorpusStore.open(corpus).load("tree", 0, n)
+        spec.block(X.slice(0, 50))
+        t0 = time.perf_counter()
+        spec.block(X)
+        tk = time.perf_counter() - t0
+        print(f"Kernel-only, one process, n = {n:,}: {tk:.1f} s; engine on {workers} workers {wall:.1f} s = "
+              f"{wall / tk:.2f}x, parallel efficiency {tk / (workers * wall):.0%}.\n")
 
 
 def main(argv=None):
@@ -211,12 +238,19 @@ def main(argv=None):
     d.add_argument("--out")
     d.add_argument("--tile", type=int)
     d.add_argument("--cluster-file")
+    d.add_argument("--profile", default="local")
     p.add_argument("--workdir", default=None, help="where corpora and stores go (default: a temp dir)")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--tiles", default="250,500,1000", help="tile sizes of part 1")
+    p.add_argument("--tiles", default="500,1000,1500", help="tile sizes of part 1")
+    p.add_argument("--profiles", default="local,threads", help="cluster profiles of part 1 (local = worker "
+                   "processes, threads = worker threads of the driver process)")
+    p.add_argument("--repeats", type=int, default=1, help="runs per profile and tile size in part 1")
     p.add_argument("--sizes", default="5000,10000,20000", help="n values of part 2")
     p.add_argument("--big-tile", type=int, default=500)
     p.add_argument("--skip-big", action="store_true")
+    p.add_argument("--big-profile", default="local", help="cluster profile of part 2")
+    p.add_argument("--big-kernel-only", action="store_true",
+                   help="also time the largest n of part 2 kernel-only in one process (efficiency)")
     p.add_argument("--skip-num", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "_driver":
@@ -226,9 +260,10 @@ def main(argv=None):
     print(f"<!-- bench/gram_engine.py on {platform.node()}, {os.cpu_count()} CPUs, python "
           f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M')} -->\n")
     if not args.skip_num:
-        part1(work, [int(x) for x in args.tiles.split(",")], args.workers)
+        part1(work, [int(x) for x in args.tiles.split(",")], args.workers, args.profiles.split(","), args.repeats)
     if not args.skip_big:
-        part2(work, [int(x) for x in args.sizes.split(",")], args.big_tile, args.workers)
+        part2(work, [int(x) for x in args.sizes.split(",")], args.big_tile, args.workers, args.big_kernel_only,
+              args.big_profile)
 
 
 if __name__ == "__main__":
