@@ -154,6 +154,18 @@ def conll04_documents(sentences, relation: str, heads: dict | None = None, lemma
     return docs
 
 
+def examples_digest(docs) -> str:
+    """sha256 of the documents' ids, labels and relation examples (JSON form), in order."""
+    import hashlib
+
+    from gramtile.pipeline.relation import relation_to_json
+
+    h = hashlib.sha256()
+    for x in docs:
+        h.update(json.dumps([x.id, x.label, relation_to_json(x.structures["relation"])], sort_keys=True).encode())
+    return h.hexdigest()
+
+
 def spacy_heads(sentences):
     """spaCy heads and lemmas of pre-tokenised sentences: ``({id: heads}, {id: lemmas})``."""
     from gramtile.pipeline.parse import parse_deps
@@ -258,8 +270,11 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
         say(f"{rel}: {len(tr_docs)} train+dev candidates ({sum(x.label == '1' for x in tr_docs)} positive), "
             f"{len(te_docs)} test ({sum(x.label == '1' for x in te_docs)} positive)")
         source = json.dumps({"data": str(data), "relation": rel, "parser": parser, "limit": limit})
+        # the examples' digest keys the store too: a rerun after a change in how examples are
+        # built must not reuse the Gram matrices of the old ones
         corpus = corpus_from_documents(lambda: tr_docs + te_docs, d / "corpus.zarr", source,
-                                       {"task": "conll04", "relation": rel}, progress)
+                                       {"task": "conll04", "relation": rel, "examples": examples_digest(tr_docs + te_docs)},
+                                       progress)
         labels = corpus.labels
         n0, ntr, n = len(only_docs), len(tr_docs), corpus.n
         split = fixed_split(np.arange(ntr), np.arange(ntr, n), n)
