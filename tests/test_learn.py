@@ -377,6 +377,31 @@ def test_cli_evaluate_errors(num_store, tmp_path, capsys):
     assert "--C" in capsys.readouterr().err
 
 
+def test_cli_nystroem_equals_the_api_and_refuses_what_it_cannot_do(num_store, num_y, tmp_path, capsys):
+    from gramtile.pipeline.learn import open_gram_source
+    from gramtile.pipeline.nystroem import evaluate_nystroem
+
+    out = tmp_path / "ny"
+    argv = ["evaluate", "--gram", str(num_store), "--model", "nystroem", "--landmarks", "60", "--folds", "3",
+            "--C", "1,10", "--name", "sst", "--out", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| sst | nystroem | 1 |" in printed and "| sst | nystroem | 10 |" in printed
+    res = json.loads((out / "results.json").read_text())
+    folds = load_or_make_folds(num_store.parent, num_y, 3, 0)
+    api = evaluate_nystroem(open_gram_source(num_store), num_y, folds, m=60, C=[1.0, 10.0], seed=0, kernel="sst")
+    assert [r["accuracy"] for r in res["rows"]] == [r["accuracy"] for r in api]
+    assert [r["m"] for r in res["rows"]] == [60, 60]
+    idx, pred = api[1]["predictions"]
+    assert res["predictions"]["nystroem C=10"]["predicted"] == pred.tolist()
+    assert main(argv + ["--curve", "0.5,1"]) == 2
+    assert "--curve is not available with --model nystroem" in capsys.readouterr().err
+    assert main(argv + ["--multiclass", "ovo"]) == 2
+    assert "one-vs-rest" in capsys.readouterr().err
+    assert main(argv[:5] + ["--landmarks", "0"]) == 2
+    assert "landmarks" in capsys.readouterr().err
+
+
 def test_cli_perceptron_fixed_split_with_labels_file(num_store, num_y, tmp_path, capsys):
     lab = tmp_path / "labels.txt"
     lab.write_text("\n".join(num_y) + "\n")

@@ -1,4 +1,5 @@
-"""``gramtile evaluate``: k-fold or fixed-split evaluation of an SVM or voted perceptron from a Gram store.
+"""``gramtile evaluate``: k-fold or fixed-split evaluation of an SVM, voted perceptron or Nystroem
+linear SVM from a Gram store.
 
 Labels come from the corpus store named in the Gram store's provenance (or ``--labels FILE``).
 k-fold splits are saved as ``folds-k<k>-seed<s>.json`` beside the Gram store (``--folds-dir``)
@@ -21,8 +22,12 @@ def add_parser(sub):
                                    "by stratified k-fold or a fixed split; print a markdown table and, with "
                                    "--out, write results.md / results.json.")
     p.add_argument("--gram", required=True, metavar="GRAM.zarr", help="square Gram store over the labelled examples")
-    p.add_argument("--model", choices=("svm", "perceptron"), default="svm",
-                   help="SVC(kernel='precomputed') or the kernel voted perceptron (default svm)")
+    p.add_argument("--model", choices=("svm", "perceptron", "nystroem"), default="svm",
+                   help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
+                        "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
+                        "for corpora whose training block does not fit in memory) (default svm)")
+    p.add_argument("--landmarks", type=int, default=500, metavar="M",
+                   help="nystroem: landmarks per split, stratified by label and seeded by --seed (default 500)")
     p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
     p.add_argument("--seed", type=int, default=0, help="fold shuffle seed (default 0)")
     p.add_argument("--split", metavar="train:A:B,test:C:D",
@@ -101,6 +106,18 @@ def _sorted_by_label(labels, splits) -> bool:
     return False
 
 
+def _nystroem(source, labels, splits, args, common):
+    """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.evaluate`'s result (no per-split rows)."""
+    from types import SimpleNamespace
+
+    from gramtile.pipeline.nystroem import evaluate_nystroem
+
+    rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.seed,
+                             class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"])
+    preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
+    return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
+
+
 def run(args) -> int:
     from gramtile.pipeline.folds import load_or_make_folds, parse_split
     from gramtile.pipeline.learn import (evaluate, learning_curve, markdown_table, open_gram_source,
@@ -109,6 +126,10 @@ def run(args) -> int:
 
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
+    if args.model == "nystroem" and args.curve:
+        raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
+    if args.model == "nystroem" and args.multiclass != "ovr":
+        raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
     source = open_gram_source(args.gram, normalized=args.normalized)
     store = source.store
     if args.labels:
@@ -132,7 +153,10 @@ def run(args) -> int:
         print("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
               "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
               "shuffle the visiting order", file=sys.stderr)
-    ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say, **common)
+    if args.model == "nystroem":
+        ev = _nystroem(source, labels, splits, args, common)
+    else:
+        ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say, **common)
     table = markdown_table(ev.rows)
     print(table)
     out = {"gram": str(args.gram), "kernel": store.meta.get("kernel"), "normalized": bool(args.normalized),
@@ -143,9 +167,11 @@ def run(args) -> int:
         out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],
                                    **({"id": [ids[i] for i in idx]} if ids else {})}
     md = [f"# gramtile evaluate\n\nGram store `{args.gram}`, {source.n} examples, {how}.\n",
-          "## Overall (pooled predictions)\n", table, "\n## Per split\n", markdown_table(
-              ev.fold_rows, columns=[c for c in ("model", "C", "epochs", "split", "n_train", "n_test", "accuracy",
-                                                 "precision", "recall", "f1") if any(c in r for r in ev.fold_rows)])]
+          "## Overall (pooled predictions)\n", table]
+    if ev.fold_rows:
+        md += ["\n## Per split\n", markdown_table(
+            ev.fold_rows, columns=[c for c in ("model", "C", "epochs", "split", "n_train", "n_test", "accuracy",
+                                               "precision", "recall", "f1") if any(c in r for r in ev.fold_rows)])]
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
         rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.seed,
