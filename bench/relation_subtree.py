@@ -1,21 +1,26 @@
-"""Relation-subtree kernel throughput on random relation examples of 5-15 nodes, per core.
+"""Relation-subtree kernel throughput per core, on real CoNLL04 relation examples or random ones.
 
-Real relation examples (CoNLL04 entity pairs) are built in a later task; until then this
-bench uses seeded random relation examples of realistic size (5-15 nodes, a root "Sentence"
-node, shallow-parse types and classes, roles mostly "none", head texts from a vocabulary of
-``--texts`` words: fewer words, more matching pairs), so the figures say how fast the cores
-are, not how a real corpus behaves.
+``--source conll04`` (default): the relation examples of every Work_For and OrgBased_In candidate
+pair of the CoNLL04 train, dev and test sentences (gold entities and PoS, spaCy heads for
+prepositional attachment unless ``--parser none``), built as workflows/conll04_relations.yaml
+builds them; X = the examples in file order. ``--source random``: seeded random relation
+examples of 5-15 nodes (a root "Sentence" node, shallow-parse types and classes, roles mostly
+"none", head texts from a vocabulary of ``--texts`` words), which say how fast the cores are, not
+how a corpus behaves.
 One process, no Dask: time ``RelationSubtreeKernel.block`` on a square block (reported per
-computed pair, i <= j) and on a rectangular block. Wall-clock rates are printed with the rate
-per second of process CPU time, which is the better figure while other jobs share the CPU.
+computed pair, i <= j) and on a rectangular block (first half x second half). Wall-clock rates
+are printed with the rate per second of process CPU time, which is the better figure while other
+jobs share the CPU.
 
-    .venv/bin/python bench/relation_subtree.py [--n 2000] [--mode sparse|contiguous] [--lam 0.5]
+    .venv/bin/python bench/relation_subtree.py [--source conll04|random] [--mode sparse|contiguous]
+        [--lam 0.5] [--type-weight 0.25] [--n 2000]
 """
 from __future__ import annotations
 
 import argparse
 import random
 import time
+from pathlib import Path
 
 from gramtile.kernels.relation_subtree import RelationSubtreeKernel
 from gramtile.pipeline.encode import encode
@@ -43,40 +48,66 @@ def random_example(rng, texts):
     return build(0)
 
 
+def conll04_examples(parser: str):
+    """Relation examples of all Work_For and OrgBased_In candidates of the CoNLL04 split."""
+    from gramtile.pipeline.readers.conll04 import load_split, read_corp
+    from gramtile.workflows.relations import conll04_documents, spacy_heads
+
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll04"
+    corp = read_corp(data / "conll04.corp")
+    sents = [s for k in ("train", "dev", "test") for s in load_split(data, k, corp)]
+    heads = lemmas = None
+    if parser == "spacy":
+        heads, lemmas = spacy_heads(sents)
+    return [d.structures["relation"] for rel in ("Work_For", "OrgBased_In")
+            for d in conll04_documents(sents, rel, heads, lemmas)]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000, help="examples per side of the block")
+    ap.add_argument("--source", default="conll04", choices=("conll04", "random"))
+    ap.add_argument("--parser", default="spacy", choices=("spacy", "none"), help="conll04: heads from spaCy or none")
+    ap.add_argument("--n", type=int, default=2000, help="random: examples per side of the block")
     ap.add_argument("--mode", default="sparse", choices=("sparse", "contiguous"))
     ap.add_argument("--lam", type=float, default=0.5)
+    ap.add_argument("--type-weight", type=float, default=0.25, help="beta of k (0 = the paper's k)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--texts", type=int, default=30, help="size of the head-text vocabulary")
+    ap.add_argument("--texts", type=int, default=30, help="random: size of the head-text vocabulary")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    rng = random.Random(args.seed)
-    texts = [f"w{i}" for i in range(args.texts)]
-    xs = [random_example(rng, texts) for _ in range(2 * args.n)]
+    if args.source == "conll04":
+        xs = conll04_examples(args.parser)
+        half = len(xs) // 2
+        what = (f"REAL CoNLL04 relation examples ({len(xs)}: all Work_For and OrgBased_In candidates, "
+                f"parser {args.parser})")
+    else:
+        rng = random.Random(args.seed)
+        texts = [f"w{i}" for i in range(args.texts)]
+        xs = [random_example(rng, texts) for _ in range(2 * args.n)]
+        half = args.n
+        what = f"RANDOM relation examples (5-15 nodes, seed {args.seed}; not real data), {args.texts} head texts"
     v = Vocabularies()
-    X = encode(xs[:args.n], v)
-    Y = encode(xs[args.n:], v)
-    spec = RelationSubtreeKernel(mode=args.mode, lam=args.lam)
+    A = encode(xs, v)
+    X = encode(xs[:half], v)
+    Y = encode(xs[half:], v)
+    spec = RelationSubtreeKernel(mode=args.mode, lam=args.lam, type_weight=args.type_weight)
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
-    nx, ny = X.n, Y.n
+    na, nx, ny = A.n, X.n, Y.n
     best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
     for _ in range(args.repeat):
         t, c = time.perf_counter(), time.process_time()
-        K = spec.block(X)
+        K = spec.block(A)
         best_sq = min(best_sq, time.perf_counter() - t)
         cpu_sq = min(cpu_sq, time.process_time() - c)
         t, c = time.perf_counter(), time.process_time()
         spec.block(X, Y)
         best_rect = min(best_rect, time.perf_counter() - t)
         cpu_rect = min(cpu_rect, time.process_time() - c)
-    pairs_sq = nx * (nx + 1) // 2
-    print(f"relation_subtree kernel, RANDOM relation examples (5-15 nodes, seed {args.seed}; not real data), "
-          f"{args.texts} head texts, mode={args.mode}, lam={args.lam}, mean nodes {X.sizes().mean():.1f}, "
-          f"nonzero entries {(K != 0).mean():.0%}")
-    print(f"square {nx}x{nx}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
+    pairs_sq = na * (na + 1) // 2
+    print(f"relation_subtree kernel, {what}, mode={args.mode}, lam={args.lam}, type_weight={args.type_weight}, "
+          f"mean nodes {A.sizes().mean():.1f} (max {A.sizes().max()}), nonzero entries {(K != 0).mean():.0%}")
+    print(f"square {na}x{na}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
           f"({pairs_sq} distinct pairs in {best_sq:.3f} s; {pairs_sq / cpu_sq / 1e6:.2f} M/s of process CPU time)")
     print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core "
           f"({nx * ny} pairs in {best_rect:.3f} s; {nx * ny / cpu_rect / 1e6:.2f} M/s of process CPU time)")
