@@ -23,7 +23,7 @@ def small_workflow(tmp_path, **options):
     raw["data"]["limit"] = {"train": 150, "test": 40}
     raw["kernels"] = {k: raw["kernels"][k] for k in ("BOW", "HDAG")}
     raw["protocol"]["C"] = [1, 10]
-    raw["options"].update({"folds": 3, "grid": {"HDAG": {"p": [1, 2], "lam": [0.5]}}, "per": {"HDAG": "p"}},
+    raw["options"].update({"folds": 3, "grid": {"HDAG": {"p": [1, 2], "lam": [0.5]}}, "per": {"HDAG": "p"}, "first": {}},
                           **options)
     path = tmp_path / "qc_small.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -95,7 +95,39 @@ def test_stored_hdags_are_the_parsed_questions(ran):
         assert words == [w.lower() for w in q.text.split() if w not in ("?", ".", ",")]
 
 
+def test_two_stage_grid(tmp_path):
+    """options.first: lam by CV at p = 2 only, then p = 1 and 3 at the chosen lam (4 points, not 6)."""
+    path = small_workflow(tmp_path, grid={"HDAG": {"p": [1, 2, 3], "lam": [0.1, 1.0]}}, first={"HDAG": {"p": 2}})
+    raw = yaml.safe_load(path.read_text())
+    raw["kernels"] = {"HDAG": raw["kernels"]["HDAG"]}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = tmp_path / "out"
+    rows = run_workflow(load_workflow(path), out, cluster="sequential", progress=False)
+    hd = rows[0]
+    grid = {(g["p"], g["lam"]) for g in hd["grid"]}
+    stage1 = [g for g in hd["grid"] if g["p"] == 2]
+    lam = max(stage1, key=lambda g: g["cv_accuracy"])["lam"]
+    assert {g["lam"] for g in stage1} == {0.1, 1.0}
+    assert grid == {(2, 0.1), (2, 1.0), (1, lam), (3, lam)}
+    assert len(list(out.glob("gram-hdag-*.zarr"))) == 4
+    assert [r["kernel"] for r in rows] == ["HDAG", "HDAG (p=1)", "HDAG (p=2)", "HDAG (p=3)"]
+    assert [r["params"]["lam"] for r in rows[1:] if r["params"]["p"] != 2] == [lam, lam]
+    assert hd["cv_accuracy"] == round(max(g["cv_accuracy"] for g in hd["grid"]), 4)
+    assert "two-stage grid" in (out / "results.md").read_text()
+
+
+def test_staged_points():
+    from gramtile.workflows.qc_hdag import staged
+
+    vs = [(None, {"p": p, "lam": lam}) for p in (1, 2, 3) for lam in (0.1, 0.5)]
+    assert [q for _, q in staged(vs, {"p": 2}, {"p": 2, "lam": 0.5})] == [{"p": 1, "lam": 0.5}, {"p": 3, "lam": 0.5}]
+    assert [q for _, q in staged(vs, {"lam": 0.1}, {"p": 3, "lam": 0.1})] == [{"p": 3, "lam": 0.5}]
+
+
 @pytest.mark.parametrize("edit, key", [({"folds": 1}, "options.folds"),
+                                       ({"first": {"HDAG": {"p": 7}}}, "options.first.HDAG.p"),
+                                       ({"first": {"HDAG": {"p": 1, "lam": 0.5}}}, "options.first.HDAG"),
+                                       ({"first": {"HDAG": []}}, "options.first.HDAG"),
                                        ({"grid": {"HDAG": {"depth": [1]}}}, "options.grid.HDAG.depth"),
                                        ({"grid": {"SVM": {"lam": [1]}}}, "options.grid.SVM"),
                                        ({"per": {"HDAG": "depth"}}, "options.per.HDAG")])

@@ -22,7 +22,11 @@ Every kernel is normalised (cosine), as in the paper. ``options``::
       folds: 5                  # CV folds on train
       seed: 0
       grid: {HDAG: {p: [1, 2, 3, 4, 5], lam: [0.25, 0.5, 1.0]}}
+      first: {HDAG: {p: 3}}     # optional, two stages: lam (and C) by CV at p = 3 only, then
+                                # p = 1..5 at that lam (7 Gram stores instead of 15)
       per: {HDAG: p}            # also one row per p, each at its CV-best lam and C
+
+The kernel's reported choice is the CV-best among all evaluated grid points.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ import numpy as np
 from gramtile.kernels.errors import WorkflowError
 from gramtile.workflows.inex import _store_time, load_recipe_workflow
 
-_OPTIONS = {"folds", "seed", "grid", "per"}
+_OPTIONS = {"folds", "seed", "grid", "per", "first"}
 
 
 def _fail(wf, key, value, fix):
@@ -76,7 +80,44 @@ def check_options(wf, options) -> dict:
     for name, k in per.items():
         if k not in (grid.get(name) or {}):
             _fail(wf, f"options.per.{name}", k, "name a parameter swept in options.grid for that kernel")
-    return {"folds": folds, "seed": seed, "grid": grid, "per": per}
+    first = options.get("first") or {}
+    if not isinstance(first, dict):
+        _fail(wf, "options.first", first, "a mapping kernel name -> {parameter: value}, e.g. {HDAG: {p: 3}}")
+    for name, fixed in first.items():
+        g = grid.get(name) or {}
+        if not isinstance(fixed, dict) or not fixed:
+            _fail(wf, f"options.first.{name}", fixed, "a non-empty mapping parameter -> one value of its grid, "
+                  "e.g. {p: 3}")
+        for k, v in fixed.items():
+            if v not in (g.get(k) or []):
+                _fail(wf, f"options.first.{name}.{k}", v, f"name a value of options.grid.{name}.{k} "
+                      f"({g.get(k)})")
+        if set(fixed) == set(g):
+            _fail(wf, f"options.first.{name}", fixed, "leave at least one grid parameter free (it is chosen "
+                  "in the first stage)")
+    return {"folds": folds, "seed": seed, "grid": grid, "per": per, "first": first}
+
+
+def staged(vs, fixed, best) -> list:
+    """Grid points of the second stage of ``options.first``.
+
+    Parameters
+    ----------
+    vs : list of (spec, params)
+        Every grid point (:func:`variants`).
+    fixed : dict
+        ``options.first.<kernel>``: the values the first stage held fixed (e.g. ``{p: 3}``).
+    best : dict
+        The parameters the first stage chose by CV.
+
+    Returns
+    -------
+    list of (spec, params)
+        The points that keep the first stage's choice of every free parameter (e.g. lam) and
+        vary the fixed ones (e.g. p = 1..5), minus those already evaluated.
+    """
+    free = [k for k in best if k not in fixed]
+    return [(s, q) for s, q in vs if all(q[k] == best[k] for k in free) and any(q[k] != v for k, v in fixed.items())]
 
 
 def variants(spec, g) -> list:
@@ -167,41 +208,57 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
     folds = stratified_kfold(y[train], opts["folds"], opts["seed"])
     Cs = [1.0] if wf.protocol["C"] == "svmlight" else wf.protocol["C"]
     stores, rows = {}, []
+
+    def best_of(cands):  # highest CV accuracy; ties: first in grid order
+        return max(enumerate(cands), key=lambda e: (e[1][0], -e[0]))[1]
+
     for name, spec in wf.kernels.items():
         vs = variants(spec, opts["grid"].get(name, {}))
         t0 = time.perf_counter()
         gram = 0.0
         scored, cv = [], []
-        for s, params in vs:
-            for bs in s.base_specs():
-                if bs.spec_hash not in stores:
-                    t1 = time.perf_counter()
-                    p = out / f"gram-{bs.kind}-{bs.spec_hash[:12]}.zarr"
-                    run_gram(corpus, bs, p, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=False,
-                             client=client)
-                    stores[bs.spec_hash] = GramStore.open(p)
-                    gram += time.perf_counter() - t1
-                    say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")
-            view = ComposedView(s, stores)
-            ev = evaluate(_Sub(view, train.size), y[train], folds, model="svm", C=Cs,
-                          class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
-                          kernel=name)
-            for r in ev.rows:
-                cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
-                scored.append((r["accuracy"], s, params, r["C"]))
 
-        def best_of(cands):  # highest CV accuracy; ties: first in grid order
-            return max(enumerate(cands), key=lambda e: (e[1][0], -e[0]))[1]
+        def score(points):
+            nonlocal gram
+            for s, params in points:
+                for bs in s.base_specs():
+                    if bs.spec_hash not in stores:
+                        t1 = time.perf_counter()
+                        p = out / f"gram-{bs.kind}-{bs.spec_hash[:12]}.zarr"
+                        run_gram(corpus, bs, p, tile=tile, cluster=cluster, cluster_file=cluster_file,
+                                 progress=False, client=client)
+                        stores[bs.spec_hash] = GramStore.open(p)
+                        gram += time.perf_counter() - t1
+                        say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")
+                view = ComposedView(s, stores)
+                ev = evaluate(_Sub(view, train.size), y[train], folds, model="svm", C=Cs,
+                              class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
+                              kernel=name)
+                for r in ev.rows:
+                    cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
+                    scored.append((r["accuracy"], s, params, r["C"]))
 
-        # the kernel's CV choice, then (options.per) one row per value of a swept parameter, each at
-        # the CV-best setting of the other parameters
+        fixed = opts["first"].get(name)
+        if fixed is None:
+            score(vs)
+        else:
+            # two stages (options.first): the free parameters (e.g. lam) by CV at the fixed values
+            # (e.g. p = 3), then the fixed ones swept (p = 1..5) at that choice
+            score([(s, q) for s, q in vs if all(q[k] == v for k, v in fixed.items())])
+            chosen = best_of(scored)[2]
+            say(f"{name}: first stage at {fixed} chose {chosen}")
+            score(staged(vs, fixed, chosen))
+        # the kernel's CV choice among every point evaluated; then (options.per) one row per value of
+        # a swept parameter, each at the CV-best setting of the other parameters
         picks = [(name, best_of(scored))]
         k = opts["per"].get(name)
         if k is not None:
             for v in opts["grid"][name][k]:
-                picks.append((f"{name} ({k}={v})", best_of([e for e in scored if e[2][k] == v])))
+                some = [e for e in scored if e[2][k] == v]
+                if some:  # (options.first may leave values of other parameters unevaluated)
+                    picks.append((f"{name} ({k}={v})", best_of(some)))
         # what the kernel's stores cost when they were computed (read from their logs: a rerun reuses them)
-        mine = {bs.spec_hash for s, _ in vs for bs in s.base_specs()}
+        mine = {bs.spec_hash for _, s, _, _ in scored for bs in s.base_specs()}
         gram_wall = sum(_store_time(stores[h])[0] for h in mine)
         gram_cpu = sum(_store_time(stores[h])[1] for h in mine)
         for label, (acc_cv, s, params, C) in picks:
@@ -234,6 +291,9 @@ def _write(out, wf, rows, n_train, n_test, opts, Cs, t_start):
           f"Workflow `{wf.path.name}`: train {n_train} -> test {n_test}; parameters and C (grid {Cs}) chosen by "
           f"{opts['folds']}-fold CV on train; normalised kernels, one-vs-all SVMs; MRR of same-class "
           f"neighbours among the test questions; {time.perf_counter() - t_start:.0f} s in all.\n",
+          *[f"{name}: two-stage grid (options.first): the other parameters and C chosen by CV at "
+            f"{', '.join(f'{k}={v}' for k, v in fixed.items())}, then {', '.join(fixed)} swept at that choice.\n"
+            for name, fixed in opts["first"].items()],
           markdown_table(table, columns=["kernel", "parameters", "C", "cv_accuracy", "accuracy", "macro_f1", "mrr",
                                          "gram_seconds", "gram_cpu_seconds"], floatfmt=".4g"), ""]
     (out / "results.md").write_text("\n".join(md))
