@@ -19,8 +19,8 @@ in terms of the nodes' attributes"); a sum of equality kernels with non-negative
 kernel. Why: with the paper's k, two examples whose matching nodes share no head text have
 K = 0 however alike their shapes, so the kernel cannot see e.g. a location name right before an
 organisation name ("U.S. Congress") unless both names are the same words, while Appendix C's
-Type,Role features can; with beta > 0 every matched chain of nodes counts. Both are equality tests on integer
-keys, computed once per batch by :func:`node_keys` from the batch columns; an equality test on
+Type,Role features can; with beta > 0 every matched chain of nodes counts. The attribute tests
+of t and k are equality tests on integer keys, computed once per batch by :func:`node_keys` from the batch columns; an equality test on
 any key is a kernel, so swapping the attribute comparison means writing another key function
 (and, later, a spec parameter selecting it) without touching the cores. Class() itself is
 applied by the encoder (pipeline/relation.py), which stores it as the ``class`` column.
