@@ -8,6 +8,7 @@ import yaml
 
 from conftest import require_data
 from gramtile.kernels.errors import WorkflowError
+from gramtile.pipeline.corpus_store import CorpusStore
 from gramtile.pipeline.workflow import RecipeWorkflow, load_workflow, run_workflow
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     assert (out / "Work_For" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns == stamp
 
 
-def test_semeval_reduced_runs(tmp_path):
+def test_semeval_reduced_runs(tmp_path, monkeypatch):
     require_data("semeval2010_task8_train")
     raw = yaml.safe_load((REPO / "workflows" / "semeval2010_relations.yaml").read_text())
     kernels = {k: raw["kernels"][k] for k in ("DP", "BOW")}
@@ -79,6 +80,17 @@ def test_semeval_reduced_runs(tmp_path):
     assert [r["kernel"] for r in rows] == ["DP", "BOW", "SUM"]
     for r in rows:
         assert 0 < r["macro_f1"] < 1 and 0 < r["accuracy"] < 1 and r["folds"] == 2
+    # the corpus store is keyed by the example builders' code: same code -> reused, other -> rebuilt
+    import gramtile.workflows.relations as relations
+
+    store = tmp_path / "out" / "corpus.zarr"
+    assert CorpusStore.open(store).manifest["options"]["builder"] == relations.builder_digest()
+    stamp = (store / "zarr.json").stat().st_mtime_ns
+    run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    assert (store / "zarr.json").stat().st_mtime_ns == stamp
+    monkeypatch.setattr(relations, "builder_digest", lambda: "changed builder code")
+    run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    assert CorpusStore.open(store).manifest["options"]["builder"] == "changed builder code"
 
 
 @pytest.mark.parametrize("change,key", [({"relations": ["Works_For"]}, "relations"),

@@ -166,6 +166,25 @@ def examples_digest(docs) -> str:
     return h.hexdigest()
 
 
+def builder_digest() -> str:
+    """sha256 over the source of the modules that turn SemEval sentences into examples, and the
+    spaCy model's name and version: it keys the SemEval corpus store, so a rerun after a change
+    in how examples are built (or parsed) rebuilds them instead of reusing stale ones, without
+    having to parse everything to find out (as :func:`examples_digest` would)."""
+    import hashlib
+    import importlib
+
+    from gramtile.pipeline.parse import load_model
+
+    h = hashlib.sha256()
+    for name in ("gramtile.pipeline.readers.semeval", "gramtile.pipeline.relation_build", "gramtile.pipeline.relation",
+                 "gramtile.pipeline.derive", "gramtile.pipeline.parse"):
+        h.update(Path(importlib.import_module(name).__file__).read_bytes())
+    meta = load_model().meta
+    h.update(f"{meta.get('lang')}_{meta.get('name')} {meta.get('version')}".encode())
+    return h.hexdigest()
+
+
 def spacy_heads(sentences):
     """spaCy heads and lemmas of pre-tokenised sentences: ``({id: heads}, {id: lemmas})``."""
     from gramtile.pipeline.parse import parse_deps
@@ -363,7 +382,7 @@ def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progre
         return list(records_to_documents(recs[:limit] if limit else recs, data))
 
     corpus = corpus_from_documents(docs, out / "corpus.zarr", json.dumps({"data": str(data), "limit": limit}),
-                                   {"task": "semeval2010"}, progress)
+                                   {"task": "semeval2010", "builder": builder_digest()}, progress)
     say(f"SemEval-2010: {corpus.n} sentences ready in {time.perf_counter() - t0:.1f} s")
     labels = list(corpus.labels)
     y = np.asarray(labels)
