@@ -1,7 +1,7 @@
 """HDAG kernel throughput: kernel evaluations per second on one core (one process, no Dask).
 
-No spaCy-based HDAG builder exists yet, so the HDAGs are synthetic but sized like TREC
-questions: the words (lower-cased) and lengths of the first questions of
+Synthetic HDAGs sized like TREC questions (``bench/trec_qc_hdag.py`` times real spaCy-built
+ones; this one needs no spaCy model): the words (lower-cased) and lengths of the first questions of
 ``data/trec_qc/train.txt``; each word carries 3 attributes (word, a random PoS tag out of 12,
 a random NE type out of 4 or none); consecutive words are grouped into chunks of 1-3 words
 (chain edges inside, one chunk label attribute out of 6); the chunks of a question are linked
