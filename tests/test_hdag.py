@@ -245,3 +245,17 @@ def test_invalid_parameters_raise_typed_errors(bad, words):
         gramtile.gram({"kind": "hdag", **bad}, [G1])
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+def test_exact_default_keeps_the_spec_hash_of_stored_matrices():
+    """HDAG stores computed before ``exact`` existed stay valid: the default is left out of the
+    spec (its JSON and hash are those of {kind: hdag, lam, p, rep}); exact=true is a new kernel."""
+    import hashlib
+    import json
+
+    from gramtile.pipeline.evaluate import as_spec
+
+    old = json.dumps({"kind": "hdag", "lam": 0.5, "p": 3, "rep": "hdag"}, sort_keys=True, separators=(",", ":"))
+    assert as_spec({"kind": "hdag", "lam": 0.5, "p": 3}).spec_hash == hashlib.sha256(old.encode()).hexdigest()
+    assert as_spec({"kind": "hdag", "exact": False}) == as_spec({"kind": "hdag"})
+    assert as_spec({"kind": "hdag", "exact": True}).spec_hash != as_spec({"kind": "hdag"}).spec_hash
