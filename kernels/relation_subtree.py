@@ -313,6 +313,14 @@ class RelationSubtreeKernel(BaseSpec):
         self._number("type_weight", 0, None)
         self._string("rep")
 
+    def params(self) -> dict:
+        # ``type_weight`` came after relation stores existed: leaving the default (the paper's k)
+        # out of the spec keeps the hash, and every stored Gram matrix, of the plain kernel
+        p = super().params()
+        if self.type_weight == 0:
+            del p["type_weight"]
+        return p
+
     @property
     def _mode(self) -> int:
         return _CONTIGUOUS if self.mode == "contiguous" else _SPARSE

@@ -284,3 +284,19 @@ def test_wrong_batch_kind_is_a_typed_error():
     X = encode([TokenSeq(("a",))], Vocabularies())
     with pytest.raises(RepresentationError, match="reads relation examples"):
         RelationSubtreeKernel().block(X)
+
+
+def test_type_weight_default_keeps_the_spec_hash_of_stored_matrices():
+    """Relation-subtree stores computed before ``type_weight`` existed stay valid: the default (the
+    paper's k) is left out of the spec; type_weight > 0 is a new kernel."""
+    import hashlib
+    import json
+
+    from gramtile.pipeline.evaluate import as_spec
+
+    old = json.dumps({"kind": "relation_subtree", "lam": 0.5, "mode": "sparse", "rep": "relation"},
+                     sort_keys=True, separators=(",", ":"))
+    assert as_spec({"kind": "relation_subtree"}).spec_hash == hashlib.sha256(old.encode()).hexdigest()
+    assert as_spec({"kind": "relation_subtree", "type_weight": 0}) == as_spec({"kind": "relation_subtree"})
+    assert as_spec({"kind": "relation_subtree", "type_weight": 0.25}).spec_hash != \
+        as_spec({"kind": "relation_subtree"}).spec_hash
