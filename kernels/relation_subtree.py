@@ -301,6 +301,7 @@ class RelationSubtreeKernel(BaseSpec):
     """
 
     kind = "relation_subtree"
+    added_later = ("type_weight",)
     reads = "relation"
     mode: str = "sparse"
     lam: float = 0.5
@@ -312,14 +313,6 @@ class RelationSubtreeKernel(BaseSpec):
         self._number("lam", 0, 1, lo_open=True)
         self._number("type_weight", 0, None)
         self._string("rep")
-
-    def params(self) -> dict:
-        # ``type_weight`` came after relation stores existed: leaving the default (the paper's k)
-        # out of the spec keeps the hash, and every stored Gram matrix, of the plain kernel
-        p = super().params()
-        if self.type_weight == 0:
-            del p["type_weight"]
-        return p
 
     @property
     def _mode(self) -> int:

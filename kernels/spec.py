@@ -46,13 +46,23 @@ class KernelSpec:
     """Base of every spec. Subclasses are frozen dataclasses whose fields are the parameters."""
 
     kind: ClassVar[str] = ""
+    #: Parameters added after stores of this kind existed: left out of the spec (its JSON and
+    #: hash) while they hold their default, so every Gram store computed before they existed
+    #: keeps its spec hash.
+    added_later: ClassVar[tuple] = ()
 
     def __post_init__(self):
         self.validate()
 
     # -- identity ------------------------------------------------------------------------
     def params(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in self.added_later and v == f.default:
+                continue
+            out[f.name] = v
+        return out
 
     def to_dict(self) -> dict:
         d = {"kind": self.kind}

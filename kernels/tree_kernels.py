@@ -552,6 +552,7 @@ class SubtreeKernel(_TreeKernel):
     """
 
     kind = "st"
+    added_later = ("leaves",)
     _code = _ST
     lam: float = 0.4
     leaves: bool = False
@@ -561,14 +562,6 @@ class SubtreeKernel(_TreeKernel):
         self._number("lam", 0, 1, lo_open=True)
         self._flag("leaves")
         self._string("rep")
-
-    def params(self) -> dict:
-        # ``leaves`` came after ST stores existed: leaving the default out of the spec keeps the
-        # hash (and so every stored Gram matrix) of the plain ST kernel unchanged
-        p = super().params()
-        if not self.leaves:
-            del p["leaves"]
-        return p
 
     def _args(self):
         return self.lam, 1.0, 1.0, 1.0, self.leaves, 0
