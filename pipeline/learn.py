@@ -99,6 +99,27 @@ class StoreKernelSource:
                                           normalized=self.normalized), dtype=np.float64)
 
 
+class ViewKernelSource:
+    """A kernel source over any view with ``block(rows, cols)`` (a :class:`GramView` or a
+    :class:`ComposedView` of stored base matrices), optionally over the examples ``idx`` of the
+    view renumbered 0..len(idx)-1, or its first ``n`` examples."""
+
+    def __init__(self, view, idx=None, n: int | None = None):
+        self.view = view
+        self.idx = None if idx is None else np.asarray(idx, dtype=np.int64)
+        self.n = int(len(self.idx) if self.idx is not None else n if n is not None else view.shape[0])
+
+    @property
+    def chunk_reads(self) -> int:
+        return self.view.chunk_reads
+
+    def block(self, rows, cols) -> np.ndarray:
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        if self.idx is not None:
+            rows, cols = self.idx[rows], self.idx[cols]
+        return self.view.block(rows, cols)
+
+
 def open_gram_source(path, normalized: bool = False) -> StoreKernelSource:
     """A kernel source over the Gram store at ``path`` (reads only the chunks each block needs)."""
     from gramtile.pipeline.gram_store import GramStore

@@ -396,21 +396,6 @@ def _default_model():
 
 # ---- running ---------------------------------------------------------------------------------
 
-class _Source:
-    """A kernel source over a (composite) spec derived from base Gram stores."""
-
-    def __init__(self, view):
-        self.view = view
-        self.n = int(view.shape[0])
-
-    @property
-    def chunk_reads(self) -> int:
-        return self.view.chunk_reads
-
-    def block(self, rows, cols):
-        return self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
-
-
 def svmlight_C(source, train) -> float:
     """SVM-Light's default C: 1 / mean K(x, x) over the training examples (1 for a normalised kernel)."""
     tr = np.asarray(train, dtype=np.int64)
@@ -467,7 +452,7 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     from gramtile.kernels.spec import spec_from_dict  # noqa: F401  (registers kinds before reading stores)
     from gramtile.pipeline.folds import fixed_split, load_or_make_folds
     from gramtile.pipeline.gram_store import ComposedView
-    from gramtile.pipeline.learn import evaluate, markdown_table
+    from gramtile.pipeline.learn import ViewKernelSource, evaluate, markdown_table
 
     if not isinstance(wf, (Workflow, RecipeWorkflow)):
         wf = load_workflow(wf)
@@ -495,7 +480,7 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     stores, seconds = base_stores(wf, corpus, out, cluster, cluster_file, progress, client, tile)
     rows = []
     for name, spec in wf.kernels.items():
-        source = _Source(ComposedView(spec, stores))
+        source = ViewKernelSource(ComposedView(spec, stores))
         t0 = time.perf_counter()
         for model in p["models"]:
             C = p["C"]
@@ -533,7 +518,7 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                                                     "n_test", "accuracy", "precision", "recall", "f1", "macro_f1")
                                         if any(r.get(c) is not None for r in rows)]
     table = markdown_table(rows, columns=cols)
-    (out / "results.json").write_text(json.dumps(rows, indent=1, default=_json_default))
+    (out / "results.json").write_text(json.dumps(rows, indent=1, default=json_default))
     title = wf.report.get("title") or wf.name
     md = [f"# {title}\n", f"Workflow `{wf.path.name}`: {corpus.n} examples, {how}, "
           f"format {wf.data['format']}.\n", table, ""]
@@ -574,7 +559,8 @@ def _selected_C_row(source, labels, splits, Cs, p, name, spec) -> dict:
             "splits": len(splits), "n_test": int(idx.size), **row, "spec": spec.to_dict()}
 
 
-def _json_default(v):
+def json_default(v):
+    """``json.dumps`` fallback of the result files: numpy scalars and arrays, else ``str``."""
     if hasattr(v, "item"):
         return v.item()
     if hasattr(v, "tolist"):

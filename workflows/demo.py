@@ -34,21 +34,6 @@ DEMO_KERNELS = [
 ]
 
 
-class ComposedSource:
-    """A kernel source (``n``, ``block(rows, cols)``) over a composite of stored base matrices."""
-
-    def __init__(self, view):
-        self.view = view
-        self.n = int(view.shape[0])
-
-    @property
-    def chunk_reads(self) -> int:
-        return self.view.chunk_reads
-
-    def block(self, rows, cols):
-        return self.view.block(rows, cols)
-
-
 def demo_corpus_path() -> Path:
     return Path(str(resources.files("gramtile.workflows") / "data" / "demo.tsv"))
 
@@ -61,7 +46,8 @@ def run_demo(out="demo-out", cluster: str = "local", cluster_file=None, folds: i
     from gramtile.pipeline.engine import run_gram
     from gramtile.pipeline.folds import load_or_make_folds
     from gramtile.pipeline.gram_store import ComposedView, GramStore
-    from gramtile.pipeline.learn import evaluate, learning_curve, markdown_table, plot_learning_curve, store_labels
+    from gramtile.pipeline.learn import (ViewKernelSource, evaluate, learning_curve, markdown_table,
+                                         plot_learning_curve, store_labels)
     from gramtile.pipeline.prepare import prepare
 
     out = Path(out)
@@ -81,7 +67,7 @@ def run_demo(out="demo-out", cluster: str = "local", cluster_file=None, folds: i
     splits = load_or_make_folds(out, labels, folds, seed)
     rows, curves = [], []
     for i, (name, spec) in enumerate(DEMO_KERNELS):
-        source = ComposedSource(ComposedView(spec_from_dict(spec), stores))
+        source = ViewKernelSource(ComposedView(spec_from_dict(spec), stores))
         ev = evaluate(source, labels, splits, model="svm", C=(1.0,), kernel=name)
         for r in ev.rows:
             r["chunks read"] = source.chunk_reads

@@ -34,19 +34,13 @@ import itertools
 import json
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 
-from gramtile.kernels.errors import WorkflowError
-from gramtile.workflows.inex import _store_time, load_recipe_workflow
+from gramtile.workflows.inex import _fail, _store_time, load_recipe_workflow
 
 _OPTIONS = {"folds", "seed", "grid", "per", "first"}
-
-
-def _fail(wf, key, value, fix):
-    raise WorkflowError(f"{wf.path}: key '{key}' = {value!r}: {fix}")
 
 
 def check_options(wf, options) -> dict:
@@ -136,26 +130,6 @@ def variants(spec, g) -> list:
     return out or [(spec if spec.kind == "normalized" else Normalized(kernel=spec), {})]
 
 
-class _Sub:
-    """A kernel source over the first ``n`` examples of a view (the training part comes first)."""
-
-    def __init__(self, view, n):
-        self.view, self.n = view, n
-
-    def block(self, rows, cols):
-        return self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))
-
-
-class _Part:
-    """A kernel source over the examples ``idx`` of a view, renumbered 0..len(idx)-1."""
-
-    def __init__(self, view, idx):
-        self.view, self.idx, self.n = view, np.asarray(idx, dtype=np.int64), len(idx)
-
-    def block(self, rows, cols):
-        return self.view.block(self.idx[np.asarray(rows, dtype=np.int64)], self.idx[np.asarray(cols, dtype=np.int64)])
-
-
 def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list:
     """Run the TREC QC HDAG protocol of a workflow file; writes ``out/results.*``.
 
@@ -174,20 +148,17 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
     list of dict
         One row per kernel: CV-chosen parameters and C, CV accuracy, test accuracy, MRR.
     """
-    from gramtile.pipeline.cluster import open_client
+    from gramtile.pipeline.cluster import shared_client
 
-    with ExitStack() as stack:
-        if client is None and cluster != "sequential":
-            client = stack.enter_context(open_client(cluster, cluster_file))
-        return _run(raw, path, out, "sequential" if client is None else cluster, cluster_file, progress, tile,
-                    client)
+    with shared_client(cluster, cluster_file, client) as (cluster, client):
+        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
 
 
 def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
     from gramtile.pipeline.engine import run_gram
     from gramtile.pipeline.folds import fixed_split, stratified_kfold
     from gramtile.pipeline.gram_store import ComposedView, GramStore
-    from gramtile.pipeline.learn import evaluate, source_mrr
+    from gramtile.pipeline.learn import ViewKernelSource, evaluate, source_mrr
     from gramtile.pipeline.workflow import build_corpus
 
     wf, options = load_recipe_workflow(raw, path)
@@ -231,7 +202,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                         gram += time.perf_counter() - t1
                         say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")
                 view = ComposedView(s, stores)
-                ev = evaluate(_Sub(view, train.size), y[train], folds, model="svm", C=Cs,
+                ev = evaluate(ViewKernelSource(view, n=train.size), y[train], folds, model="svm", C=Cs,
                               class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
                               kernel=name)
                 for r in ev.rows:
@@ -263,10 +234,10 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         gram_cpu = sum(_store_time(stores[h])[1] for h in mine)
         for label, (acc_cv, s, params, C) in picks:
             view = ComposedView(s, stores)
-            ev = evaluate(_Part(view, np.arange(corpus.n)), y, [fixed_split(train, test, corpus.n)], model="svm",
+            ev = evaluate(ViewKernelSource(view, np.arange(corpus.n)), y, [fixed_split(train, test, corpus.n)], model="svm",
                           C=[C], class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
                           kernel=label)
-            mrr = source_mrr(_Part(view, test), y[test])
+            mrr = source_mrr(ViewKernelSource(view, test), y[test])
             row = {"kernel": label, "params": params, "C": C, "cv_accuracy": round(acc_cv, 4),
                    "accuracy": round(ev.rows[0]["accuracy"], 4), "macro_f1": round(ev.rows[0]["macro_f1"], 4),
                    "mrr": round(mrr, 4), "spec": s.to_dict(), "grid": cv, "n_train": int(train.size),

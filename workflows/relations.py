@@ -32,16 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from gramtile.kernels.errors import GramtileError, WorkflowError
+from gramtile.kernels.errors import GramtileError
+from gramtile.pipeline.workflow import _fail
 
 _COMMON = {"name", "description", "recipe", "task", "kernels", "protocol", "report", "data", "limit"}
 _CONLL = _COMMON | {"relations", "parser"}
 _CONLL_PROTOCOL = {"C", "epochs", "seed", "perceptron_seed", "feature_learners", "feature_C", "learning_curve"}
 _SEMEVAL_PROTOCOL = {"C", "folds", "seed", "multiclass"}
-
-
-def _fail(path, key, value, fix):
-    raise WorkflowError(f"{path}: key '{key}' = {value!r}: {fix}")
 
 
 def _check_keys(path, where, obj, allowed):
@@ -111,7 +108,7 @@ def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=N
     """One Gram store per distinct base kernel of ``specs``; returns (name -> kernel source, hash -> seconds)."""
     from gramtile.pipeline.engine import run_gram
     from gramtile.pipeline.gram_store import ComposedView, GramStore
-    from gramtile.pipeline.workflow import _Source
+    from gramtile.pipeline.learn import ViewKernelSource
 
     stores, seconds = {}, {}
     for spec in specs.values():
@@ -123,7 +120,7 @@ def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=N
             run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress)
             seconds[b.spec_hash] = time.perf_counter() - t0
             stores[b.spec_hash] = GramStore.open(path)
-    return {name: _Source(ComposedView(spec, stores)) for name, spec in specs.items()}, seconds
+    return {name: ViewKernelSource(ComposedView(spec, stores)) for name, spec in specs.items()}, seconds
 
 
 # ---- CoNLL04 -----------------------------------------------------------------------------
