@@ -261,6 +261,23 @@ def open_client(profile_name="local", cluster_file=None):
             yield client
 
 
+@contextmanager
+def shared_client(cluster: str, cluster_file=None, client=None):
+    """``(profile name, client)`` for a recipe that runs many engine jobs on one cluster.
+
+    A LocalCluster per Gram store costs seconds each, so a recipe opens one here and passes it to
+    every :func:`~gramtile.pipeline.engine.run_gram`. A given ``client`` is used as it is;
+    ``sequential`` (or a profile whose client is None) yields ``("sequential", None)``.
+    """
+    if client is not None:
+        yield cluster, client
+    elif cluster == "sequential":
+        yield "sequential", None
+    else:
+        with open_client(cluster, cluster_file) as c:
+            yield ("sequential" if c is None else cluster), c
+
+
 def slurm_job_script(profile, cluster_file=None) -> str:
     """The SLURM job script dask-jobqueue would submit for a ``slurm`` profile.
 

@@ -198,16 +198,10 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         One row per kernel name: chosen parameters and C, validation accuracy, test error,
         the paper's test and validation errors, Gram and selection seconds.
     """
-    from contextlib import ExitStack
+    from gramtile.pipeline.cluster import shared_client
 
-    from gramtile.pipeline.cluster import open_client
-
-    with ExitStack() as stack:
-        if client is None and cluster != "sequential":
-            # one cluster for every Gram store (a LocalCluster per store costs seconds each)
-            client = stack.enter_context(open_client(cluster, cluster_file))
-        return _run(raw, path, out, "sequential" if client is None else cluster, cluster_file, progress, tile,
-                    client)
+    with shared_client(cluster, cluster_file, client) as (cluster, client):
+        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
 
 
 def _run(raw, path, out, cluster, cluster_file, progress, tile, client):

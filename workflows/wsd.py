@@ -47,14 +47,11 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.errors import GramtileError, WorkflowError
+from gramtile.pipeline.workflow import _fail, json_default
 
 _TOP = {"name", "description", "recipe", "data", "words", "lemmas", "subsample", "kernels", "protocol",
         "baselines", "published", "report"}
 _PROTOCOL = {"folds", "seed", "C", "inner_folds", "inner_splits", "multiclass", "class_weight"}
-
-
-def _fail(path, key, value, fix):
-    raise WorkflowError(f"{path}: key '{key}' = {value!r}: {fix}")
 
 
 def _config(raw, path):
@@ -255,7 +252,7 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
                 f"[{r['learn_seconds']:.0f} s]")
         say(f"{word} done in {time.perf_counter() - t_word:.0f} s")
     wall = time.perf_counter() - t_all
-    (out / "results.json").write_text(json.dumps(rows, indent=1, default=_json_default))
+    (out / "results.json").write_text(json.dumps(rows, indent=1, default=json_default))
     (out / "results.md").write_text(report(rows, cfg, wall))
     say(f"wrote {out / 'results.json'} and {out / 'results.md'} in {wall:.0f} s")
     return rows
@@ -355,10 +352,3 @@ def report(rows, cfg, wall: float) -> str:
     lines.append("| instances | " + " | ".join(str(ns[w]) for w in words) + " |")
     return "\n".join(lines) + "\n"
 
-
-def _json_default(v):
-    if hasattr(v, "item"):
-        return v.item()
-    if hasattr(v, "tolist"):
-        return v.tolist()
-    return str(v)
