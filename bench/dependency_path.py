@@ -18,6 +18,7 @@ from gramtile.kernels.dependency_path import DependencyPathKernel
 from gramtile.pipeline.encode import encode
 from gramtile.pipeline.parse import load_model, parse_deps
 from gramtile.pipeline.vocab import Vocabularies
+from _timing import best_block_times, print_rates
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 
@@ -42,24 +43,11 @@ def main():
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
     nx, ny = X.n, Y.n
-    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
-    for _ in range(args.repeat):
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X)
-        best_sq = min(best_sq, time.perf_counter() - t)
-        cpu_sq = min(cpu_sq, time.process_time() - c)
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X, Y)
-        best_rect = min(best_rect, time.perf_counter() - t)
-        cpu_rect = min(cpu_rect, time.process_time() - c)
-    pairs_sq = nx * (nx + 1) // 2
+    times = best_block_times(spec, X, Y, args.repeat)[:4]
     print(f"dependency_path kernel, TREC QC train parsed by {nlp.meta.get('lang')}_{nlp.meta.get('name')} "
           f"({len(trees)} questions in {t_parse:.1f} s), alpha={args.alpha}, match={args.match}, "
           f"mean words/question {X.sizes().mean():.1f}")
-    print(f"square {nx}x{nx}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
-          f"({pairs_sq} distinct pairs in {best_sq:.3f} s; {pairs_sq / cpu_sq / 1e6:.2f} M/s of process CPU time)")
-    print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core "
-          f"({nx * ny} pairs in {best_rect:.3f} s; {nx * ny / cpu_rect / 1e6:.2f} M/s of process CPU time)")
+    print_rates(nx, nx, ny, *times)
 
 
 if __name__ == "__main__":

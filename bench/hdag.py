@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from pathlib import Path
 
 from gramtile.kernels.hdag import HDAGKernel
 from gramtile.pipeline.encode import encode
 from gramtile.pipeline.hdag_rep import HDAG
 from gramtile.pipeline.vocab import Vocabularies
+from _timing import best_block_times
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 POS = ["NN", "NNS", "NNP", "VB", "VBD", "VBZ", "IN", "DT", "JJ", "WP", "WRB", "RB"]
@@ -68,15 +68,7 @@ def main():
     spec = HDAGKernel(lam=args.lam, p=args.p)
     spec.block(X.slice(0, 3))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 3), Y.slice(0, 3))
-    # wall time, and CPU time of this process (the fairer figure on a shared, loaded machine)
-    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
-    for _ in range(args.repeat):
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X)
-        best_sq, cpu_sq = min(best_sq, time.perf_counter() - t), min(cpu_sq, time.process_time() - c)
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X, Y)
-        best_rect, cpu_rect = min(best_rect, time.perf_counter() - t), min(cpu_rect, time.process_time() - c)
+    best_sq, cpu_sq, best_rect, cpu_rect, _ = best_block_times(spec, X, Y, args.repeat)
     nodes = [len(h) for h in hs]
     pairs_sq = X.n * (X.n + 1) // 2
     print(f"HDAG kernel, synthetic TREC-sized HDAGs, p={args.p}, lam={args.lam}, "

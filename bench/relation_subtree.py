@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from pathlib import Path
 
 from gramtile.kernels.relation_subtree import RelationSubtreeKernel
 from gramtile.pipeline.encode import encode
 from gramtile.pipeline.relation import RelationExample
 from gramtile.pipeline.vocab import Vocabularies
+from _timing import best_block_times, print_rates
 
 TYPES = ["PNP", "ONP", "LNP", "Person", "Organization", "Location", "Verb", "Prep", "BNP", "Punc", "Adj"]
 ROLES = ["none"] * 8 + ["member", "affiliation"]
@@ -94,23 +94,10 @@ def main():
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
     na, nx, ny = A.n, X.n, Y.n
-    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
-    for _ in range(args.repeat):
-        t, c = time.perf_counter(), time.process_time()
-        K = spec.block(A)
-        best_sq = min(best_sq, time.perf_counter() - t)
-        cpu_sq = min(cpu_sq, time.process_time() - c)
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X, Y)
-        best_rect = min(best_rect, time.perf_counter() - t)
-        cpu_rect = min(cpu_rect, time.process_time() - c)
-    pairs_sq = na * (na + 1) // 2
+    *times, K = best_block_times(spec, X, Y, args.repeat, square=A)
     print(f"relation_subtree kernel, {what}, mode={args.mode}, lam={args.lam}, type_weight={args.type_weight}, "
           f"mean nodes {A.sizes().mean():.1f} (max {A.sizes().max()}), nonzero entries {(K != 0).mean():.0%}")
-    print(f"square {na}x{na}: {pairs_sq / best_sq / 1e6:.2f} M evaluations/s per core "
-          f"({pairs_sq} distinct pairs in {best_sq:.3f} s; {pairs_sq / cpu_sq / 1e6:.2f} M/s of process CPU time)")
-    print(f"rectangular {nx}x{ny}: {nx * ny / best_rect / 1e6:.2f} M evaluations/s per core "
-          f"({nx * ny} pairs in {best_rect:.3f} s; {nx * ny / cpu_rect / 1e6:.2f} M/s of process CPU time)")
+    print_rates(na, nx, ny, *times)
 
 
 if __name__ == "__main__":

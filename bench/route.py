@@ -9,13 +9,13 @@ a rectangular block (every entry computed). The time includes the per-block feat
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from gramtile.kernels.route import RouteKernel
 from gramtile.pipeline.encode import encode
 from gramtile.pipeline.readers.inex import read_inex
 from gramtile.pipeline.vocab import Vocabularies
+from _timing import best_block_times
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "inex2005" / "inex05.train.elastic.tree"
 
@@ -37,15 +37,7 @@ def main():
     spec.block(X.slice(0, 5))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 5), Y.slice(0, 5))
     nx, ny = X.n, Y.n
-    # wall time, and CPU time of this process (the fairer figure on a shared, loaded machine)
-    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
-    for _ in range(args.repeat):
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X)
-        best_sq, cpu_sq = min(best_sq, time.perf_counter() - t), min(cpu_sq, time.process_time() - c)
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X, Y)
-        best_rect, cpu_rect = min(best_rect, time.perf_counter() - t), min(cpu_rect, time.process_time() - c)
+    best_sq, cpu_sq, best_rect, cpu_rect, _ = best_block_times(spec, X, Y, args.repeat)
     pairs_sq = nx * (nx + 1) // 2
     print(f"route kernel, INEX 2005 train, variant={args.variant}, lam={args.lam}, degree={args.degree}, "
           f"mean nodes/tree {X.sizes().mean():.1f}")

@@ -14,7 +14,6 @@ attribute index and non-zero flags of the core (commit 44a89f6), see BENCHMARKS.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 from gramtile.kernels.hdag import HDAGKernel
@@ -23,6 +22,7 @@ from gramtile.pipeline.hdag_build import hdag_from_doc
 from gramtile.pipeline.parse import load_model_ner
 from gramtile.pipeline.readers.plain import read_trec
 from gramtile.pipeline.vocab import Vocabularies
+from _timing import best_block_times
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 
@@ -52,14 +52,7 @@ def main():
     spec = HDAGKernel(lam=args.lam, p=args.p, exact=args.exact)
     spec.block(X.slice(0, 3))  # compile (or load the Numba cache)
     spec.block(X.slice(0, 3), Y.slice(0, 3))
-    best_sq = best_rect = cpu_sq = cpu_rect = float("inf")
-    for _ in range(args.repeat):
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X)
-        best_sq, cpu_sq = min(best_sq, time.perf_counter() - t), min(cpu_sq, time.process_time() - c)
-        t, c = time.perf_counter(), time.process_time()
-        spec.block(X, Y)
-        best_rect, cpu_rect = min(best_rect, time.perf_counter() - t), min(cpu_rect, time.process_time() - c)
+    best_sq, cpu_sq, best_rect, cpu_rect, _ = best_block_times(spec, X, Y, args.repeat)
     nodes = sum(len(h) for h in hs[:args.n]) / args.n
     words = sum(1 for h in hs[:args.n] for v in range(len(h)) if not any(p == v for p in h.parent)) / args.n
     pairs_sq, nx, ny = args.n * (args.n + 1) // 2, X.n, Y.n
