@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from gramtile.kernels.errors import CorpusFormatError, RepresentationError
 from gramtile.kernels.relation_subtree import RELATION_COLUMNS
 from gramtile.pipeline.encode import register_kind
+from gramtile.pipeline.structures import PreorderNodes
 
 #: Class() of Zelenko et al. (2003), section 6.2: person / organization / location noun phrases
 #: are compatible with the corresponding entity types. Types not listed map to themselves.
@@ -38,7 +39,7 @@ def node_class(type_: str) -> str:
 
 
 @dataclass(frozen=True)
-class RelationExample:
+class RelationExample(PreorderNodes):
     """A relation example node with its ordered children (Definition 2 of the paper).
 
     Parameters
@@ -74,16 +75,6 @@ class RelationExample:
                 raise RepresentationError(f"relation example node {self.type!r}: child {c!r} is a "
                                           f"{type(c).__name__}, not a RelationExample")
 
-    def nodes(self):
-        """Nodes in preorder (iterative: safe for deep trees)."""
-        stack = [self]
-        while stack:
-            t = stack.pop()
-            yield t
-            stack.extend(reversed(t.children))
-
-    def __len__(self):
-        return sum(1 for _ in self.nodes())
 
 
 # ---- JSON --------------------------------------------------------------------------------

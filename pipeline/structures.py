@@ -10,19 +10,8 @@ from dataclasses import dataclass, field
 from gramtile.kernels.errors import RepresentationError
 
 
-@dataclass(frozen=True)
-class Tree:
-    """Ordered labelled tree. A leaf is a childless node labelled by its word."""
-
-    label: str
-    children: tuple = ()
-
-    def __post_init__(self):
-        if not isinstance(self.children, tuple):
-            object.__setattr__(self, "children", tuple(self.children))
-
-    def is_leaf(self) -> bool:
-        return not self.children
+class PreorderNodes:
+    """``nodes()`` in preorder and ``len()`` for tree values whose nodes have ``children``."""
 
     def nodes(self):
         """Nodes in preorder (iterative: safe for very deep trees)."""
@@ -34,6 +23,21 @@ class Tree:
 
     def __len__(self):
         return sum(1 for _ in self.nodes())
+
+
+@dataclass(frozen=True)
+class Tree(PreorderNodes):
+    """Ordered labelled tree. A leaf is a childless node labelled by its word."""
+
+    label: str
+    children: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.children, tuple):
+            object.__setattr__(self, "children", tuple(self.children))
+
+    def is_leaf(self) -> bool:
+        return not self.children
 
     def leaves(self):
         return [t.label for t in self.nodes() if not t.children]
