@@ -146,6 +146,27 @@ def _resolve(path, key, text) -> Path:
     return p
 
 
+def parse_kernels(path, kernels, reps=None) -> dict:
+    """The ``kernels:`` mapping of a workflow file as ``{name: spec}``; with ``reps``, every base
+    kernel must read one of those representations. Errors name the file and the key."""
+    from gramtile.pipeline.evaluate import as_spec
+
+    if not isinstance(kernels, dict) or not kernels:
+        _fail(path, "kernels", kernels, "a mapping name -> kernel spec, e.g. {SST: {kind: sst, lam: 0.4}}")
+    specs = {}
+    for name, s in kernels.items():
+        try:
+            specs[str(name)] = as_spec(s)
+        except (GramtileError, TypeError, ValueError, KeyError) as e:
+            _fail(path, f"kernels.{name}", s, f"not a valid kernel spec ({e})")
+        if reps is not None:
+            for b in specs[str(name)].base_specs():
+                if b.rep_name not in reps:
+                    _fail(path, f"kernels.{name}", s, f"reads representation {b.rep_name!r}, which "
+                          f"data.representations {reps} leaves out; add it there or set the spec's 'rep'")
+    return specs
+
+
 def _positive_number(path, key, v):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or not math.isfinite(v):
         _fail(path, key, v, "must be a positive finite number")
@@ -162,7 +183,6 @@ def load_workflow(path) -> Workflow:
     """
     import yaml
 
-    from gramtile.pipeline.evaluate import as_spec
     from gramtile.pipeline.readers import FORMATS
 
     path = Path(path)
@@ -218,20 +238,7 @@ def load_workflow(path) -> Workflow:
                 _fail(path, f"data.limit.{k}", v, "must be a positive integer")
     d["limit"] = limit or {}
 
-    kernels = raw["kernels"]
-    if not isinstance(kernels, dict) or not kernels:
-        _fail(path, "kernels", kernels, "a mapping name -> kernel spec, e.g. {SST: {kind: sst, lam: 0.4}}")
-    specs = {}
-    for name, s in kernels.items():
-        try:
-            specs[str(name)] = as_spec(s)
-        except (GramtileError, TypeError, ValueError, KeyError) as e:
-            _fail(path, f"kernels.{name}", s, f"not a valid kernel spec ({e})")
-        if reps is not None:
-            for b in specs[str(name)].base_specs():
-                if b.rep_name not in reps:
-                    _fail(path, f"kernels.{name}", s, f"reads representation {b.rep_name!r}, which "
-                          f"data.representations {reps} leaves out; add it there or set the spec's 'rep'")
+    specs = parse_kernels(path, raw["kernels"], reps)
 
     proto = raw.get("protocol") or {}
     if not isinstance(proto, dict):

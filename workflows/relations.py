@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.errors import GramtileError
-from gramtile.pipeline.workflow import _fail
+from gramtile.pipeline.workflow import _fail, parse_kernels
 
 _COMMON = {"name", "description", "recipe", "task", "kernels", "protocol", "report", "data", "limit"}
 _CONLL = _COMMON | {"relations", "parser"}
@@ -47,20 +47,6 @@ def _check_keys(path, where, obj, allowed):
     for k in obj:
         if k not in allowed:
             _fail(path, f"{where}{k}", obj[k], f"unknown key; allowed keys here are {sorted(allowed)}")
-
-
-def _specs(path, kernels):
-    from gramtile.pipeline.evaluate import as_spec
-
-    if not isinstance(kernels, dict) or not kernels:
-        _fail(path, "kernels", kernels, "a mapping name -> kernel spec")
-    out = {}
-    for name, s in kernels.items():
-        try:
-            out[str(name)] = as_spec(s)
-        except (GramtileError, TypeError, ValueError, KeyError) as e:
-            _fail(path, f"kernels.{name}", s, f"not a valid kernel spec ({e})")
-    return out
 
 
 def _positive(path, key, v):
@@ -251,7 +237,7 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
     for k, v in limit.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             _fail(path, f"limit.{k}", v, "a positive number of sentences")
-    specs = _specs(path, raw.get("kernels"))
+    specs = parse_kernels(path, raw.get("kernels"))
     proto = raw.get("protocol") or {}
     _check_keys(path, "protocol.", proto, _CONLL_PROTOCOL)
     Cs = _grid(path, "protocol.C", proto.get("C", 1.0))
@@ -366,7 +352,7 @@ def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progre
     limit = raw.get("limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         _fail(path, "limit", limit, "a positive number of sentences (first ones), or leave it out")
-    specs = _specs(path, raw.get("kernels"))
+    specs = parse_kernels(path, raw.get("kernels"))
     proto = raw.get("protocol") or {}
     _check_keys(path, "protocol.", proto, _SEMEVAL_PROTOCOL)
     C = _positive(path, "protocol.C", proto.get("C", 1.0))
