@@ -67,13 +67,17 @@ register_batch_kind("relation", RELATION_COLUMNS)
 _CONTIGUOUS, _SPARSE = 0, 1
 
 
-def node_keys(batch):
-    """The paper's node functions as integer keys: t(p1, p2) = [tkey equal], k(p1, p2) = [kkey
-    equal and >= 0].
+def node_keys(batch, name_text: bool = True):
+    """The node functions as integer keys: t(p1, p2) = [tkey equal], k(p1, p2) = [kkey equal and
+    >= 0] (+ type_weight t in the cores).
 
     Parameters
     ----------
     batch : Batch of kind ``"relation"``
+    name_text : bool
+        False: name chunks (nodes whose ``class`` differs from their ``type``, i.e. Types that
+        Class() maps to an entity class: PNP, ONP, LNP) get no Text key, so k ignores their head
+        text and they contribute only ``type_weight * t``.
 
     Returns
     -------
@@ -84,6 +88,10 @@ def node_keys(batch):
     role = batch.columns["role"].astype(np.int64)
     tkey = (cls << 32) | role
     kkey = batch.columns["text"].astype(np.int64)
+    if not name_text:
+        # a name's head lemma ("smith", "corporation") rarely recurs across relation examples:
+        # matching it mostly adds noise, the name's class and role (t) carry the information
+        kkey = np.where(batch.columns["class"] != batch.columns["type"], -1, kkey)
     return np.ascontiguousarray(tkey), np.ascontiguousarray(kkey)
 
 
@@ -296,22 +304,28 @@ class RelationSubtreeKernel(BaseSpec):
     type_weight : float >= 0
         beta in the node similarity ``k = [Text equal] + beta [Class(Type) and Role equal]``;
         0 is the paper's k (module docstring).
+    name_text : bool
+        True (the paper's k): Text is compared on every node. False: not on name chunks (Types
+        that Class() maps to an entity class, PNP / ONP / LNP), whose head words rarely recur
+        across examples; they then count through ``type_weight`` only (:func:`node_keys`).
     rep : str
         Corpus representation read (a relation-example representation).
     """
 
     kind = "relation_subtree"
-    added_later = ("type_weight",)
+    added_later = ("type_weight", "name_text")
     reads = "relation"
     mode: str = "sparse"
     lam: float = 0.5
     type_weight: float = 0.0
+    name_text: bool = True
     rep: str = "relation"
 
     def validate(self):
         self._choice("mode", ("contiguous", "sparse"))
         self._number("lam", 0, 1, lo_open=True)
         self._number("type_weight", 0, None)
+        self._flag("name_text")
         self._string("rep")
 
     @property
@@ -337,7 +351,7 @@ class RelationSubtreeKernel(BaseSpec):
                 f"relation example {e} of {which}: node {int(local[bad[0]])} has parent {int(parent[bad[0]])}; "
                 f"nodes must be in preorder (root first, every parent before its children); encode "
                 f"RelationExample values with pipeline.encode")
-        tkey, kkey = node_keys(batch)
+        tkey, kkey = node_keys(batch, self.name_text)
         cp = np.ascontiguousarray(batch.child_ptr, dtype=np.int64)
         ci = np.ascontiguousarray(batch.child_idx, dtype=np.int32)
         return (off, tkey, kkey, cp, ci)

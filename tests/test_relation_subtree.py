@@ -143,6 +143,42 @@ def test_numba_equals_reference_with_type_weight(mode, lam, beta):
     assert np.all(want >= plain) and np.count_nonzero(want == 0) >= 10  # root mismatch stays 0
 
 
+@pytest.mark.parametrize("mode,lam,beta", [("sparse", 0.5, 0.0), ("sparse", 0.5, 1.0), ("sparse", 0.75, 0.25),
+                                           ("contiguous", 0.5, 0.5)])
+def test_numba_equals_reference_without_name_text(mode, lam, beta):
+    pairs = _random_pairs(70 + int(lam * 10) + (mode == "sparse") + int(4 * beta), 150)
+    v = Vocabularies()
+    X = encode([a for a, _ in pairs], v)
+    Y = encode([b for _, b in pairs], v)
+    got = np.diag(RelationSubtreeKernel(mode=mode, lam=lam, type_weight=beta, name_text=False).block(X, Y))
+    want = np.array([float(kernel(a, b, Fraction(lam), mode, type_weight=Fraction(beta), name_text=False))
+                     for a, b in pairs])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    full = np.array([float(kernel(a, b, Fraction(lam), mode, type_weight=Fraction(beta))) for a, b in pairs])
+    # the PNP nodes of the random examples are name chunks: dropping their Text lowers K of some
+    # pairs (never raises it), and leaves both matching and non-matching pairs
+    assert np.all(want <= full) and np.count_nonzero(want < full) >= 20
+    assert np.count_nonzero(want > 0) >= 20 and np.count_nonzero(want == 0) >= 10
+
+
+def test_name_text_false_ignores_the_text_of_name_chunks_only():
+    # the same person name under the same verb: k of the PNP pair is 1 (name_text) or beta (not)
+    a = R("Sentence", "none", None, (R("PNP", "member", "smith"), R("Verb", "none", "work")))
+    b = R("Sentence", "none", None, (R("PNP", "member", "smith"), R("Verb", "none", "work")))
+    c = R("Sentence", "none", None, (R("Person", "member", "smith"), R("Verb", "none", "work")))
+    lam, beta = 0.5, 0.25
+    spec = {"kind": "relation_subtree", "lam": lam, "type_weight": beta}
+    # K = k(root) + chains (PNP), (Verb): lam^2 k each, (PNP, Verb): lam^4 (k + k)
+    both = lambda kp, kv: beta + lam ** 2 * (kp + kv) + lam ** 4 * (kp + kv)  # noqa: E731
+    assert gramtile.gram(spec, [a, b])[0, 1] == both(1 + beta, 1 + beta)
+    assert gramtile.gram({**spec, "name_text": False}, [a, b])[0, 1] == both(beta, 1 + beta)
+    # "Person" is not a name chunk (Class() maps it to itself): its Text still counts against "Person"
+    assert gramtile.gram({**spec, "name_text": False}, [c, c])[0, 1] == both(1 + beta, 1 + beta)
+    # with the paper's k (beta = 0) two names alone never match
+    assert gramtile.gram({"kind": "relation_subtree", "name_text": False},
+                         [R("PNP", "member", "smith")] * 2)[0, 1] == 0.0
+
+
 def test_type_weight_sees_shape_without_common_text():
     # "U.S. Congress" vs "Beijing XINHUA": a location name right before the organisation, no word shared
     a = R("Sentence", "none", None, (R("LNP", "arg2", "u.s."), R("ONP", "arg1", "congress")))
@@ -260,6 +296,7 @@ def test_structure_errors():
     ({"rep": 3}, ["'rep'", "3"]),
     ({"type_weight": -0.5}, ["'type_weight'", "-0.5", "[0, inf]"]),
     ({"type_weight": "high"}, ["'type_weight'", "'high'"]),
+    ({"name_text": "no"}, ["'name_text'", "'no'", "true or false"]),
 ])
 def test_invalid_spec(bad, words):
     with pytest.raises(KernelSpecError) as e:
@@ -300,3 +337,13 @@ def test_type_weight_default_keeps_the_spec_hash_of_stored_matrices():
     assert as_spec({"kind": "relation_subtree", "type_weight": 0}) == as_spec({"kind": "relation_subtree"})
     assert as_spec({"kind": "relation_subtree", "type_weight": 0.25}).spec_hash != \
         as_spec({"kind": "relation_subtree"}).spec_hash
+
+
+def test_name_text_default_keeps_the_spec_hash():
+    from gramtile.pipeline.evaluate import as_spec
+
+    base = as_spec({"kind": "relation_subtree", "type_weight": 0.25})
+    assert as_spec({"kind": "relation_subtree", "type_weight": 0.25, "name_text": True}) == base
+    assert "name_text" not in base.to_dict()
+    off = as_spec({"kind": "relation_subtree", "type_weight": 0.25, "name_text": False})
+    assert off.spec_hash != base.spec_hash and off.to_dict()["name_text"] is False

@@ -22,9 +22,16 @@ def t(p1, p2) -> int:
     return int(node_class(p1.type) == node_class(p2.type) and p1.role == p2.role)
 
 
-def k(p1, p2, type_weight=0):
-    """Node similarity: both nodes have a Text and it is equal, plus ``type_weight`` times t."""
-    return int(p1.text is not None and p1.text == p2.text) + type_weight * t(p1, p2)
+def is_name(p) -> bool:
+    """A name chunk: a Type that Class() maps to an entity class (PNP, ONP, LNP)."""
+    return node_class(p.type) != p.type
+
+
+def k(p1, p2, type_weight=0, name_text=True):
+    """Node similarity: both nodes have a Text and it is equal (with ``name_text=False``, never on
+    name chunks), plus ``type_weight`` times t."""
+    texts = p1.text is not None and p1.text == p2.text and (name_text or not (is_name(p1) or is_name(p2)))
+    return int(texts) + type_weight * t(p1, p2)
 
 
 def kc_explicit(T, K, lam, mode="sparse"):
@@ -117,18 +124,19 @@ def kc_appendix_b(T, K, lam, fixes=FIXES):
     return total
 
 
-def kernel(p1, p2, lam, mode="sparse", kc=None, type_weight=0):
+def kernel(p1, p2, lam, mode="sparse", kc=None, type_weight=0, name_text=True):
     """K(P1, P2) by definition (1), recursively; ``kc(T, K, lam)`` defaults to the explicit sum;
-    ``type_weight`` is the kernel's beta in k (exact when given as a Fraction)."""
+    ``type_weight`` is the kernel's beta in k (exact when given as a Fraction); ``name_text`` as
+    in :func:`k`."""
     lam = Fraction(lam)
     type_weight = Fraction(type_weight)
     if not t(p1, p2):
         return Fraction(0)
     ch1, ch2 = p1.children, p2.children
     T = [[t(a, b) for b in ch2] for a in ch1]
-    K = [[kernel(a, b, lam, mode, kc, type_weight) if T[x][y] else Fraction(0) for y, b in enumerate(ch2)]
+    K = [[kernel(a, b, lam, mode, kc, type_weight, name_text) if T[x][y] else Fraction(0) for y, b in enumerate(ch2)]
          for x, a in enumerate(ch1)]
     children = Fraction(0)
     if ch1 and ch2:
         children = kc(T, K, lam) if kc is not None else kc_explicit(T, K, lam, mode)
-    return k(p1, p2, type_weight) + children
+    return k(p1, p2, type_weight, name_text) + children
