@@ -13,8 +13,12 @@ under ``--out`` (reused by a rerun), and evaluates.
     train + dev sentences, test on the test sentences. Rows: recall, precision, F1 of the
     Appendix C feature learners (Naive Bayes, Winnow, linear SVM) and of the voted perceptron and
     SVM with every kernel; learning curves of F1 over growing nested training subsets. A list of
-    C values (``protocol.C``, ``protocol.feature_C``) is searched on the dev sentences only
-    (train -> dev), and the chosen C is retrained on train + dev; test is scored once.
+    C values (``protocol.C``, ``protocol.feature_C``) is searched without the test sentences,
+    with ``protocol.select: dev`` (default) on the dev sentences (train -> dev), with
+    ``select: cv`` by ``cv_folds``-fold cross-validation by sentence on train + dev
+    (:func:`sentence_folds`, mean fold F1); the chosen C is retrained on train + dev and test is
+    scored once. ``scope: sentence`` roots every example at the Sentence node
+    (:func:`~gramtile.pipeline.relation_build.relation_example`; default ``lcs``).
 
 ``task: semeval2010`` (workflows/semeval2010_relations.yaml)
     The 8,000 training sentences parsed by spaCy; structures ``relation`` (relation example),
@@ -36,8 +40,9 @@ from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.workflow import _fail, parse_kernels
 
 _COMMON = {"name", "description", "recipe", "task", "kernels", "protocol", "report", "data", "limit"}
-_CONLL = _COMMON | {"relations", "parser"}
-_CONLL_PROTOCOL = {"C", "epochs", "seed", "perceptron_seed", "feature_learners", "feature_C", "learning_curve"}
+_CONLL = _COMMON | {"relations", "parser", "scope"}
+_CONLL_PROTOCOL = {"C", "epochs", "seed", "perceptron_seed", "feature_learners", "feature_C", "learning_curve",
+                   "select", "cv_folds"}
 _SEMEVAL_PROTOCOL = {"C", "folds", "seed", "multiclass"}
 
 
@@ -213,10 +218,63 @@ def _best(scores):
     return max(scores, key=lambda cf: (cf[1], -cf[0]))[0]
 
 
+def sentence_folds(doc_ids, k: int, seed: int = 0):
+    """``k`` cross-validation folds of the examples ``0 .. len(doc_ids) - 1`` by sentence.
+
+    Candidate pairs of one sentence share its words, so they stay in one fold (a fold split by
+    pair would let a test sentence's other pairs into training). The sentence of a document id
+    ``"<sentence id>:<s>-<e>:<s>-<e>"`` (:func:`conll04_documents`) is the id without its two
+    mention spans; the sorted distinct sentences are permuted by ``numpy.random.default_rng(seed)``
+    and sentence ``r`` of the permutation goes to fold ``r % k``.
+
+    Parameters
+    ----------
+    doc_ids : sequence of str
+    k : int >= 2
+    seed : int
+
+    Returns
+    -------
+    list of Split (``fold-0`` ..), the same for every kernel and learner given the same ids (the
+    examples after ``doc_ids`` in a corpus, e.g. the test sentences, are in no fold)
+    """
+    from gramtile.kernels.errors import EvaluationError
+    from gramtile.pipeline.folds import Split
+
+    sid = np.array([str(d).rsplit(":", 2)[0] for d in doc_ids])
+    sentences = np.unique(sid)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2 or k > sentences.size:
+        raise EvaluationError(f"cv_folds={k!r}: cross-validation by sentence needs 2 <= folds <= the "
+                              f"{sentences.size} training sentences; give protocol.cv_folds in that range")
+    fold_of = dict(zip(sentences, np.random.default_rng(seed).permutation(sentences.size) % k))
+    fold = np.array([fold_of[s] for s in sid], dtype=np.int64)
+    idx = np.arange(len(sid), dtype=np.int64)
+    return [Split(idx[fold != f], idx[fold == f], f"fold-{f}") for f in range(k)]
+
+
+def feature_cv(docs, folds, grid, seed=0) -> dict:
+    """Mean fold F1 of the Appendix C linear SVM for each C of ``grid`` (vocabulary from each
+    fold's training part)."""
+    from gramtile.pipeline.metrics import binary_prf
+    from gramtile.pipeline.relation_features import feature_learner, feature_matrix
+
+    y = np.array([d.label for d in docs])
+    per = {c: [] for c in grid}
+    for sp in folds:
+        Xa, vocab = feature_matrix([docs[i].structures["relation"] for i in sp.train])
+        Xb, _ = feature_matrix([docs[i].structures["relation"] for i in sp.test], vocab)
+        for c in grid:
+            pred = np.asarray(feature_learner("linear_svm", C=c, seed=seed).fit(Xa, y[sp.train]).predict(Xb))
+            per[c].append(binary_prf(y[sp.test], pred, "1")[2])
+    return {c: float(np.mean(v)) for c, v in per.items()}
+
+
 def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
     """CoNLL04 recipe (module docstring). With several values of ``protocol.C`` / ``feature_C``,
-    each SVM's C is chosen by F1 on the SpERT dev sentences after training on the SpERT train
-    sentences only; the chosen C is then retrained on train + dev and scored once on test."""
+    each SVM's C is chosen without the test sentences: by F1 on the SpERT dev sentences after
+    training on the SpERT train sentences only (``select: dev``), or by the mean F1 of a
+    cross-validation by sentence on train + dev (``select: cv``, the same folds for every SVM);
+    the chosen C is then retrained on train + dev and scored once on test."""
     from gramtile.pipeline.folds import fixed_split
     from gramtile.pipeline.learn import evaluate, learning_curve
     from gramtile.pipeline.readers.conll04 import RELATION_ARGS, load_split, read_corp
@@ -232,6 +290,10 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
     parser = raw.get("parser", "spacy")
     if parser not in ("spacy", "none"):
         _fail(path, "parser", parser, "use spacy (heads for prepositional attachment) or none (nearest host)")
+    scope = raw.get("scope", "lcs")
+    if scope not in ("lcs", "sentence"):
+        _fail(path, "scope", scope, "use lcs (least common subtree of the mentions) or sentence (rooted at the "
+              "Sentence node)")
     limit = raw.get("limit") or {}
     _check_keys(path, "limit.", limit, {"train", "dev", "test"})
     for k, v in limit.items():
@@ -248,6 +310,14 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
     learners = proto.get("feature_learners", list(LEARNERS))
     if not isinstance(learners, list) or any(x not in LEARNERS for x in learners):
         _fail(path, "protocol.feature_learners", learners, f"a list from {list(LEARNERS)}")
+    select_by = proto.get("select", "dev")
+    if select_by not in ("dev", "cv"):
+        _fail(path, "protocol.select", select_by, "use dev (train -> dev) or cv (cross-validation by sentence on "
+              "train + dev) to choose C")
+    cv_folds = proto.get("cv_folds", 5)
+    if isinstance(cv_folds, bool) or not isinstance(cv_folds, int) or cv_folds < 2:
+        _fail(path, "protocol.cv_folds", cv_folds, "an integer >= 2 (folds of the cross-validation by sentence)")
+    sel_key = "dev_f1" if select_by == "dev" else "cv_f1"
     fractions = proto.get("learning_curve", [0.1, 0.25, 0.5, 0.75, 1.0])
     if fractions and (not isinstance(fractions, list) or any(not (0 < float(f) <= 1) for f in fractions)):
         _fail(path, "protocol.learning_curve", fractions, "a list of fractions in (0, 1], or [] for none")
@@ -266,12 +336,14 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
     for rel in rels:
         d = out / rel
         d.mkdir(parents=True, exist_ok=True)
-        only_docs = conll04_documents(parts["train"], rel, heads, lemmas)
-        tr_docs = only_docs + conll04_documents(parts["dev"], rel, heads, lemmas)
-        te_docs = conll04_documents(parts["test"], rel, heads, lemmas)
+        only_docs = conll04_documents(parts["train"], rel, heads, lemmas, scope)
+        tr_docs = only_docs + conll04_documents(parts["dev"], rel, heads, lemmas, scope)
+        te_docs = conll04_documents(parts["test"], rel, heads, lemmas, scope)
         say(f"{rel}: {len(tr_docs)} train+dev candidates ({sum(x.label == '1' for x in tr_docs)} positive), "
             f"{len(te_docs)} test ({sum(x.label == '1' for x in te_docs)} positive)")
-        source = json.dumps({"data": str(data), "relation": rel, "parser": parser, "limit": limit})
+        # scope only when not the default, so stores made before it existed stay reusable
+        source = json.dumps({"data": str(data), "relation": rel, "parser": parser, "limit": limit,
+                             **({"scope": scope} if scope != "lcs" else {})})
         # the examples' digest keys the store too: a rerun after a change in how examples are
         # built must not reuse the Gram matrices of the old ones
         corpus = corpus_from_documents(lambda: tr_docs + te_docs, d / "corpus.zarr", source,
@@ -280,23 +352,35 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
         labels = corpus.labels
         n0, ntr, n = len(only_docs), len(tr_docs), corpus.n
         split = fixed_split(np.arange(ntr), np.arange(ntr, n), n)
-        select = n0 < ntr and len(set(labels[:n0])) == 2
-        if (len(Cs) > 1 or len(fCs) > 1) and not select:
-            _fail(path, "protocol.C", Cs, "choosing C needs dev sentences and both classes among the train "
-                  "sentences' candidates; give one C or raise limit.train / limit.dev")
-        dev = fixed_split(np.arange(n0), np.arange(n0, ntr), n) if select else None
+        grids = len(Cs) > 1 or len(fCs) > 1
+        if select_by == "dev":
+            select = n0 < ntr and len(set(labels[:n0])) == 2
+            if grids and not select:
+                _fail(path, "protocol.C", Cs, "choosing C needs dev sentences and both classes among the train "
+                      "sentences' candidates; give one C or raise limit.train / limit.dev")
+            held = [fixed_split(np.arange(n0), np.arange(n0, ntr), n)] if select else None
+        else:
+            held = sentence_folds([x.id for x in tr_docs], cv_folds, seed) if grids else None
+            if held and any(len(set(np.asarray(labels)[sp.train])) < 2 for sp in held):
+                _fail(path, "protocol.cv_folds", cv_folds, "every fold's training part needs both classes; "
+                      "use fewer folds or raise limit.train / limit.dev")
+
+        def feature_select(grid):
+            if select_by == "dev":
+                return [(c, feature_scores(only_docs, tr_docs[n0:], ["linear_svm"], c, seed)[0]["f1"]) for c in grid]
+            return list(feature_cv(tr_docs, held, grid, seed).items())
 
         t1 = time.perf_counter()
         for name in learners:
             grid = fCs if name == "linear_svm" else [fCs[0]]
             if len(grid) > 1:
-                dev_f1 = [(c, feature_scores(only_docs, tr_docs[n0:], [name], c, seed)[0]["f1"]) for c in grid]
+                dev_f1 = feature_select(grid)
                 c = _best(dev_f1)
             else:
                 c, dev_f1 = grid[0], None
             r = feature_scores(tr_docs, te_docs, [name], c, seed)[0]
             rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None,
-                         "dev_f1": None if dev_f1 is None else dict(dev_f1)[c],
+                         sel_key: None if dev_f1 is None else dict(dev_f1)[c],
                          "seconds": round(time.perf_counter() - t1, 2)})
         sources, seconds = gram_sources(specs, corpus, d, cluster, cluster_file, progress, tile)
         chosen = {}
@@ -307,8 +391,9 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
                 if model == "svm":
                     c = Cs[0]
                     if len(Cs) > 1:
-                        ev = evaluate(src, labels, [dev], model="svm", C=Cs, kernel=name, positive="1")
-                        scores = [(r["C"], r["f1"]) for r in ev.rows]
+                        ev = evaluate(src, labels, held, model="svm", C=Cs, kernel=name, positive="1")
+                        # mean of the folds' F1 (one fold with select: dev)
+                        scores = [(c, float(np.mean([r["f1"] for r in ev.fold_rows if r["C"] == c]))) for c in Cs]
                         c = chosen[name] = _best(scores)
                         dev_f1 = dict(scores)[c]
                     chosen[name] = c
@@ -317,7 +402,7 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
                 for r in ev.rows:
                     rows.append({"relation": rel, "kernel": name, "model": model, "n_train": ntr,
                                  "precision": r["precision"], "recall": r["recall"], "f1": r["f1"],
-                                 "accuracy": r["accuracy"], "C": c, "dev_f1": dev_f1,
+                                 "accuracy": r["accuracy"], "C": c, sel_key: dev_f1,
                                  "seconds": round(time.perf_counter() - t1, 2),
                                  "gram_seconds": round(sum(seconds[b.spec_hash] for b in specs[name].base_specs()), 2)})
         if fractions:
@@ -399,8 +484,8 @@ def _report(raw, path, out, rows, curves, seconds, conll):
     if conll:
         for rel in dict.fromkeys(r["relation"] for r in rows):
             md += [f"## {rel}\n", markdown_table([r for r in rows if r["relation"] == rel],
-                                                 columns=["kernel", "model", "C", "dev_f1", "n_train", "recall",
-                                                          "precision", "f1"]),
+                                                 columns=["kernel", "model", "C", _sel_column(rows), "n_train",
+                                                          "recall", "precision", "f1"]),
                    ""]
             if curves:
                 png = out / f"learning_curve_{rel}.png"
@@ -409,6 +494,10 @@ def _report(raw, path, out, rows, curves, seconds, conll):
     else:
         md += [markdown_table(rows, columns=["kernel", "C", "folds", "precision", "recall", "macro_f1", "accuracy"]), ""]
     (out / "results.md").write_text("\n".join(md))
+
+
+def _sel_column(rows):
+    return "cv_f1" if any("cv_f1" in r for r in rows) else "dev_f1"
 
 
 def plot_curves(curves, png, title):
