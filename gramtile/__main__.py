@@ -1,5 +1,3 @@
-import sys
+from gramtile.workflows.cli import entry
 
-from gramtile.workflows.cli import main
-
-sys.exit(main())
+entry()

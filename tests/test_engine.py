@@ -170,6 +170,25 @@ def test_cli_gram_rectangular_selection_file_and_errors(corpus, reference, tmp_p
     assert r.returncode == 2 and "not a gramtile Gram store" in r.stderr
 
 
+def test_script_entry_exits_fast_without_losing_output(corpus, tmp_path, capsys):
+    """`python -m gramtile` / the console script skip interpreter finalisation (os._exit) after
+    flushing: block-buffered output to a pipe must still arrive whole, and exit statuses too."""
+    from gramtile.workflows.cli import main
+
+    out = tmp_path / "small.zarr"
+    assert main(["gram", "--corpus", str(corpus), "--kernel", SST, "--out", str(out), "--rows", "0:40",
+                 "--tile", "16", "--cluster", "sequential", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["status", str(out)]) == 0
+    expected = capsys.readouterr().out
+    assert "6/6 tiles done" in expected
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe is block-buffered then
+    r = subprocess.run(GRAMTILE + ["status", str(out)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout == expected
+    r = subprocess.run(GRAMTILE + ["status", str(tmp_path / "none.zarr")], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "gramtile status: error" in r.stderr
+
+
 def test_cli_gram_input_jsonl_is_prepared_on_the_fly(docs, reference, tmp_path):
     from gramtile.pipeline.readers import write_jsonl
     from gramtile.workflows.cli import main

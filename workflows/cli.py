@@ -58,5 +58,26 @@ def main(argv=None) -> int:
     return int(rc or 0)
 
 
+def entry() -> None:
+    """The ``gramtile`` console script and ``python -m gramtile``: :func:`main`, then a fast exit.
+
+    A command returns only after closing what it opened (stores, logs, clusters), so nothing is
+    left to flush but the standard streams. The interpreter's own finalisation afterwards (module
+    teardown, Numba/LLVM objects, Dask's thread pools) writes nothing and takes 0.3-0.4 s, which
+    is 10 % of a small ``gramtile gram``; it is skipped with ``os._exit``. Set
+    ``GRAMTILE_FULL_EXIT=1`` to exit normally (e.g. under a coverage tool that writes at exit).
+    Uncaught exceptions (bugs) propagate as usual, with a traceback and a normal exit.
+    """
+    rc = main()
+    if os.environ.get("GRAMTILE_FULL_EXIT"):
+        sys.exit(rc)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
