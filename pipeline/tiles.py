@@ -149,7 +149,7 @@ class TileGrid:
 
 
 def plan(grid: TileGrid, done_mask=None) -> list:
-    """Tiles of ``grid`` still to compute.
+    """Tiles of ``grid`` still to compute, the most expensive first.
 
     Parameters
     ----------
@@ -158,15 +158,20 @@ def plan(grid: TileGrid, done_mask=None) -> list:
 
     Returns
     -------
-    list of Tile, row-major.
+    list of Tile, by decreasing :meth:`TileGrid.evaluations`, row-major among equals.
+
+    Largest-first is the classic longest-processing-time rule: the cheap tiles (the half-price
+    diagonal tiles of a symmetric grid, the narrow last row and column) are left to fill the
+    workers' idle ends, so the run does not end with one worker busy on a full tile while the
+    others wait. The order never changes a stored value.
     """
     tiles = grid.tiles()
-    if done_mask is None:
-        return tiles
-    done_mask = np.asarray(done_mask, dtype=bool)
-    if done_mask.shape != grid.shape:
-        raise GramtileError(f"done mask has shape {done_mask.shape}, the grid has {grid.shape} tiles")
-    return [t for t in tiles if not done_mask[t.i, t.j]]
+    if done_mask is not None:
+        done_mask = np.asarray(done_mask, dtype=bool)
+        if done_mask.shape != grid.shape:
+            raise GramtileError(f"done mask has shape {done_mask.shape}, the grid has {grid.shape} tiles")
+        tiles = [t for t in tiles if not done_mask[t.i, t.j]]
+    return sorted(tiles, key=lambda t: -grid.evaluations(t))  # stable: row-major among equals
 
 
 def choose_tile(n_rows: int, n_cols: int, memory_budget: int = 256 * 2**20, n_base: int = 1,

@@ -55,6 +55,20 @@ def test_plan_is_all_tiles_minus_done():
         plan(g, np.zeros((2, 2), bool))
 
 
+def test_plan_puts_the_most_expensive_tiles_first():
+    # 25 examples, tile 10: full off-diagonal tiles (100 pairs) first, then the half-price full
+    # diagonal tiles (55), then the narrow last column (50) ... down to the last diagonal (15)
+    idx = np.arange(25)
+    g = TileGrid(idx, idx, 10, symmetric=True)
+    order = plan(g)
+    assert order == [Tile(0, 1), Tile(0, 0), Tile(1, 1), Tile(0, 2), Tile(1, 2), Tile(2, 2)]
+    costs = [g.evaluations(t) for t in order]
+    assert costs == sorted(costs, reverse=True) and costs[0] == 100 and costs[-1] == 15
+    done = np.zeros(g.shape, dtype=bool)
+    done[0, 1] = True
+    assert plan(g, done) == order[1:]
+
+
 def test_symmetric_needs_identical_selections():
     with pytest.raises(GramtileError):
         TileGrid(np.arange(5), np.arange(1, 6), 2, symmetric=True)
