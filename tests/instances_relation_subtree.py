@@ -33,4 +33,5 @@ INSTANCES = [
     ({"kind": "relation_subtree", "mode": "sparse", "lam": 1}, "relation_tree"),
     ({"kind": "relation_subtree", "mode": "contiguous", "lam": 0.9}, "relation_tree"),
     ({"kind": "relation_subtree", "mode": "sparse", "lam": 0.5, "type_weight": 0.5}, "relation_tree"),
+    ({"kind": "relation_subtree", "mode": "sparse", "lam": 0.5, "type_weight": 1, "name_text": False}, "relation_tree"),
 ]

@@ -3,6 +3,7 @@ configurations of workflows/conll04_relations.yaml and workflows/semeval2010_rel
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -44,14 +45,16 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     for r in rows:
         p, rc, f = r["precision"], r["recall"], r["f1"]
         assert 0 <= p <= 1 and 0 <= rc <= 1 and f == pytest.approx(2 * p * rc / (p + rc) if p + rc else 0.0)
-    # C chosen on the dev sentences from each SVM's grid; learners without C have none
+    # C chosen by the shipped selection (cross-validation by sentence on train + dev) from each
+    # SVM's grid; learners without C have none
+    key = {"dev": "dev_f1", "cv": "cv_f1"}[raw["protocol"].get("select", "dev")]
     for r in rows:
         if r["model"] == "svm":
-            assert r["C"] in raw["protocol"]["C"] and 0 <= r["dev_f1"] <= 1
+            assert r["C"] in raw["protocol"]["C"] and 0 <= r[key] <= 1
         elif r["model"] == "linear_svm":
-            assert r["C"] in raw["protocol"]["feature_C"] and 0 <= r["dev_f1"] <= 1
+            assert r["C"] in raw["protocol"]["feature_C"] and 0 <= r[key] <= 1
         else:
-            assert r["C"] is None and r["dev_f1"] is None
+            assert r["C"] is None and r[key] is None
     # the kernels learn something on held-out sentences
     assert max(r["f1"] for r in rows if r["kernel"] == "sparse") > 0.3
     saved = json.loads((out / "results.json").read_text())
@@ -67,6 +70,73 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     again = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
     assert [(r["f1"], r["precision"]) for r in again] == [(r["f1"], r["precision"]) for r in rows]
     assert (out / "Work_For" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns == stamp
+
+
+def test_conll04_cv_selection_is_the_mean_fold_f1_of_the_grid(tmp_path):
+    """select: cv chooses each SVM's C by the mean F1 over sentence folds of train + dev: the chosen
+    C's cv_f1 equals a cross-validation redone here with the same folds, and no C of the grid
+    scores higher; select: dev (train -> dev) gives other scores on the same data."""
+    import numpy as np
+
+    from gramtile.pipeline.readers.conll04 import load_split, read_corp
+    from gramtile.workflows.relations import conll04_documents, feature_cv, sentence_folds
+
+    data = require_data("conll04")
+    limit = {"train": 120, "dev": 40, "test": 30}
+    kernels = {"sparse": {"kind": "relation_subtree", "lam": 0.5, "type_weight": 1}}
+    proto = {"select": "cv", "cv_folds": 3, "C": [0.1, 1, 10], "feature_C": [0.01, 0.1, 1],
+             "feature_learners": ["linear_svm"], "learning_curve": []}
+    wf = reduced(tmp_path, "conll04_relations.yaml", limit=limit, parser="none", relations=["Work_For"],
+                 kernels=kernels, protocol=proto, scope="sentence")
+    rows = run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    by = {r["model"]: r for r in rows}
+    assert set(by) == {"linear_svm", "perceptron", "svm"} and "dev_f1" not in by["svm"]
+    corp = read_corp(data / "conll04.corp")
+    sents = [s for k in ("train", "dev") for s in load_split(data, k, corp)[:limit[k]]]
+    docs = conll04_documents(sents, "Work_For", scope="sentence")
+    assert docs[0].structures["relation"].type == "Sentence"
+    folds = sentence_folds([d.id for d in docs], 3, 0)
+    grid = feature_cv(docs, folds, [0.01, 0.1, 1])
+    assert by["linear_svm"]["cv_f1"] == pytest.approx(grid[by["linear_svm"]["C"]], abs=1e-12)
+    assert by["linear_svm"]["cv_f1"] == max(grid.values())
+    # the kernel SVM's cv_f1 recomputed from the kernel itself on the same folds
+    from sklearn.svm import SVC
+
+    from gramtile.kernels.relation_subtree import RelationSubtreeKernel
+    from gramtile.pipeline.encode import encode
+    from gramtile.pipeline.metrics import binary_prf
+    from gramtile.pipeline.vocab import Vocabularies
+
+    K = RelationSubtreeKernel(lam=0.5, type_weight=1).block(encode([d.structures["relation"] for d in docs],
+                                                                   Vocabularies()))
+    y = np.array([d.label for d in docs])
+    mean = {c: np.mean([binary_prf(y[f.test], SVC(kernel="precomputed", C=c).fit(K[np.ix_(f.train, f.train)],
+                                                                                 y[f.train]).predict(
+        K[np.ix_(f.test, f.train)]), "1")[2] for f in folds]) for c in (0.1, 1.0, 10.0)}
+    assert by["svm"]["cv_f1"] == pytest.approx(mean[by["svm"]["C"]], abs=1e-12) == max(mean.values())
+
+
+def test_sentence_folds_keep_a_sentence_together_and_are_seeded():
+    from gramtile.kernels.errors import EvaluationError
+    from gramtile.workflows.relations import sentence_folds
+
+    ids = [f"conll04:{s}:{a}-{a + 1}:{a + 2}-{a + 3}" for s in range(40) for a in range(s % 3 + 1)]
+    folds = sentence_folds(ids, 5, seed=0)
+    assert [f.name for f in folds] == [f"fold-{k}" for k in range(5)]
+    everything = np.concatenate([f.test for f in folds])
+    assert sorted(everything.tolist()) == list(range(len(ids)))  # every example in exactly one fold
+    for f in folds:
+        assert np.intersect1d(f.train, f.test).size == 0 and f.train.size + f.test.size == len(ids)
+        sentences = {ids[i].rsplit(":", 2)[0] for i in f.test}
+        assert sentences.isdisjoint({ids[i].rsplit(":", 2)[0] for i in f.train})
+        assert len(sentences) == 8  # 40 sentences over 5 folds
+    again = sentence_folds(ids, 5, seed=0)
+    assert all(np.array_equal(a.test, b.test) for a, b in zip(folds, again))
+    other = sentence_folds(ids, 5, seed=1)
+    assert not all(np.array_equal(a.test, b.test) for a, b in zip(folds, other))
+    for bad in (1, 41, True):
+        with pytest.raises(EvaluationError, match="cv_folds"):
+            sentence_folds(ids, bad)
 
 
 def test_semeval_reduced_runs(tmp_path, monkeypatch):
@@ -95,6 +165,9 @@ def test_semeval_reduced_runs(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("change,key", [({"relations": ["Works_For"]}, "relations"),
                                         ({"parser": "stanford"}, "parser"),
+                                        ({"scope": "document"}, "scope"),
+                                        ({"protocol": {"select": "test"}}, "protocol.select"),
+                                        ({"protocol": {"cv_folds": 1}}, "protocol.cv_folds"),
                                         ({"colour": "red"}, "colour"),
                                         ({"task": "ace2004"}, "task")])
 def test_bad_conll04_config_names_the_key(tmp_path, change, key):
