@@ -2,8 +2,9 @@
 
 ``--source conll04`` (default): the relation examples of every Work_For and OrgBased_In candidate
 pair of the CoNLL04 train, dev and test sentences (gold entities and PoS, spaCy heads for
-prepositional attachment unless ``--parser none``), built as workflows/conll04_relations.yaml
-builds them; X = the examples in file order. ``--source random``: seeded random relation
+prepositional attachment unless ``--parser none``; rooted at the least common subtree, or at the
+Sentence node with ``--scope sentence`` as workflows/conll04_relations.yaml now builds them);
+X = the examples in file order. ``--source random``: seeded random relation
 examples of 5-15 nodes (a root "Sentence" node, shallow-parse types and classes, roles mostly
 "none", head texts from a vocabulary of ``--texts`` words), which say how fast the cores are, not
 how a corpus behaves.
@@ -13,7 +14,9 @@ are printed with the rate per second of process CPU time, which is the better fi
 jobs share the CPU.
 
     .venv/bin/python bench/relation_subtree.py [--source conll04|random] [--mode sparse|contiguous]
-        [--lam 0.5] [--type-weight 0.25] [--n 2000]
+        [--lam 0.5] [--type-weight 0.25] [--scope lcs|sentence] [--n 2000]
+
+The CoNLL04 workflow's kernel: ``--type-weight 1 --scope sentence``.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ def random_example(rng, texts):
     return build(0)
 
 
-def conll04_examples(parser: str):
+def conll04_examples(parser: str, scope: str = "lcs"):
     """Relation examples of all Work_For and OrgBased_In candidates of the CoNLL04 split."""
     from gramtile.pipeline.readers.conll04 import load_split, read_corp
     from gramtile.workflows.relations import conll04_documents, spacy_heads
@@ -60,7 +63,7 @@ def conll04_examples(parser: str):
     if parser == "spacy":
         heads, lemmas = spacy_heads(sents)
     return [d.structures["relation"] for rel in ("Work_For", "OrgBased_In")
-            for d in conll04_documents(sents, rel, heads, lemmas)]
+            for d in conll04_documents(sents, rel, heads, lemmas, scope)]
 
 
 def main():
@@ -71,15 +74,17 @@ def main():
     ap.add_argument("--mode", default="sparse", choices=("sparse", "contiguous"))
     ap.add_argument("--lam", type=float, default=0.5)
     ap.add_argument("--type-weight", type=float, default=0.25, help="beta of k (0 = the paper's k)")
+    ap.add_argument("--scope", default="lcs", choices=("lcs", "sentence"),
+                    help="conll04: examples rooted at the mentions' least common subtree or at the Sentence node")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--texts", type=int, default=30, help="random: size of the head-text vocabulary")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.source == "conll04":
-        xs = conll04_examples(args.parser)
+        xs = conll04_examples(args.parser, args.scope)
         half = len(xs) // 2
         what = (f"REAL CoNLL04 relation examples ({len(xs)}: all Work_For and OrgBased_In candidates, "
-                f"parser {args.parser})")
+                f"parser {args.parser}, scope {args.scope})")
     else:
         rng = random.Random(args.seed)
         texts = [f"w{i}" for i in range(args.texts)]
