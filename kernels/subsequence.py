@@ -36,6 +36,7 @@ position pair.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numba import njit
@@ -315,6 +316,32 @@ def _similarity_table(fac, ux, uy):
     return np.ascontiguousarray(G)
 
 
+def check_space_rep(spec, uses_examples: bool, why: str):
+    """Validate ``spec.space_rep``, the representation a kernel's corpus resource is built from.
+
+    A value equal to ``spec.rep`` is stored as None: it names today's behaviour, which must keep
+    one spec hash (and one Gram store) rather than two.
+
+    Raises
+    ------
+    KernelSpecError
+        The value is not None or a non-empty string, or the kernel's resource (if any) is not
+        built from examples (``uses_examples`` false; ``why`` says so).
+    """
+    v = spec.space_rep
+    if v is None:
+        return
+    if not isinstance(v, str) or not v:
+        raise KernelSpecError(f"parameter 'space_rep' of kernel {spec.kind!r} must be null or the name of a corpus "
+                              f"representation (e.g. 'seq'), got {v!r}")
+    if not uses_examples:
+        raise KernelSpecError(f"parameter 'space_rep' of kernel {spec.kind!r} names the representation whose "
+                              f"examples build the kernel's LSA space, but {why}; got space_rep={v!r}: drop "
+                              f"space_rep or set similarity to 'lsa'")
+    if v == spec.rep:
+        object.__setattr__(spec, "space_rep", None)
+
+
 @register
 @dataclass(frozen=True)
 class SubsequenceKernel(BaseSpec):
@@ -334,16 +361,22 @@ class SubsequenceKernel(BaseSpec):
         Soft matching matrix A, read from the resource named by :meth:`resources`.
     rep : str
         Corpus representation read (a token-sequence batch).
+    space_rep : str or None
+        Representation whose examples build the LSA space of ``similarity: lsa`` (e.g. ``seq``,
+        the whole contexts, while ``rep`` names the target sentences). None: ``rep`` itself.
     """
 
     kind = "subsequence"
     reads = "seq"
+    # space_rep came after stores of soft subsequence kernels existed: at None it stays out of the hash
+    added_later: ClassVar[tuple] = ("space_rep",)
     n: int = 3
     lam: float = 0.5
     cumulative: bool = True
     on: str = "tokens"
     similarity: str | None = None
     rep: str = "seq"
+    space_rep: str | None = None
 
     def validate(self):
         self._number("n", lo=1, integer=True)
@@ -352,6 +385,9 @@ class SubsequenceKernel(BaseSpec):
         self._choice("on", tuple(_COLUMN))
         self._choice("similarity", (None, "wordnet", "lsa"))
         self._string("rep")
+        check_space_rep(self, self.similarity == "lsa",
+                        "only the LSA space of similarity='lsa' is built from examples (WordNet synonymy "
+                        "depends on the vocabulary alone, exact matching needs no space)")
 
     def resources(self) -> tuple:
         """Names of the corpus resources :meth:`block` needs besides the batches.

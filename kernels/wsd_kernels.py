@@ -31,6 +31,7 @@ component is one :class:`~gramtile.kernels.subsequence.SubsequenceKernel` block.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from gramtile.kernels.batches import Batch
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
-from gramtile.kernels.subsequence import SubsequenceKernel
+from gramtile.kernels.subsequence import SubsequenceKernel, check_space_rep
 
 #: Components of the syntagmatic kernel kept for each ``components`` value.
 _COMPONENTS = {"both": ("lemmas", "pos"), "coll": ("lemmas",), "pos": ("pos",)}
@@ -95,16 +96,23 @@ class SyntagmaticKernel(BaseSpec):
         K_Synt, the collocation kernel K_Coll only, or the PoS kernel K_PoS only.
     rep : str
         Corpus representation read (a ``wsd`` batch).
+    space_rep : str or None
+        Representation whose examples build the LSA lemma space of ``similarity: lsa``, e.g.
+        ``seq`` for the whole contexts (Giuliano et al. build their spaces from documents, not
+        sentences). None: ``rep`` itself.
     """
 
     kind = "syntagmatic"
     reads = "wsd"
+    # space_rep came after stores of syntagmatic kernels existed: at None it stays out of the hash
+    added_later: ClassVar[tuple] = ("space_rep",)
     n: int = 2
     lam: float = 0.5
     window: int = 3
     similarity: str | None = None
     components: str = "both"
     rep: str = "wsd"
+    space_rep: str | None = None
 
     def validate(self):
         self._number("n", lo=1, integer=True)
@@ -117,6 +125,9 @@ class SyntagmaticKernel(BaseSpec):
             raise KernelSpecError(f"parameter 'similarity' of kernel 'syntagmatic' softens lemma matches, but "
                                   f"components='pos' compares PoS tags only; got similarity={self.similarity!r}: "
                                   f"set similarity to null or components to 'both' or 'coll'")
+        check_space_rep(self, self.similarity == "lsa",
+                        "only the LSA space of similarity='lsa' is built from examples (WordNet synonymy "
+                        "depends on the vocabulary alone, exact matching needs no space)")
 
     def _parts(self):
         """The subsequence specs of the components, in order."""
@@ -172,16 +183,23 @@ class DomainKernel(BaseSpec):
         Number of LSA domain dimensions k of the domain space (the resource ``domain/lsa/<dims>``).
     rep : str
         Corpus representation read: a token sequence (its tokens) or a WSD instance (its words).
+    space_rep : str or None
+        Representation whose examples build the domain space (e.g. ``seq``, the whole contexts,
+        for a kernel reading target sentences). None: ``rep`` itself.
     """
 
     kind = "domain"
     reads = "seq"
+    # space_rep came after stores of domain kernels existed: at None it stays out of the hash
+    added_later: ClassVar[tuple] = ("space_rep",)
     dims: int = 100
     rep: str = "seq"
+    space_rep: str | None = None
 
     def validate(self):
         self._number("dims", lo=1, integer=True)
         self._string("rep")
+        check_space_rep(self, True, "")
 
     def resources(self) -> tuple:
         """``("domain/lsa/<dims>",)``: the factor F = I^IDF D over the corpus symbols."""

@@ -140,21 +140,69 @@ def gram(spec, X, Y=None) -> np.ndarray:
         bx[name] = encode(sx[name], vocabs)
         if sy is not None:
             by[name] = encode(sy[name], vocabs)
+    # a space built from another representation ('space_rep') has rows for that representation's
+    # symbols too, as over a corpus store, whose vocabulary covers every representation
+    for name in sorted(set(resource_reps(spec).values()) - needed - {None}):
+        if name in sx and (sy is None or name in sy):
+            encode(sx[name], vocabs)
+            if sy is not None:
+                encode(sy[name], vocabs)
     add_resources(spec, bx, vocabs, [sx] if sy is None else [sx, sy])
     K, _, _ = evaluate_block(spec, bx, by)
     return K
 
 
+def resource_rep(base, name: str):
+    """The representation whose examples build resource ``name`` of base spec ``base``.
+
+    None for WordNet synonymy (a function of the vocabulary alone); else the spec's
+    ``space_rep`` when set (e.g. an LSA space from the whole contexts for a kernel reading
+    target sentences), otherwise the representation the kernel reads.
+    """
+    if name == "similarity/wordnet":
+        return None
+    return getattr(base, "space_rep", None) or base.rep_name
+
+
+def resource_reps(spec) -> dict:
+    """``{resource name: feeding representation}`` over the base kernels of ``spec``, in order.
+
+    Raises
+    ------
+    KernelSpecError
+        Two base kernels need the same resource built from different representations: both
+        would be looked up under one name, so one would silently read the other's space.
+    """
+    out = {}
+    for base in as_spec(spec).base_specs():
+        for name in resource_names(base):
+            rep = resource_rep(base, name)
+            if name in out and out[name] != rep:
+                raise KernelSpecError(
+                    f"kernel {as_spec(spec).to_json()} needs resource {name!r} built from representation "
+                    f"{out[name]!r} and from {rep!r} (parameter 'space_rep'); one evaluation holds one {name!r}. "
+                    f"Fix: give those kernels the same space_rep, or compute them as separate Gram stores and "
+                    f"combine the stores")
+            out.setdefault(name, rep)
+    return out
+
+
 def add_resources(spec, data, vocabs, structs):
     """Add to ``data`` (rep name -> Batch) the resources the spec's base kernels name and
     ``data`` lacks (e.g. similarity matrices), built from the vocabulary ``vocabs`` the batches
-    were encoded with and, for LSA, from ``structs`` (a list of mappings rep name -> list of
-    structures; rows then columns)."""
+    were encoded with and, for LSA and domain spaces, from ``structs`` (a list of mappings rep
+    name -> list of structures; rows then columns) of the representation
+    :func:`resource_rep` names (a kernel's ``space_rep``, else the one it reads)."""
     from gramtile.pipeline.resources import build_value
 
-    for base in spec.base_specs():
-        for name in resource_names(base):
-            if name in data:
-                continue
-            # one builder for in-memory examples and corpus stores (pipeline/resources.py)
-            data[name] = build_value(name, vocabs.sym.strings, [x for group in structs for x in group[base.rep_name]])
+    for name, rep in resource_reps(spec).items():
+        if name in data:
+            continue
+        if rep is not None and any(rep not in group for group in structs):
+            have = sorted(set.intersection(*(set(group) for group in structs)))
+            raise KernelSpecError(f"resource {name!r} is built from representation {rep!r} (the kernel's "
+                                  f"'space_rep', else its 'rep'), which the examples lack (they have {have}); "
+                                  f"give every example that representation or change space_rep")
+        # one builder for in-memory examples and corpus stores (pipeline/resources.py)
+        data[name] = build_value(name, vocabs.sym.strings, [] if rep is None else
+                                 [x for group in structs for x in group[rep]])

@@ -12,7 +12,10 @@ store these are **artefacts inside the store**, built once and afterwards only l
 
 - The **param hash** (sha256 of the build parameters: name, representation whose examples
   feed it, LSA dimensions, SVD seed, format version) names the group, so a resource built with
-  other parameters never shadows another.
+  other parameters never shadows another. The feeding representation is the kernel's
+  ``space_rep`` when set (e.g. ``seq``: an LSA space from whole contexts for a kernel reading
+  target sentences), else the representation it reads; ``--resources lsa@seq`` names the same
+  group.
 - The **content hash** (sha256 over kind, dtype, shape and the arrays' bytes) is written last;
   a group without it is an interrupted build and is rebuilt. Loading recomputes it, so a
   corrupt resource is reported (:class:`StoreCorruptError`), never silently used.
@@ -99,16 +102,21 @@ class ResourceKey:
 
 
 def keys_of(spec) -> list:
-    """The :class:`ResourceKey` of every resource the spec's base kernels name, in order."""
-    from gramtile.pipeline.evaluate import as_spec, resource_names
+    """The :class:`ResourceKey` of every resource the spec's base kernels name, in order.
 
-    out = []
-    for base in as_spec(spec).base_specs():
-        for name in resource_names(base):
-            k = ResourceKey(name, None if name == "similarity/wordnet" else base.rep_name)
-            if k not in out:
-                out.append(k)
-    return out
+    Each key's representation is the kernel's ``space_rep`` when set, else the representation
+    it reads (:func:`gramtile.pipeline.evaluate.resource_rep`); ``--resources lsa@seq`` builds the
+    key of ``similarity: lsa, space_rep: seq``.
+
+    Raises
+    ------
+    KernelSpecError
+        Two base kernels need one resource name from different representations.
+    """
+    from gramtile.pipeline.evaluate import resource_reps
+
+    # the feeding representation is the kernel's space_rep when set, else the one it reads
+    return [ResourceKey(name, rep) for name, rep in resource_reps(spec).items()]
 
 
 # ---- building ------------------------------------------------------------------------------

@@ -187,3 +187,79 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     _fresh_process_caches()
     assert resources.load(corpus, key).nnz > N
     assert json.loads(json.dumps(resources.stored(corpus)))[0]["name"] == "similarity/wordnet"
+
+
+# ---- space_rep: the representation a kernel's space is built from --------------------------------
+
+LSA_SEQ = LSA | {"space_rep": "seq"}
+
+
+def test_space_rep_default_keeps_the_spec_hash_of_stored_matrices():
+    """Gram stores computed before ``space_rep`` existed stay valid: at its default (None, or the
+    kernel's own rep) it is left out of the spec; another representation is another kernel."""
+    import hashlib
+
+    old = json.dumps({"kind": "syntagmatic", "n": 2, "lam": 0.5, "window": 3, "similarity": "lsa",
+                      "components": "both", "rep": "wsd"}, sort_keys=True, separators=(",", ":"))
+    assert as_spec(LSA).spec_hash == hashlib.sha256(old.encode()).hexdigest()
+    assert as_spec(LSA | {"space_rep": "wsd"}).spec_hash == as_spec(LSA).spec_hash  # its own rep: the same kernel
+    old = json.dumps({"kind": "domain", "dims": 10, "rep": "seq"}, sort_keys=True, separators=(",", ":"))
+    assert as_spec(DOMAIN | {"space_rep": "seq"}).spec_hash == hashlib.sha256(old.encode()).hexdigest()
+    assert as_spec(LSA_SEQ).spec_hash != as_spec(LSA).spec_hash
+    assert as_spec(LSA_SEQ).to_dict()["space_rep"] == "seq"
+
+
+def test_space_rep_names_the_resource_and_agrees_with_the_resources_option():
+    (own,) = resources.keys_of(LSA)
+    (ctx,) = resources.keys_of(LSA_SEQ)
+    assert (own.name, own.rep) == ("similarity/lsa/lemmas", "wsd")
+    assert (ctx.name, ctx.rep) == ("similarity/lsa/lemmas", "seq")
+    assert ctx.param_hash != own.param_hash and ctx.group != own.group
+    # `prepare --resources lsa@seq` builds exactly the group such a kernel reads
+    assert resources.keys_for_option("lsa@seq", {"wsd": "wsd", "seq": "seq"}) == [ctx]
+    sub = {"kind": "subsequence", "on": "lemmas", "similarity": "lsa", "rep": "seq"}
+    assert resources.keys_of(sub) == [ctx]  # a kernel reading seq itself shares the stored space
+    dom = DOMAIN | {"rep": "wsd", "space_rep": "seq"}
+    assert resources.keys_of(dom) == [resources.ResourceKey("domain/lsa/10", "seq")]
+
+
+def test_space_rep_store_equals_in_memory_gram_and_changes_the_kernel(serve, docs, tmp_path):
+    corpus = _corpus(serve, tmp_path / "c.zarr")
+    stores = {}
+    for name, spec in (("own", LSA), ("ctx", LSA_SEQ), ("dom", DOMAIN | {"rep": "wsd", "space_rep": "seq"})):
+        _fresh_process_caches()
+        stores[name] = run_gram(corpus, spec, tmp_path / f"{name}.zarr", tile=16, cluster="sequential",
+                                progress=False).view().block()
+        np.testing.assert_allclose(stores[name], gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
+    assert {r["rep"] for r in resources.stored(corpus) if r["name"] == "similarity/lsa/lemmas"} == {"wsd", "seq"}
+    # the contexts' space is another space: the soft-matched kernel moves
+    assert np.abs(stores["ctx"] - stores["own"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("spec, says", [
+    (LSA | {"space_rep": 3}, "must be null or the name of a corpus representation"),
+    (LSA | {"space_rep": ""}, "must be null or the name"),
+    (SOFT | {"space_rep": "seq"}, "WordNet synonymy depends on the vocabulary alone"),
+    ({"kind": "syntagmatic", "space_rep": "seq"}, "drop space_rep"),
+    ({"kind": "subsequence", "space_rep": "wsd"}, "parameter 'space_rep' of kernel 'subsequence'"),
+    (DOMAIN | {"space_rep": ["seq"]}, "parameter 'space_rep' of kernel 'domain'"),
+])
+def test_bad_space_rep_is_a_spec_error_naming_parameter_and_value(spec, says):
+    with pytest.raises(KernelSpecError, match=says) as e:
+        as_spec(spec)
+    assert repr(spec["space_rep"]) in str(e.value)
+
+
+def test_space_rep_missing_or_conflicting_is_reported(serve, docs, tmp_path):
+    corpus = _corpus(serve, tmp_path / "c.zarr")
+    with pytest.raises(KernelSpecError, match="representation 'tree'.*does not hold"):
+        run_gram(corpus, LSA | {"space_rep": "tree"}, tmp_path / "g.zarr", tile=16, cluster="sequential",
+                 progress=False)
+    only_wsd = {"wsd": [d.structures["wsd"] for d in docs]}
+    with pytest.raises(KernelSpecError, match="built from representation 'seq'.*lack"):
+        gramtile.gram(LSA_SEQ, only_wsd)
+    both = {"kind": "sum", "kernels": [{"kernel": LSA}, {"kernel": LSA_SEQ}]}
+    with pytest.raises(KernelSpecError, match="from representation 'wsd' and from 'seq'"):
+        resources.keys_of(both)
+    with pytest.raises(KernelSpecError, match="same space_rep"):
+        gramtile.gram(both, docs)
