@@ -1,6 +1,7 @@
 """The WSD workflow (workflows/wsd.yaml) on a CI-sized subsample of the real data: runs through
-``gramtile run``'s recipe hook, agrees with a direct computation, reuses its cached Grams, and
-rejects bad settings with WorkflowError."""
+``gramtile run``'s recipe hook, computes its base kernels into Gram stores over a corpus store
+(equal to the former in-memory path), agrees with a direct computation, computes no tile on a
+rerun, and rejects bad settings with WorkflowError."""
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import gramtile
 from conftest import require_data
 from gramtile.kernels.errors import WorkflowError
 from gramtile.pipeline.folds import stratified_kfold
+from gramtile.pipeline.gram_store import GramStore
 from gramtile.pipeline.learn import ArrayKernelSource, evaluate
 from gramtile.pipeline.workflow import RecipeWorkflow, load_workflow, run_workflow
 from gramtile.workflows.wsd import _config, load_word
@@ -84,13 +86,58 @@ def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
     assert len(sel["alternative"]) == 3 and set(sel["alternative"]) <= {0, 1} and len(sel["spec"]) == 2
     assert "| K_Select |" in md
 
-    # a rerun reads the cached base Grams (one .npy per distinct base kernel) and gives equal rows
-    cached = sorted((out / "line").glob("*.npy"))
-    assert len(cached) == 4  # bow, syntagmatic exact, syntagmatic lsa, domain
-    stamp = {f: f.stat().st_mtime_ns for f in cached}
+    # one Gram store per distinct base kernel, over the word's corpus store
+    stores = sorted((out / "line" / "gram").glob("*.zarr"))
+    assert len(stores) == 4  # bow, syntagmatic exact, syntagmatic lsa, domain
+    assert (out / "line" / "corpus.zarr" / "zarr.json").is_file()
+    assert all(r["tiles_computed"] > 0 for r in rows)
+    # a rerun reuses the corpus store and computes no tile (the stores' logs say so) and gives equal rows
+    corpus_stamp = (out / "line" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns
     again = run_workflow(_write(tmp_path, SMALL), out, progress=False)
     assert [r["accuracy"] for r in again] == [r["accuracy"] for r in rows]
-    assert {f: f.stat().st_mtime_ns for f in cached} == stamp
+    for st in stores:
+        ends = [r["tiles_computed"] for r in GramStore.open(st).read_log() if r["event"] == "end"]
+        assert len(ends) == 2 and ends[0] > 0 and ends[1] == 0, (st, ends)
+    assert all(r["tiles_computed"] == 0 for r in again)
+    assert (out / "line" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns == corpus_stamp
+
+
+def _in_memory_bases(docs, specs) -> dict:
+    """The former path of the workflow: every base kernel's full K and diagonal from in-memory
+    batches and resources (LSA and domain spaces from the whole contexts)."""
+    from gramtile.pipeline.evaluate import base_block
+    from gramtile.workflows.wsd import corpus_data
+
+    data = corpus_data(docs, specs)
+    return {b.spec_hash: base_block(b, data)[:2] for spec in specs for b in spec.base_specs()}
+
+
+def test_stored_base_kernels_equal_the_in_memory_path(tmp_path):
+    """Every base kernel of workflows/wsd.yaml, computed by the engine into Gram stores over the
+    workflow's corpus store (resources built into it), equals the in-memory computation."""
+    from gramtile.workflows.wsd import gram_stores, stored_bases, word_corpus
+
+    cfg = _config(load_workflow(REPO / "workflows" / "wsd.yaml").raw, REPO / "workflows" / "wsd.yaml")
+    specs = [s for alts in cfg["select"].values() for s in alts]
+    src = require_data("senseval_hard_line_serve") / "serve.pos"
+    docs = load_word(src, subsample=90)
+    corpus = word_corpus(docs, tmp_path / "corpus.zarr", src, "wordnet", 90, progress=False)
+    assert corpus.ids == [d.id for d in docs]
+    stores, _, tiles = gram_stores(specs, corpus, tmp_path / "gram", cluster="threads", progress=False, tile=32)
+    got = stored_bases(stores)
+    want = _in_memory_bases(docs, specs)
+    assert set(got) == set(want) and len(want) == 8
+    kinds = {b.spec_hash: b for s in specs for b in s.base_specs()}
+    assert any(getattr(b, "space_rep", None) == "seq" for b in kinds.values())
+    for h, (K, d) in want.items():
+        Ks, ds, _ = got[h]
+        assert tiles[h] == 6  # 90 examples, tile 32: 3 x 4 / 2 tiles
+        np.testing.assert_allclose(Ks, K, rtol=1e-10, atol=1e-10 * np.abs(K).max(), err_msg=kinds[h].to_json())
+        np.testing.assert_allclose(ds, d, rtol=1e-10, atol=1e-12)
+    # the composites, derived from the stores, equal the in-memory composites
+    for spec in specs:
+        np.testing.assert_allclose(spec.combine(got)[0], spec.combine({h: (K, d, d) for h, (K, d) in want.items()})[0],
+                                   rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("change,key", [

@@ -66,11 +66,13 @@ def _say(progress):
 
 # ---- stores ------------------------------------------------------------------------------
 
-def corpus_from_documents(make_docs, out: Path, source: str, options: dict, progress: bool = True):
+def corpus_from_documents(make_docs, out: Path, source: str, options: dict, progress: bool = True,
+                          shard_size: int = 1000):
     """The corpus store ``out`` of the Documents ``make_docs()`` (structures already built).
 
     A complete store made from the same ``source`` and ``options`` is reused without calling
     ``make_docs``; any other store at ``out`` belongs to this recipe and is rebuilt.
+    ``shard_size`` fixes the order in which vocabulary ids are assigned (shard by shard).
     """
     from gramtile.pipeline.cluster import get_profile
     from gramtile.pipeline.corpus_store import CorpusStore
@@ -86,7 +88,7 @@ def corpus_from_documents(make_docs, out: Path, source: str, options: dict, prog
         except GramtileError:
             pass
         shutil.rmtree(out)
-    store = CorpusStore.create(out, source=source, input_format="recipe", shard_size=1000, options=opts)
+    store = CorpusStore.create(out, source=source, input_format="recipe", shard_size=shard_size, options=opts)
     run = store.begin_run({"cluster": "sequential", "recipe": "gramtile.workflows.relations"})
     _write_shards(store, iter(make_docs()), None, get_profile("sequential"), run, default_model_name(), False,
                   progress, None)

@@ -2,21 +2,22 @@
 Gliozzo, Strapparava 2006) on the *hard*, *line* and *serve* corpora: the recipe behind
 ``workflows/wsd.yaml`` (``gramtile run workflows/wsd.yaml --out DIR``).
 
-For each word: read the senseval file (:mod:`gramtile.pipeline.readers.senseval`), encode the
-``wsd`` (target sentence) and ``seq`` (whole context) representations with one vocabulary,
-build the corpus resources the kernels name (WordNet synonymy over the vocabulary; LSA lemma
-proximity and the IDF-weighted domain space from the word's own contexts, no labels used),
-compute every distinct base kernel's Gram matrix once (cached as ``DIR/<word>/<kind>-<hash>.npy``
-so a rerun reuses it), derive the composite kernels from those, and run seeded stratified
-k-fold SVM evaluation (:func:`gramtile.pipeline.learn.evaluate`). Results:
-``DIR/results.json`` (one row per word and kernel) and ``DIR/results.md`` (accuracy table per
-kernel and word beside the majority baseline and published figures).
-
-The Gram matrices are computed in memory (the corpora have at most 4,378 examples) rather than
-through Gram stores: the tiled engine builds a kernel's resources from the representation the
-kernel reads (for soft syntagmatic matching with LSA, the target sentences), while this
-workflow builds the LSA lemma space from the whole contexts, as Giuliano et al. build their
-domain model from documents, not sentences.
+For each word: read the senseval file (:mod:`gramtile.pipeline.readers.senseval`) and write its
+documents (``wsd``: target sentence, ``seq``: whole context) into the corpus store
+``DIR/<word>/corpus.zarr`` (one shard, so vocabulary ids are assigned as for in-memory examples;
+a complete store of the same file and options is reused); build the corpus resources the
+kernels name into that store (:func:`gramtile.pipeline.resources.ensure`: WordNet synonymy over
+the vocabulary; the LSA lemma space and the IDF-weighted domain space from the word's own
+contexts, no labels used; kernels reading target sentences name the contexts with
+``space_rep: seq``); compute every distinct base kernel through the tiled engine
+(:func:`gramtile.pipeline.engine.run_gram`, the run's ``--cluster`` profile) into
+``DIR/<word>/gram/<kind>-<hash16>.zarr`` (resumable: a rerun computes no tile); read each stored
+base matrix once (:class:`gramtile.pipeline.gram_store.GramView`), derive the composite kernels
+with ``spec.combine``, and run seeded stratified k-fold SVM evaluation
+(:func:`gramtile.pipeline.learn.evaluate`). Results: ``DIR/results.json`` (one row per word and
+kernel, with the Gram seconds of its base kernels and the tiles computed) and
+``DIR/results.md`` (accuracy table per kernel and word beside the majority baseline and
+published figures).
 
 YAML keys (all but ``recipe`` optional)::
 
@@ -152,10 +153,12 @@ def load_word(path, lemmas="wordnet", subsample=None):
 
 
 def corpus_data(docs, specs) -> dict:
-    """Encoded batches (``wsd``, ``seq``) and every resource the specs' base kernels name.
+    """Encoded batches (``wsd``, ``seq``) and every resource the specs' base kernels name, in memory.
 
-    The LSA lemma proximity and the domain space are built from the whole contexts (``seq``),
-    not the target sentences, so the spaces see every document of the word.
+    The in-memory counterpart of the workflow's corpus store (``bench/wsd.py`` times kernels
+    on it; tests compare stored Grams with it). The LSA lemma proximity and the domain space are
+    built from the whole contexts (``seq``), not the target sentences, whatever the specs'
+    ``space_rep``, so the spaces see every document of the word.
     """
     from gramtile.pipeline.domain import domain_resource
     from gramtile.pipeline.encode import encode
@@ -184,36 +187,78 @@ def corpus_data(docs, specs) -> dict:
     return data
 
 
-def base_grams(specs, data, cache: Path | None = None, say=lambda s: None) -> tuple[dict, dict]:
-    """Full Gram matrix and diagonal of every distinct base kernel (cached as .npy when ``cache``).
+def word_corpus(docs, path: Path, source: Path, lemmas: str, subsample, progress=True):
+    """The corpus store ``path`` of one word's documents (reused when complete for the same file
+    contents, lemmas and subsample)."""
+    import hashlib
 
-    Returns ({spec_hash: (K, d, d)}, {spec_hash: seconds})."""
-    from gramtile.pipeline.evaluate import base_block
+    from gramtile.workflows.relations import corpus_from_documents
 
-    out, secs = {}, {}
+    digest = hashlib.sha256(Path(source).read_bytes()).hexdigest()
+    opts = {"reader": "senseval", "sha256": digest, "lemmas": lemmas, "subsample": subsample}
+    # one shard: ids are assigned to all target sentences, then all contexts, as in corpus_data,
+    # so the SVD spaces see the symbols in the same order
+    return corpus_from_documents(lambda: docs, path, str(source), opts, progress, shard_size=max(1, len(docs)))
+
+
+def gram_stores(specs, corpus, gram_dir: Path, cluster="local", cluster_file=None, progress=True, tile=None,
+                say=lambda s: None) -> tuple[dict, dict, dict]:
+    """One Gram store ``gram_dir/<kind>-<hash16>.zarr`` per distinct base kernel of ``specs``.
+
+    The resources the kernels name are built into the corpus store first (under its lock), then
+    :func:`gramtile.pipeline.engine.run_gram` computes (or finishes) each store.
+
+    Returns
+    -------
+    ({spec_hash: GramStore}, {spec_hash: seconds}, {spec_hash: tiles computed by this call})
+    """
+    from gramtile.pipeline.engine import run_gram
+    from gramtile.pipeline.gram_store import GramStore
+    from gramtile.pipeline.resources import ensure, keys_of
+
+    bases = {}
     for spec in specs:
         for b in spec.base_specs():
-            if b.spec_hash in out:
-                continue
-            f = None if cache is None else cache / f"{b.kind}-{b.spec_hash[:16]}.npy"
-            t0 = time.perf_counter()
-            if f is not None and f.exists():
-                K = np.load(f)
-                d = np.ascontiguousarray(np.diag(K))
-            else:
-                K, d, _ = base_block(b, data)
-                if f is not None:
-                    np.save(f, K)
-            secs[b.spec_hash] = time.perf_counter() - t0
-            out[b.spec_hash] = (K, d, d)
-            say(f"  {b.to_json()}: {K.shape[0]} x {K.shape[1]} in {secs[b.spec_hash]:.1f} s")
-    return out, secs
+            bases.setdefault(b.spec_hash, b)
+    keys = list(dict.fromkeys(k for b in bases.values() for k in keys_of(b)))
+    if keys:
+        for group, r in ensure(corpus.path, keys).items():
+            say(f"  resource {group}: {'built' if r['built'] else 'stored'}")
+    gram_dir.mkdir(parents=True, exist_ok=True)
+    stores, secs, tiles = {}, {}, {}
+    for h, b in bases.items():
+        path = gram_dir / f"{b.kind}-{h[:16]}.zarr"
+        t0 = time.perf_counter()
+        run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress)
+        secs[h] = time.perf_counter() - t0
+        stores[h] = GramStore.open(path)
+        ends = [r for r in stores[h].read_log() if r["event"] == "end"]
+        tiles[h] = int(ends[-1].get("tiles_computed", 0)) if ends else 0
+        say(f"  {b.to_json()}: {stores[h].shape[0]} x {stores[h].shape[1]}, {tiles[h]} tile(s) computed "
+            f"in {secs[h]:.1f} s")
+    return stores, secs, tiles
+
+
+def stored_bases(stores: dict) -> dict:
+    """``{spec_hash: (K, diag, diag)}`` read once from each Gram store, for ``spec.combine``.
+
+    The folds read every row many times over, so each matrix is read whole once rather than
+    chunk by chunk per fold.
+    """
+    from gramtile.pipeline.gram_store import GramView
+
+    out = {}
+    for h, st in stores.items():
+        v = GramView(st)
+        dr, dc = v.diag()
+        out[h] = (v.block(), dr, dc)
+    return out
 
 
 def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
     """Run the WSD workflow (module docstring); return one result row per word and kernel."""
     from gramtile.pipeline.folds import stratified_kfold
-    from gramtile.pipeline.learn import ArrayKernelSource, evaluate
+    from gramtile.pipeline.learn import ArrayKernelSource
 
     path = Path(path)
     cfg = _config(raw, path)
@@ -225,15 +270,18 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
     t_all = time.perf_counter()
     for word in cfg["words"]:
         t_word = time.perf_counter()
-        docs = load_word(cfg["data"] / f"{word}.pos", cfg["lemmas"], cfg["subsample"])
+        src = cfg["data"] / f"{word}.pos"
+        docs = load_word(src, cfg["lemmas"], cfg["subsample"])
         labels = [d.label for d in docs]
         say(f"{word}: {len(docs)} instances, {len(set(labels))} senses")
         every = [s for alts in cfg["select"].values() for s in alts]
-        data = corpus_data(docs, every)
-        cache = out / word
-        cache.mkdir(exist_ok=True)
-        (cache / "ids.json").write_text(json.dumps([d.id for d in docs]))
-        base, secs = base_grams(every, data, cache, say)
+        wdir = out / word
+        wdir.mkdir(exist_ok=True)
+        corpus = word_corpus(docs, wdir / "corpus.zarr", src, cfg["lemmas"], cfg["subsample"], progress)
+        if corpus.ids != [d.id for d in docs]:
+            raise WorkflowError(f"corpus store {corpus.path} holds other examples than {src}; delete it and rerun")
+        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, cluster_file, progress, tile, say)
+        base = stored_bases(stores)
         splits = stratified_kfold(labels, p["folds"], p["seed"])
         counts = {lab: labels.count(lab) for lab in set(labels)}
         majority = max(counts.values()) / len(labels)
@@ -245,11 +293,13 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
             r.update({"word": word, "n": len(labels), "majority": majority,
                       "spec": alts[0].to_dict() if len(alts) == 1 else [s.to_dict() for s in alts],
                       "gram_seconds": round(sum(secs[h] for h in bases), 2),
+                      "tiles_computed": sum(tiles[h] for h in bases),
                       "learn_seconds": round(time.perf_counter() - t0, 2)})
             del sources
             rows.append(r)
             say(f"{word} {name}: accuracy {100 * r['accuracy']:.1f} (+- {100 * r['accuracy_std']:.1f}) "
                 f"[{r['learn_seconds']:.0f} s]")
+        del base
         say(f"{word} done in {time.perf_counter() - t_word:.0f} s")
     wall = time.perf_counter() - t_all
     (out / "results.json").write_text(json.dumps(rows, indent=1, default=json_default))
