@@ -207,6 +207,11 @@ def test_space_rep_default_keeps_the_spec_hash_of_stored_matrices():
     assert as_spec(DOMAIN | {"space_rep": "seq"}).spec_hash == hashlib.sha256(old.encode()).hexdigest()
     assert as_spec(LSA_SEQ).spec_hash != as_spec(LSA).spec_hash
     assert as_spec(LSA_SEQ).to_dict()["space_rep"] == "seq"
+    import pickle
+
+    ctx = as_spec(LSA_SEQ)  # the key survives the spec's JSON and pickling (stores and Dask tasks)
+    assert as_spec(ctx.to_json()) == ctx and as_spec(ctx.to_json()).spec_hash == ctx.spec_hash
+    assert pickle.loads(pickle.dumps(ctx)).base_specs()[0].space_rep == "seq"
 
 
 def test_space_rep_names_the_resource_and_agrees_with_the_resources_option():
