@@ -128,6 +128,36 @@ def gram(spec, X, Y=None) -> np.ndarray:
     -------
     ndarray of shape (len(X), len(Y)), float64.
     """
+    K, _, _ = gram_with_resources(spec, X, Y)
+    return K
+
+
+def gram_with_resources(spec, X, Y=None):
+    """:func:`gram`, also returning the resources it built and the symbols indexing them.
+
+    Returns
+    -------
+    K : ndarray (len(X), len(Y))
+    strings : list of str
+        The vocabulary (``sym``) the examples were encoded with; resources are indexed by it.
+    resources : dict
+        ``{resource name: value}`` the kernel read (empty when it reads none).
+    """
+    spec = as_spec(spec)
+    bx, by, vocabs = encode_with_resources(spec, X, Y)
+    K, _, _ = evaluate_block(spec, bx, by)
+    names = resource_reps(spec)
+    return K, list(vocabs.sym.strings), {n: bx[n] for n in names}
+
+
+def encode_with_resources(spec, X, Y=None):
+    """Encode X (and Y) over one vocabulary and add the resources the spec reads, as :func:`gram` does.
+
+    Returns
+    -------
+    (bx, by, vocabs): mappings rep name -> Batch (``bx`` also holds the resources; ``by`` is
+    None when Y is None) and the :class:`Vocabularies` used.
+    """
     spec = as_spec(spec)
     sx = _structures(X)
     sy = None if Y is None else _structures(Y)
@@ -148,8 +178,7 @@ def gram(spec, X, Y=None) -> np.ndarray:
             if sy is not None:
                 encode(sy[name], vocabs)
     add_resources(spec, bx, vocabs, [sx] if sy is None else [sx, sy])
-    K, _, _ = evaluate_block(spec, bx, by)
-    return K
+    return bx, by, vocabs
 
 
 def resource_rep(base, name: str):

@@ -446,3 +446,54 @@ def keys_for_option(text: str, representations: dict) -> list:
         name = "similarity/lsa/lemmas" if kind == "lsa" else f"domain/lsa/{dims}"
         keys.extend(ResourceKey(name, r) for r in reps)
     return list(dict.fromkeys(keys))
+
+
+# ---- re-indexing (saved models) ------------------------------------------------------------------
+
+def map_value(value, strings, onto):
+    """Re-index a resource value built over the symbols ``strings`` onto the symbols ``onto``.
+
+    A saved model carries the resources its kernel read at training, indexed by the training
+    vocabulary; prediction encodes its examples over another vocabulary. A symbol of ``onto``
+    seen at training keeps its row (dense factor) or its entries with every other seen symbol
+    (CSR similarity). A symbol unseen at training is *out of the space*, as a word outside the
+    corpus in LSA / domain models: a zero factor row (zero domain vector; in soft matching it
+    then matches only itself, since the kernel takes 1 on the diagonal of an LSA factor) or, for
+    a CSR matrix, a unit diagonal entry and nothing else (exact matching).
+
+    Parameters
+    ----------
+    value : scipy.sparse matrix (V, V) or ndarray (V, k)
+    strings : sequence of str
+        The symbols indexing ``value`` (length V), in id order.
+    onto : sequence of str
+        The target symbols in id order.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix (n, n) with sorted indices, or ndarray (n, k); n = len(onto).
+    """
+    import scipy.sparse as sp
+
+    index = {s: i for i, s in enumerate(strings)}
+    src = np.fromiter((index.get(s, -1) for s in onto), dtype=np.int64, count=len(onto))
+    seen = src >= 0
+    n = len(onto)
+    if sp.issparse(value):
+        A = value.tocsr()
+        if A.shape != (len(index), len(index)):
+            raise KernelSpecError(f"resource matrix of shape {A.shape} does not match its {len(index)} symbols")
+        new = np.flatnonzero(seen)
+        P = sp.csr_matrix((np.ones(new.size), (new, src[seen])), shape=(n, A.shape[0]))
+        M = (P @ A @ P.T).tocsr()
+        # unseen symbols: exact matching only (unit diagonal), as a word without synsets
+        M = (M + sp.diags((~seen).astype(np.float64), format="csr")).tocsr()
+        M.sum_duplicates()
+        M.sort_indices()
+        return M
+    F = np.asarray(value, dtype=np.float64)
+    if F.ndim != 2 or F.shape[0] != len(index):
+        raise KernelSpecError(f"resource factor of shape {F.shape} does not match its {len(index)} symbols")
+    out = np.zeros((n, F.shape[1]))
+    out[seen] = F[src[seen]]
+    return out
