@@ -8,9 +8,32 @@ A model directory holds
   (``classes``), one *decision function* per binary sub-problem, the support examples' ids and
   the self-kernels of every base kernel over them, and provenance (corpus hash, gramtile
   version, date);
-- ``support-<rep>.jsonl``: the support examples, one file per representation the kernel reads,
-  in the JSON-lines interchange format (FORMATS.md; the structure is written under its JSON-lines
-  key and renamed back on load). A sparse bag (KeLP vector) is written as ``{"id", "bag"}``.
+- ``support-<rep>.jsonl``: the support examples, one file per representation the kernel reads
+  or builds a space from (``space_rep``, :func:`kernel_reps`), in the JSON-lines interchange
+  format (FORMATS.md; the structure is written under its JSON-lines key and renamed back on
+  load). A sparse bag (KeLP vector) is written as ``{"id", "bag"}``;
+- ``resources.npz`` and ``resource-strings.json`` (format version 2, kernels that read corpus
+  resources): the resources the kernel read at training (LSA soft-matching space, domain space,
+  WordNet synonymy matrix) and the vocabulary strings indexing them, listed in ``model.json``
+  with their content hashes (:func:`gramtile.pipeline.resources.content_hash`).
+
+Corpus resources
+----------------
+A kernel with an LSA or domain space depends on the examples the space was built from, so the
+model keeps the space it was trained with: the one built from the training examples (in-memory
+:func:`train`, exactly those :func:`gramtile.gram` used for the training K) or the corpus store's
+stored resource recorded by the Gram store (:func:`train_from_store`, loaded, never rebuilt).
+Prediction encodes the test and support examples over a fresh vocabulary and maps the resources
+onto it (:func:`gramtile.pipeline.resources.map_value`): a symbol seen at training keeps its
+row; an unseen symbol is out of the space (a zero LSA / domain vector: in soft matching it then
+matches only itself, since the kernel puts 1 on the diagonal; in the domain kernel it adds
+nothing to its context's vector). So K(support, support) at prediction is the training K's, and
+K(test, support) is the block of a Gram matrix over train + test with the training resources.
+WordNet synonymy is a function of the two strings alone: it is rebuilt over the prediction
+vocabulary (so unseen words keep their synonyms, as in :func:`gramtile.gram` over train + test)
+and checked against the saved entries of the symbols seen at training (another WordNet database
+is a :class:`StoreMismatchError`). Models of format version 1 carry no resources: those of LSA /
+domain kernels cannot be loaded (retrain), WordNet ones rebuild the matrix as before.
 
 A decision function is ``f(x) = sum_s coef[s] K(x, sv[s]) + intercept`` over positions ``sv``
 into the support set (SVM), or a voted-perceptron mistake sequence. Schemes:
@@ -36,9 +59,48 @@ from pathlib import Path
 
 import numpy as np
 
-from gramtile.kernels.errors import EvaluationError, StoreError
+from gramtile.kernels.errors import EvaluationError, StoreCorruptError, StoreError, StoreMismatchError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Model directories this gramtile reads (version 1: no saved resources).
+READABLE_VERSIONS = (1, 2)
+RESOURCES_FILE = "resources.npz"
+STRINGS_FILE = "resource-strings.json"
+
+
+def kernel_reps(spec, spaces: bool = True) -> list:
+    """Representations a spec needs from each example, sorted.
+
+    Parameters
+    ----------
+    spec : KernelSpec
+    spaces : bool
+        Include the representations LSA / domain spaces are built from (``space_rep``,
+        :func:`gramtile.pipeline.evaluate.resource_reps`): needed to train and kept with the
+        support examples; prediction, which reads the model's saved spaces, passes False.
+    """
+    from gramtile.pipeline.evaluate import resource_reps
+
+    reps = {b.rep_name for b in spec.base_specs()}
+    if spaces:
+        reps |= {r for r in resource_reps(spec).values() if r is not None}
+    return sorted(reps)
+
+
+@dataclass
+class TrainedResources:
+    """The corpus resources a kernel read at training and the symbols indexing them.
+
+    Attributes
+    ----------
+    strings : list of str
+        Vocabulary (``sym``) strings in id order.
+    values : dict
+        Resource name -> value (scipy CSR matrix or ndarray factor) over ``strings``.
+    """
+
+    strings: list
+    values: dict
 
 
 @dataclass
@@ -62,6 +124,9 @@ class SavedModel:
     params : dict
         Learner parameters (C, class_weight, epochs, vote, positive, ...).
     provenance : dict
+    resources : TrainedResources or None
+        The corpus resources the kernel read at training (None: it reads none, or a format-1
+        model of a WordNet kernel).
     """
 
     spec: object
@@ -73,6 +138,7 @@ class SavedModel:
     sv_self: dict
     params: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    resources: TrainedResources | None = None
 
     @property
     def n_support(self) -> int:
@@ -81,7 +147,8 @@ class SavedModel:
     # ---- building ---------------------------------------------------------------------------
 
     @classmethod
-    def from_estimator(cls, est, spec, train_docs, params=None, provenance=None) -> "SavedModel":
+    def from_estimator(cls, est, spec, train_docs, params=None, provenance=None,
+                       resources: TrainedResources | None = None) -> "SavedModel":
         """Extract a saved model from an estimator fitted on K(train, train).
 
         Parameters
@@ -90,6 +157,9 @@ class SavedModel:
         spec : KernelSpec (or dict / JSON)
         train_docs : list of Document
             The training examples in the order of K's rows.
+        resources : TrainedResources, optional
+            The resources K was computed with; by default built from ``train_docs`` as
+            :func:`gramtile.gram` over them builds them.
         """
         from sklearn.multiclass import OneVsRestClassifier
         from sklearn.svm import SVC
@@ -151,7 +221,9 @@ class SavedModel:
             else:
                 d = {"sv": sv, "ylab": f[1].tolist(), "counts": f[2].tolist()}
             functions.append(d)
-        reps = sorted({b.rep_name for b in spec.base_specs()})
+        reps = kernel_reps(spec)
+        if resources is None:
+            resources = training_resources(spec, train_docs)
         support = []
         for t in used:
             doc = train_docs[int(t)]
@@ -160,9 +232,9 @@ class SavedModel:
                 raise EvaluationError(f"training example {doc.id!r} has no representation {missing[0]!r} "
                                       f"that the kernel reads; it has {sorted(doc.structures)}")
             support.append(_copy_doc(doc, reps))
-        sv_self = _self_kernels(spec, support)
+        sv_self = _self_kernels(spec, support, resources)
         return cls(spec=spec, learner=learner, scheme=scheme, classes=classes, functions=functions,
-                   support=support, sv_self=sv_self, params=params,
+                   support=support, sv_self=sv_self, params=params, resources=resources,
                    provenance={"gramtile_version": _version(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                "n_train": len(train_docs), **(provenance or {})})
 
@@ -174,7 +246,7 @@ class SavedModel:
         The support examples' self-kernels come from the model (``sv_self``), so for a
         normalised kernel only the test self-kernels are evaluated besides the n x n_sv pairs.
         """
-        return kernel_block(self.spec, docs, self.support, self.sv_self)
+        return kernel_block(self.spec, docs, self.support, self.sv_self, self.resources)
 
     def decision_function(self, K_sv) -> np.ndarray:
         """Scores from K(x, support), shape (n, n_sv): (n,) for binary, else (n, n_functions)."""
@@ -232,9 +304,8 @@ class SavedModel:
         """Write the model directory (created if needed; files are overwritten)."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        reps = sorted({b.rep_name for b in self.spec.base_specs()})
         files = {}
-        for rep in reps:
+        for rep in kernel_reps(self.spec):
             name = f"support-{rep}.jsonl"
             _write_support(self.support, rep, d / name)
             files[rep] = name
@@ -243,7 +314,7 @@ class SavedModel:
                 "classes": self.classes, "params": self.params, "functions": self.functions,
                 "support_ids": [doc.id for doc in self.support], "support_labels": [doc.label for doc in self.support],
                 "support_files": files, "sv_self": {h: v.tolist() for h, v in self.sv_self.items()},
-                "provenance": self.provenance}
+                "provenance": self.provenance, "resources": _save_resources(self.resources, d)}
         (d / "model.json").write_text(json.dumps(meta, indent=1, default=_json_default))
         return d
 
@@ -258,8 +329,9 @@ class SavedModel:
         except OSError:
             raise StoreError(f"{d} holds no model.json; pass a directory written by `gramtile train --out`") \
                 from None
-        if meta.get("format") != "gramtile-model" or meta.get("format_version") != FORMAT_VERSION:
-            raise StoreError(f"{d / 'model.json'} is not a gramtile model of format version {FORMAT_VERSION} "
+        if meta.get("format") != "gramtile-model" or meta.get("format_version") not in READABLE_VERSIONS:
+            raise StoreError(f"{d / 'model.json'} is not a gramtile model of format version "
+                             f"{' or '.join(map(str, READABLE_VERSIONS))} "
                              f"(format {meta.get('format')!r}, version {meta.get('format_version')!r}); "
                              "train it again with this gramtile")
         spec = as_spec(meta["kernel"])
@@ -272,10 +344,18 @@ class SavedModel:
 
         support = [Document(id=i, label=lab, structures={rep: structs[rep][k] for rep in structs})
                    for k, (i, lab) in enumerate(zip(ids, meta["support_labels"]))]
+        res = _load_resources(meta.get("resources"), d)
+        missing = [n for n, r in _resource_reps(spec).items()
+                   if r is not None and (res is None or n not in res.values)]
+        if missing:
+            raise StoreError(f"{d / 'model.json'} (format version {meta['format_version']}) does not carry the "
+                             f"resource {missing[0]!r} its kernel was trained with (an LSA / domain space depends "
+                             f"on the training examples and cannot be rebuilt at prediction). Fix: train the model "
+                             f"again with this gramtile (`gramtile train`)")
         return cls(spec=spec, learner=meta["learner"], scheme=meta["scheme"], classes=meta["classes"],
                    functions=meta["functions"], support=support,
                    sv_self={h: np.asarray(v, dtype=np.float64) for h, v in meta["sv_self"].items()},
-                   params=meta["params"], provenance=meta["provenance"])
+                   params=meta["params"], provenance=meta["provenance"], resources=res)
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -315,35 +395,97 @@ def _structures_by_rep(docs, reps):
     return out
 
 
-def _self_kernels(spec, docs) -> dict:
-    """Base spec hash -> K_base(x, x) over ``docs`` (the diagonal only: n evaluations per base)."""
-    from gramtile.pipeline.evaluate import _batch_for, _resources_for, add_resources
+def _resource_reps(spec) -> dict:
+    from gramtile.pipeline.evaluate import resource_reps
+
+    return resource_reps(spec)
+
+
+def training_resources(spec, docs) -> TrainedResources | None:
+    """The resources :func:`gramtile.gram` builds over ``docs`` (None when the spec reads none)."""
+    from gramtile.pipeline.evaluate import encode_with_resources
+
+    names = _resource_reps(spec)
+    if not names:
+        return None
+    bx, _, vocabs = encode_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
+    return TrainedResources(list(vocabs.sym.strings), {n: bx[n] for n in names})
+
+
+def resources_onto(spec, trained: TrainedResources | None, strings) -> dict:
+    """The model's resources over the vocabulary ``strings`` of the prediction batches.
+
+    LSA and domain spaces are mapped (:func:`gramtile.pipeline.resources.map_value`: seen
+    symbols keep their rows, unseen ones get a zero row). WordNet synonymy is rebuilt from the
+    strings and its entries among symbols seen at training are checked against the saved ones.
+
+    Raises
+    ------
+    StoreError
+        An LSA / domain resource the model does not carry.
+    StoreMismatchError
+        The rebuilt WordNet matrix differs from the saved one (another WordNet database).
+    """
+    from gramtile.pipeline.resources import build_value, map_value
+
+    out = {}
+    for name, rep in _resource_reps(spec).items():
+        have = trained is not None and name in trained.values
+        if rep is not None:
+            if not have:
+                raise StoreError(f"the model carries no resource {name!r}, which its kernel was trained with; "
+                                 f"train the model again with this gramtile")
+            out[name] = map_value(trained.values[name], trained.strings, strings)
+            continue
+        # WordNet: a function of the strings alone, so unseen words keep their synonyms
+        fresh = build_value(name, strings, [])
+        if have:
+            index = set(trained.strings)
+            seen = np.flatnonzero([s in index for s in strings])
+            saved = map_value(trained.values[name], trained.strings, strings)
+            diff = abs(fresh[seen][:, seen] - saved[seen][:, seen])
+            if diff.nnz and diff.max() > 1e-12:
+                raise StoreMismatchError(
+                    f"resource {name!r}: WordNet here gives other synonymy values than the database the model was "
+                    f"trained with (largest difference {diff.max():.3g}); point GRAMTILE_WORDNET at that "
+                    f"database (see the model's provenance) or train the model again")
+        out[name] = fresh
+    return out
+
+
+def _encode(spec, groups, trained):
+    """Encode groups of Documents over one vocabulary; resources (mapped) join the first group."""
     from gramtile.pipeline.encode import encode
     from gramtile.pipeline.vocab import Vocabularies
 
-    reps = sorted({b.rep_name for b in spec.base_specs()})
-    sx = _structures_by_rep(docs, reps)
+    # the model's saved spaces replace the space_rep examples: only the read representations
+    reps = kernel_reps(spec, spaces=False)
+    structs = [_structures_by_rep(g, reps) for g in groups]
     vocabs = Vocabularies()
-    bx = {r: encode(sx[r], vocabs) for r in reps}
-    add_resources(spec, bx, vocabs, [sx])
+    batches = [{} for _ in groups]
+    for r in reps:
+        for b, sx in zip(batches, structs):
+            b[r] = encode(sx[r], vocabs)
+    batches[0].update(resources_onto(spec, trained, vocabs.sym.strings))
+    return batches
+
+
+def _self_kernels(spec, docs, trained=None) -> dict:
+    """Base spec hash -> K_base(x, x) over ``docs`` (the diagonal only: n evaluations per base),
+    with the resources ``trained``."""
+    from gramtile.pipeline.evaluate import _batch_for, _resources_for
+
+    (bx,) = _encode(spec, [docs], trained)
     return {b.spec_hash: np.asarray(b.diag(_batch_for(bx, b), **_resources_for(bx, b)), dtype=np.float64)
             for b in spec.base_specs()}
 
 
-def kernel_block(spec, docs, support, sv_self) -> np.ndarray:
-    """K_spec(docs, support) from base blocks, taking the support self-kernels from ``sv_self``."""
-    from gramtile.pipeline.evaluate import _batch_for, _resources_for, add_resources
-    from gramtile.pipeline.encode import encode
-    from gramtile.pipeline.vocab import Vocabularies
+def kernel_block(spec, docs, support, sv_self, trained=None) -> np.ndarray:
+    """K_spec(docs, support) from base blocks, taking the support self-kernels from ``sv_self``
+    and the corpus resources from ``trained`` (see :func:`resources_onto`)."""
+    from gramtile.pipeline.evaluate import _batch_for, _resources_for
 
-    reps = sorted({b.rep_name for b in spec.base_specs()})
-    sx, sy = _structures_by_rep(docs, reps), _structures_by_rep(support, reps)
-    vocabs = Vocabularies()
-    bx, by = {}, {}
-    for r in reps:
-        bx[r] = encode(sx[r], vocabs)
-        by[r] = encode(sy[r], vocabs)
-    add_resources(spec, bx, vocabs, [sx, sy])
+    bx, by = _encode(spec, [docs, support], trained)
     base = {}
     for b in spec.base_specs():
         kw = _resources_for(bx, b)
@@ -351,6 +493,67 @@ def kernel_block(spec, docs, support, sv_self) -> np.ndarray:
         base[b.spec_hash] = (b.block(X, Y, **kw), b.diag(X, **kw), sv_self[b.spec_hash])
     K, _, _ = spec.combine(base)
     return np.asarray(K, dtype=np.float64)
+
+
+def _save_resources(trained, d: Path):
+    """Write ``trained`` into model directory ``d``; return its model.json entry (None: none)."""
+    from gramtile.pipeline.resources import _arrays, content_hash
+
+    if trained is None or not trained.values:
+        return None
+    arrays, listed = {}, []
+    for k, (name, value) in enumerate(sorted(trained.values.items())):
+        kind, arr = _arrays(value)
+        shape = [int(x) for x in value.shape]
+        listed.append({"name": name, "kind": kind, "shape": shape, "prefix": f"r{k}",
+                       "content_hash": content_hash(kind, shape, arr)})
+        arrays.update({f"r{k}.{a}": v for a, v in arr.items()})
+    with open(d / RESOURCES_FILE, "wb") as f:
+        np.savez(f, **arrays)
+    text = json.dumps(list(trained.strings), ensure_ascii=False)
+    (d / STRINGS_FILE).write_text(text, encoding="utf-8")
+    import hashlib
+
+    return {"file": RESOURCES_FILE, "strings_file": STRINGS_FILE, "n_strings": len(trained.strings),
+            "strings_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "values": listed}
+
+
+def _load_resources(entry, d: Path):
+    """The :class:`TrainedResources` of a model.json ``resources`` entry, hashes checked."""
+    import hashlib
+
+    from gramtile.pipeline.resources import content_hash
+
+    if not entry:
+        return None
+    fix = "the model directory is damaged; train the model again"
+    try:
+        text = (d / entry["strings_file"]).read_text(encoding="utf-8")
+        npz = np.load(d / entry["file"], allow_pickle=False)
+    except OSError as e:
+        raise StoreCorruptError(f"{d}: cannot read the model's resources ({e}); {fix}") from None
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != entry["strings_sha256"]:
+        raise StoreCorruptError(f"{d / entry['strings_file']} does not match the sha256 model.json records; {fix}")
+    values = {}
+    with npz:
+        for r in entry["values"]:
+            names = ("indptr", "indices", "data") if r["kind"] == "csr" else ("value",)
+            try:
+                arr = {n: npz[f"{r['prefix']}.{n}"] for n in names}
+            except KeyError as e:
+                raise StoreCorruptError(f"{d / entry['file']} lacks array {e} of resource {r['name']!r}; {fix}") \
+                    from None
+            if content_hash(r["kind"], r["shape"], arr) != r["content_hash"]:
+                raise StoreCorruptError(f"{d / entry['file']}: resource {r['name']!r} does not match its content "
+                                        f"hash {r['content_hash'][:16]}... in model.json; {fix}")
+            if r["kind"] == "csr":
+                import scipy.sparse as sp
+
+                values[r["name"]] = sp.csr_matrix((arr["data"], arr["indices"], arr["indptr"]),
+                                                  shape=tuple(r["shape"]))
+            else:
+                values[r["name"]] = arr["value"]
+    return TrainedResources(json.loads(text), values)
 
 
 def _write_support(support, rep, path):
@@ -401,7 +604,7 @@ def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_cla
 
 
 def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
-          epochs: int = 2, seed=None, provenance=None) -> SavedModel:
+          epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -413,8 +616,12 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
         K_spec(docs, docs) if already computed (e.g. read from a Gram store); else computed in memory.
     learner, C, class_weight, multiclass, epochs, seed
         As in :func:`gramtile.pipeline.learn.evaluate`.
+    resources : TrainedResources, optional
+        The corpus resources ``K`` was computed with (e.g. a corpus store's, see
+        :func:`train_from_store`). By default, and always when K is computed here, those
+        :func:`gramtile.gram` builds over ``docs``; a K computed otherwise must pass its own.
     """
-    from gramtile.pipeline.evaluate import as_spec, gram
+    from gramtile.pipeline.evaluate import as_spec, gram_with_resources
     from gramtile.pipeline.learn import _check_labels
 
     spec = as_spec(spec)
@@ -423,8 +630,10 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
     if len(classes) < 2:
         raise EvaluationError(f"training data have one class only ({classes.tolist()!r}); give two or more")
     if K is None:
-        reps = sorted({b.rep_name for b in spec.base_specs()})
-        K = gram(spec, _structures_by_rep(docs, reps))
+        if resources is not None:
+            raise EvaluationError("train(): resources given without K; pass the K computed with them, or neither")
+        K, strings, values = gram_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
+        resources = TrainedResources(strings, values) if values else None
     K = np.asarray(K, dtype=np.float64)
     if K.shape != (len(docs), len(docs)):
         raise EvaluationError(f"K has shape {K.shape} for {len(docs)} training examples; pass K(train, train)")
@@ -432,7 +641,78 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
     est.fit(K, y)
     params = {"C": None if learner == "perceptron" else float(C),
               "class_weight": class_weight, "multiclass": multiclass}
-    return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance)
+    return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance, resources=resources)
+
+
+def stored_kernel(spec, grams, corpus_hash=None):
+    """K_spec over a square Gram store's rows, derived from the stores in ``grams`` (paths).
+
+    Returns
+    -------
+    (K, rows, stores): K (n, n), the corpus rows of K, and {base kernel hash: GramStore}.
+    """
+    from gramtile.pipeline.gram_store import ComposedView, GramStore
+
+    stores = {}
+    for g in grams:
+        st = GramStore.open(g)
+        if not st.symmetric:
+            raise EvaluationError(f"--gram {g} is rectangular; training needs the square K(train, train)")
+        if corpus_hash is not None and st.corpus_hash != corpus_hash:
+            raise StoreMismatchError(f"--gram {g} was computed from corpus {st.corpus_hash}, not the --corpus "
+                                     f"store ({corpus_hash}); pass Gram stores of this corpus")
+        stores[st.kernel_hash] = st
+    view = ComposedView(spec, stores)
+    first = next(iter(view.views.values())).store
+    n = view.shape[0]
+    return np.asarray(view.block(np.arange(n), np.arange(n)), dtype=np.float64), first.rows(), stores
+
+
+def stored_resources(corpus_path, spec, stores) -> TrainedResources | None:
+    """The corpus store's resources a Gram-store K was computed with (loaded, never built).
+
+    Each is loaded with the content hash the Gram stores' provenance records
+    (:func:`gramtile.pipeline.resources.load`), so a resource rebuilt since is a
+    :class:`StoreMismatchError`, not a silently different kernel.
+    """
+    from gramtile.pipeline.corpus_store import CorpusStore
+    from gramtile.pipeline.resources import keys_of, load
+
+    keys = keys_of(spec)
+    if not keys:
+        return None
+    recorded = {}
+    for st in stores.values():
+        recorded.update(st.meta.get("resources") or {})
+    values = {k.name: load(corpus_path, k, expect_hash=recorded.get(k.group)) for k in keys}
+    return TrainedResources(list(CorpusStore.open(corpus_path).vocabs.sym.strings), values)
+
+
+def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> SavedModel:
+    """Train on a corpus store's examples with K read from its Gram stores (``gramtile train
+    --corpus C --gram G ...``); the model carries the corpus store's stored resources.
+
+    Parameters
+    ----------
+    corpus_path : path of a corpus store
+    grams : list of paths
+        Square Gram stores of the corpus, one per base kernel of ``spec``.
+    spec : KernelSpec, dict or JSON
+    provenance : dict, optional
+    **kwargs
+        Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed).
+    """
+    from gramtile.pipeline.corpus_store import CorpusStore
+    from gramtile.pipeline.evaluate import as_spec
+
+    spec = as_spec(spec)
+    cs = CorpusStore.open(corpus_path)
+    K, rows, stores = stored_kernel(spec, grams, cs.content_hash)
+    docs = cs.documents()
+    docs = [docs[int(i)] for i in rows]
+    prov = {"corpus": str(corpus_path), "corpus_hash": cs.content_hash, "gram": [str(g) for g in grams],
+            **(provenance or {})}
+    return train(docs, spec, K=K, provenance=prov, resources=stored_resources(corpus_path, spec, stores), **kwargs)
 
 
 # ---- documents for train / predict ------------------------------------------------------------

@@ -4,8 +4,10 @@ The training examples come from a corpus store (``--corpus``) or a file (``--inp
 ``--format``; texts are parsed with spaCy). K(train, train) is read from Gram stores
 (``--gram``, one per base kernel of the spec; normalised and composite kernels are derived
 from them) or computed in memory. The model directory holds the kernel spec, the support
-examples (JSON lines), the dual coefficients and intercepts, the label map and provenance
-(see :mod:`gramtile.pipeline.models`); ``gramtile predict --model DIR`` uses it.
+examples (JSON lines), the corpus resources the kernel read (LSA / domain spaces, WordNet
+synonymy: with ``--gram`` the corpus store's stored ones, else those built from the training
+examples), the dual coefficients and intercepts, the label map and provenance (see
+:mod:`gramtile.pipeline.models`); ``gramtile predict --model DIR`` uses it.
 """
 from __future__ import annotations
 
@@ -38,55 +40,42 @@ def add_parser(sub):
 
 
 def stored_kernel(spec, grams, corpus_hash=None):
-    """K_spec over a square Gram store's rows, derived from the stores in ``grams`` (paths)."""
-    import numpy as np
+    """K_spec over a square Gram store's rows and those rows (see :func:`gramtile.pipeline.models.stored_kernel`)."""
+    from gramtile.pipeline.models import stored_kernel as _stored
 
-    from gramtile.kernels.errors import StoreMismatchError
-    from gramtile.pipeline.gram_store import ComposedView, GramStore
-
-    stores = {}
-    for g in grams:
-        st = GramStore.open(g)
-        if not st.symmetric:
-            raise EvaluationError(f"--gram {g} is rectangular; training needs the square K(train, train)")
-        if corpus_hash is not None and st.corpus_hash != corpus_hash:
-            raise StoreMismatchError(f"--gram {g} was computed from corpus {st.corpus_hash}, not the --corpus "
-                                     f"store ({corpus_hash}); pass Gram stores of this corpus")
-        stores[st.kernel_hash] = st
-    view = ComposedView(spec, stores)
-    first = next(iter(view.views.values())).store
-    n = view.shape[0]
-    return np.asarray(view.block(np.arange(n), np.arange(n)), dtype=np.float64), first.rows()
+    K, rows, _ = _stored(spec, grams, corpus_hash)
+    return K, rows
 
 
 def run(args) -> int:
     from gramtile.pipeline.evaluate import as_spec
     from gramtile.pipeline.learn import parse_class_weight
-    from gramtile.pipeline.models import read_documents, train
+    from gramtile.pipeline.models import read_documents, train, train_from_store
 
     t0 = time.perf_counter()
     spec = as_spec(args.kernel)
-    prov = {}
-    if args.corpus:
-        from gramtile.pipeline.corpus_store import CorpusStore
-
-        cs = CorpusStore.open(args.corpus)
-        docs = cs.documents()
-        prov.update(corpus=str(args.corpus), corpus_hash=cs.content_hash)
-    else:
-        docs = read_documents(args.input, args.format, model=args.spacy_model)
-        prov.update(input=str(args.input), format=args.format)
-    K = None
+    learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
+                 multiclass=args.multiclass, epochs=args.epochs, seed=args.seed)
     if args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
-        K, rows = stored_kernel(spec, args.gram, cs.content_hash)
-        docs = [docs[int(i)] for i in rows]
-        prov["gram"] = [str(g) for g in args.gram]
-    m = train(docs, spec, K=K, learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
-              multiclass=args.multiclass, epochs=args.epochs, seed=args.seed, provenance=prov)
+        # K from the Gram stores; the model carries the corpus store's stored resources
+        m = train_from_store(args.corpus, args.gram, spec, **learn)
+    else:
+        prov = {}
+        if args.corpus:
+            from gramtile.pipeline.corpus_store import CorpusStore
+
+            cs = CorpusStore.open(args.corpus)
+            docs = cs.documents()
+            prov.update(corpus=str(args.corpus), corpus_hash=cs.content_hash)
+        else:
+            docs = read_documents(args.input, args.format, model=args.spacy_model)
+            prov.update(input=str(args.input), format=args.format)
+        # K in memory; resources built from these examples, as gramtile.gram builds them
+        m = train(docs, spec, provenance=prov, **learn)
     m.save(args.out)
-    print(f"gramtile train: {args.model} ({m.scheme}) on {len(docs)} examples, {len(m.classes)} classes, "
+    print(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
           f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0
