@@ -18,6 +18,12 @@ first two fits; every other fit and every C setting evaluates no pair at all.
 :class:`~gramtile.pipeline.models.SavedModel`), unless every input is already in the pool, in
 which case the values are sliced from it. ``pool_stats()`` reports pairs evaluated so far;
 ``clear_pool()`` frees the memory (the pool holds a dense float64 matrix over all examples fitted).
+
+Kernels whose corpus resources are built from the examples (an LSA soft-matching space,
+``similarity: lsa``, or a domain space, ``domain``) bypass the pool: their kernel depends on the
+whole training set, so a pooled K grown from other example sets would be another kernel. ``fit``
+computes K(train, train) with the space of the training examples and the model keeps that space
+(:mod:`gramtile.pipeline.models`); ``predict`` always evaluates against the support vectors.
 """
 from __future__ import annotations
 
@@ -88,7 +94,12 @@ class _Pool:
 
     def __init__(self, spec):
         self.spec = spec
-        self.reps = sorted({b.rep_name for b in spec.base_specs()})
+        from gramtile.pipeline.evaluate import resource_reps
+        from gramtile.pipeline.models import kernel_reps
+
+        self.reps = kernel_reps(spec)
+        # a space built from the examples makes K depend on the whole example set: no pooling
+        self.poolable = all(r is None for r in resource_reps(spec).values())
         self.index: dict = {}
         self.docs: list = []
         self.K = np.zeros((0, 0))
@@ -176,15 +187,26 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         y = np.asarray(y)
         if len(y) != len(docs):
             raise EvaluationError(f"KernelSVC.fit: {len(docs)} examples but {len(y)} labels")
-        pos = np.asarray(pool.positions(docs, add=True), dtype=np.int64)
-        K = pool.K[np.ix_(pos, pos)]
         labelled = [type(d)(id=f"{d.id}#{i}", label=str(lab), structures={r: d.structures[r] for r in pool.reps})
                     for i, (d, lab) in enumerate(zip(docs, y))]
         self.classes_ = np.unique(y)
         self._label_of = {str(c): c for c in self.classes_}
+        resources = None
+        if pool.poolable:
+            pos = np.asarray(pool.positions(docs, add=True), dtype=np.int64)
+            K = pool.K[np.ix_(pos, pos)]
+            self._train_pos = pos
+        else:
+            from gramtile.pipeline.evaluate import gram_with_resources
+            from gramtile.pipeline.models import TrainedResources
+
+            K, strings, values = gram_with_resources(pool.spec, _by_rep(docs, pool.reps))
+            resources, self._train_pos = TrainedResources(strings, values), None
+            _STATS["pairs"] += K.size
+            _STATS["fit_pairs"] += K.size
+        # the model keeps the space K was computed with (WordNet: rebuilt from the training strings)
         self.model_ = train(labelled, pool.spec, K=K, learner="svm", C=float(self.C),
-                            class_weight=self.class_weight, multiclass=self.multiclass)
-        self._train_pos = pos
+                            class_weight=self.class_weight, multiclass=self.multiclass, resources=resources)
         return self
 
     def _kernel_to_support(self, X):
@@ -192,7 +214,7 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
             raise EvaluationError("KernelSVC: call fit() before predict()")
         pool = self._pool()
         docs = _as_docs(X, pool.reps)
-        pos = pool.positions(docs, add=False)
+        pos = pool.positions(docs, add=False) if self._train_pos is not None else [None]
         if all(p is not None for p in pos):
             sv = self._train_pos[[int(d.id.rsplit("#", 1)[1]) for d in self.model_.support]]
             return pool.K[np.ix_(np.asarray(pos, dtype=np.int64), sv)]

@@ -86,3 +86,43 @@ def test_bad_inputs(num):
         KernelSVC(kernel={"kind": "bow", "on": "tokens"}).fit(docs[:10], y[:10])
     with pytest.raises(EvaluationError, match="labels"):
         KernelSVC(kernel=SPEC).fit(docs[:10], y[:9])
+
+
+def test_kernel_built_from_examples_is_not_pooled_and_predicts_with_the_training_space(tmp_path):
+    """An LSA soft-matched kernel depends on the examples its space is built from: KernelSVC fits on
+    the training examples' K (no pool) and predicts with that space, as an SVC on the training K fed
+    K(test, train) computed with the training space (a vocabulary starting with the training strings,
+    unseen symbols out of the space)."""
+    from gramtile.pipeline.encode import encode
+    from gramtile.pipeline.evaluate import evaluate_block, gram_with_resources
+    from gramtile.pipeline.readers.senseval import read_senseval
+    from gramtile.pipeline.vocab import Vocab, Vocabularies
+    from test_model_resources import _senseval_subset
+    from gramtile.workflows.wsd import subsample_indices
+
+    src = require_data("senseval_hard_line_serve") / "serve.pos"
+    pick = subsample_indices(np.zeros(src.read_text().count("<instance ")), 60)
+    docs = list(read_senseval(_senseval_subset(src, tmp_path / "s.pos", pick)))
+    train, test = docs[:45], docs[45:]
+    y = np.array([d.label for d in train])
+    lsa = {"kind": "syntagmatic", "similarity": "lsa", "space_rep": "seq"}
+    clear_pool()
+    # an earlier fit on other examples (a pool would now hold their space's values)
+    KernelSVC(kernel=lsa, C=1.0).fit(docs[30:], [d.label for d in docs[30:]])
+    before = pool_stats()["fit_pairs"]
+    est = KernelSVC(kernel=lsa, C=1.0, multiclass="ovo").fit(train, y)
+    K, strings, values = gram_with_resources(lsa, train)
+    assert pool_stats()["fit_pairs"] - before == K.size
+    np.testing.assert_allclose(est.decision_function(train), SVC(kernel="precomputed", C=1.0,
+                               decision_function_shape="ovo").fit(K, y).decision_function(K), atol=1e-8)
+    vocabs = Vocabularies({"sym": Vocab(strings)})
+    bx = {"wsd": encode([d.structures["wsd"] for d in test], vocabs)}
+    by = {"wsd": encode([d.structures["wsd"] for d in train], vocabs)}
+    ((name, F),) = values.items()
+    bx[name] = np.vstack([F, np.zeros((len(vocabs.sym) - len(strings), F.shape[1]))])
+    K_test = evaluate_block(lsa, bx, by)[0]
+    expected = SVC(kernel="precomputed", C=1.0).fit(K, y).predict(K_test)
+    assert est.predict(test).tolist() == expected.tolist()
+    # a later fit on other examples does not change this model's kernel either
+    KernelSVC(kernel=lsa, C=1.0).fit(docs[10:], [d.label for d in docs[10:]])
+    assert est.predict(test).tolist() == expected.tolist()
