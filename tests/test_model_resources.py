@@ -157,6 +157,10 @@ def test_model_from_corpus_and_gram_store_carries_the_stored_resources(files, da
     np.testing.assert_allclose(m.kernel_to_support(test_docs), m_mem.kernel_to_support(test_docs),
                                rtol=0, atol=1e-10)
     assert m.predict(test_docs).tolist() == m_mem.predict(test_docs).tolist() == m_py.predict(test_docs).tolist()
+    assert main(["predict", "--model", str(tmp_path / "m"), "--input", str(files[1]), "--format", "senseval",
+                 "--out", str(tmp_path / "p.tsv")]) == 0
+    rows = [ln.split("\t") for ln in (tmp_path / "p.tsv").read_text().splitlines()]
+    assert rows == [[d.id, p] for d, p in zip(test_docs, m.predict(test_docs))]
 
 
 def _make_v1(directory):
@@ -207,3 +211,23 @@ def test_damaged_or_foreign_resources_are_reported(data, tmp_path):
     wn.resources.values["similarity/wordnet"] = A.tocsr()
     with pytest.raises(StoreMismatchError, match="WordNet here gives other synonymy values"):
         wn.kernel_to_support(test_docs)
+
+
+def test_map_value_keeps_seen_entries_and_puts_unseen_symbols_out_of_the_space(data):
+    """resources.map_value on real spaces: rows / entries of symbols seen at training move with
+    their strings; an unseen symbol gets a zero factor row or a unit diagonal entry only."""
+    train_docs, test_docs = data
+    _, strings, values = gram_with_resources(WORDNET, train_docs)
+    _, _, lsa = gram_with_resources(LSA, train_docs)
+    unseen = ["zzz-not-a-word", "serving-dish-xyz"]
+    onto = unseen[:1] + strings[::-1][:200] + unseen[1:]
+    A = resources.map_value(values["similarity/wordnet"], strings, onto)
+    W = values["similarity/wordnet"].toarray()
+    src = [strings.index(s) for s in onto[1:-1]]
+    np.testing.assert_array_equal(A.toarray()[1:-1, 1:-1], W[np.ix_(src, src)])
+    for i in (0, len(onto) - 1):
+        assert A[i].toarray().ravel().tolist() == [1.0 if j == i else 0.0 for j in range(len(onto))]
+    assert A.has_sorted_indices
+    F = resources.map_value(lsa["similarity/lsa/lemmas"], strings, onto)
+    np.testing.assert_array_equal(F[1:-1], lsa["similarity/lsa/lemmas"][src])
+    assert not F[0].any() and not F[-1].any()
