@@ -2,7 +2,9 @@
 
 Raw text (``--format text``, ``tsv``, ``trec`` or text-only JSON lines) is parsed with spaCy;
 prepared files (JSON lines with structures, ``svmlighttk``, ``kelp``, ...) are read as they are.
-The kernel is evaluated only between the inputs and the model's support examples. Predictions
+The kernel is evaluated only between the inputs and the model's support examples, with the
+corpus resources saved in the model (LSA / domain spaces of the training data; a word unseen
+at training is out of the space). Predictions
 are printed as ``id<TAB>label`` lines, or written to ``--out`` (``.tsv``, or ``.json`` with the
 decision scores); with gold labels in the input the accuracy is printed too.
 """
