@@ -344,8 +344,10 @@ class SavedModel:
 
         support = [Document(id=i, label=lab, structures={rep: structs[rep][k] for rep in structs})
                    for k, (i, lab) in enumerate(zip(ids, meta["support_labels"]))]
+        from gramtile.pipeline.evaluate import resource_reps
+
         res = _load_resources(meta.get("resources"), d)
-        missing = [n for n, r in _resource_reps(spec).items()
+        missing = [n for n, r in resource_reps(spec).items()
                    if r is not None and (res is None or n not in res.values)]
         if missing:
             raise StoreError(f"{d / 'model.json'} (format version {meta['format_version']}) does not carry the "
@@ -395,17 +397,11 @@ def _structures_by_rep(docs, reps):
     return out
 
 
-def _resource_reps(spec) -> dict:
-    from gramtile.pipeline.evaluate import resource_reps
-
-    return resource_reps(spec)
-
-
 def training_resources(spec, docs) -> TrainedResources | None:
     """The resources :func:`gramtile.gram` builds over ``docs`` (None when the spec reads none)."""
-    from gramtile.pipeline.evaluate import encode_with_resources
+    from gramtile.pipeline.evaluate import encode_with_resources, resource_reps
 
-    names = _resource_reps(spec)
+    names = resource_reps(spec)
     if not names:
         return None
     bx, _, vocabs = encode_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
@@ -426,10 +422,11 @@ def resources_onto(spec, trained: TrainedResources | None, strings) -> dict:
     StoreMismatchError
         The rebuilt WordNet matrix differs from the saved one (another WordNet database).
     """
+    from gramtile.pipeline.evaluate import resource_reps
     from gramtile.pipeline.resources import build_value, map_value
 
     out = {}
-    for name, rep in _resource_reps(spec).items():
+    for name, rep in resource_reps(spec).items():
         have = trained is not None and name in trained.values
         if rep is not None:
             if not have:
@@ -497,13 +494,13 @@ def kernel_block(spec, docs, support, sv_self, trained=None) -> np.ndarray:
 
 def _save_resources(trained, d: Path):
     """Write ``trained`` into model directory ``d``; return its model.json entry (None: none)."""
-    from gramtile.pipeline.resources import _arrays, content_hash
+    from gramtile.pipeline.resources import arrays_of, content_hash
 
     if trained is None or not trained.values:
         return None
     arrays, listed = {}, []
     for k, (name, value) in enumerate(sorted(trained.values.items())):
-        kind, arr = _arrays(value)
+        kind, arr = arrays_of(value)
         shape = [int(x) for x in value.shape]
         listed.append({"name": name, "kind": kind, "shape": shape, "prefix": f"r{k}",
                        "content_hash": content_hash(kind, shape, arr)})
@@ -522,7 +519,7 @@ def _load_resources(entry, d: Path):
     """The :class:`TrainedResources` of a model.json ``resources`` entry, hashes checked."""
     import hashlib
 
-    from gramtile.pipeline.resources import content_hash
+    from gramtile.pipeline.resources import ARRAY_NAMES, content_hash, value_of
 
     if not entry:
         return None
@@ -537,22 +534,15 @@ def _load_resources(entry, d: Path):
     values = {}
     with npz:
         for r in entry["values"]:
-            names = ("indptr", "indices", "data") if r["kind"] == "csr" else ("value",)
             try:
-                arr = {n: npz[f"{r['prefix']}.{n}"] for n in names}
+                arr = {n: npz[f"{r['prefix']}.{n}"] for n in ARRAY_NAMES[r["kind"]]}
             except KeyError as e:
                 raise StoreCorruptError(f"{d / entry['file']} lacks array {e} of resource {r['name']!r}; {fix}") \
                     from None
             if content_hash(r["kind"], r["shape"], arr) != r["content_hash"]:
                 raise StoreCorruptError(f"{d / entry['file']}: resource {r['name']!r} does not match its content "
                                         f"hash {r['content_hash'][:16]}... in model.json; {fix}")
-            if r["kind"] == "csr":
-                import scipy.sparse as sp
-
-                values[r["name"]] = sp.csr_matrix((arr["data"], arr["indices"], arr["indptr"]),
-                                                  shape=tuple(r["shape"]))
-            else:
-                values[r["name"]] = arr["value"]
+            values[r["name"]] = value_of(r["kind"], r["shape"], arr)
     return TrainedResources(json.loads(text), values)
 
 

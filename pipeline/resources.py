@@ -153,8 +153,13 @@ def build_value(name: str, vocab_strings, structs):
     return similarity_resource(name, vocab_strings, docs)
 
 
-def _arrays(value) -> tuple:
-    """(kind, {array name: ndarray}) of a resource value, in the stored order."""
+#: The arrays that store a resource value of each kind.
+ARRAY_NAMES = {"csr": ("indptr", "indices", "data"), "dense": ("value",)}
+
+
+def arrays_of(value) -> tuple:
+    """(kind, {array name: ndarray}) of a resource value, in the stored order (inverse of
+    :func:`value_of`)."""
     import scipy.sparse as sp
 
     if sp.issparse(value):
@@ -163,6 +168,15 @@ def _arrays(value) -> tuple:
                        "indices": np.asarray(A.indices, dtype=np.int32),
                        "data": np.asarray(A.data, dtype=np.float64)}
     return "dense", {"value": np.ascontiguousarray(value, dtype=np.float64)}
+
+
+def value_of(kind: str, shape, arrays: dict):
+    """The resource value stored as ``arrays`` (a CSR matrix of ``shape``, or the dense factor)."""
+    if kind == "csr":
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(shape))
+    return arrays["value"]
 
 
 def content_hash(kind: str, shape, arrays: dict) -> str:
@@ -214,7 +228,7 @@ def _build_into(group, key: ResourceKey, cs) -> str:
     structs = [] if key.rep is None else decode(cs.load(key.rep, 0, cs.n), cs.vocabs)
     value = build_value(key.name, vocab, structs)
     stats["built"] += 1
-    kind, arrays = _arrays(value)
+    kind, arrays = arrays_of(value)
     shape = tuple(int(s) for s in value.shape)
     # arrays first, the attribute with the content hash last: a group without it is unfinished
     g = group.require_group(GROUP).require_group(key.group.split("/", 1)[1])
@@ -293,9 +307,8 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
     if hit is not None:
         return hit
     g = _open_group(corpus_path)[key.group]
-    names = ("indptr", "indices", "data") if meta["kind"] == "csr" else ("value",)
     try:
-        arrays = {n: g[n][...] for n in names}
+        arrays = {n: g[n][...] for n in ARRAY_NAMES[meta["kind"]]}
     except KeyError as e:
         raise StoreCorruptError(f"resource {key.group} of corpus store {corpus_path} lacks array {e}. Fix: delete "
                                 f"that group and rebuild it (`gramtile prepare --resources ...`)") from None
@@ -306,12 +319,7 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
         raise StoreCorruptError(f"resource {key.group} of corpus store {corpus_path} does not match its recorded "
                                 f"content hash {meta['content_hash'][:16]}...: it is corrupt. Fix: delete that "
                                 f"group and rebuild it (`gramtile prepare --resources ...`)")
-    if meta["kind"] == "csr":
-        import scipy.sparse as sp
-
-        value = sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(meta["shape"]))
-    else:
-        value = arrays["value"]
+    value = value_of(meta["kind"], meta["shape"], arrays)
     stats["loaded"] += 1
     _loaded[ck] = value
     return value
