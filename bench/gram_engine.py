@@ -58,6 +58,15 @@ def _prepare(src, fmt, out):
     return out
 
 
+def _upper_tiles(spec, X, tile: int):
+    """The upper triangle of K(X, X) block by block, tiles of ``tile``, kernel only (results dropped)."""
+    n = X.n
+    parts = [X.slice(a, min(a + tile, n)) for a in range(0, n, tile)]
+    for i in range(len(parts)):
+        for j in range(i, len(parts)):
+            spec.block(parts[i]) if i == j else spec.block(parts[i], parts[j])
+
+
 def _kernel_only_command(args):
     """One-process kernel-only program, run as its own command: load the trees, compute the upper
     triangle in tiles of ``args.tile`` with the kernel alone (no Dask, no Zarr output), exit the way
@@ -69,13 +78,7 @@ def _kernel_only_command(args):
     from gramtile.pipeline.evaluate import as_spec
 
     cs = CorpusStore.open(args.corpus)
-    n, t = cs.n, args.tile
-    spec = as_spec(SST)
-    X = cs.load("tree", 0, n)
-    parts = [X.slice(a, min(a + t, n)) for a in range(0, n, t)]
-    for i in range(len(parts)):
-        for j in range(i, len(parts)):
-            spec.block(parts[i]) if i == j else spec.block(parts[i], parts[j])
+    _upper_tiles(as_spec(SST), cs.load("tree", 0, cs.n), args.tile)
     sys.stdout.flush()
     os._exit(0)
 
@@ -109,11 +112,8 @@ def part1(work: Path, tiles, workers: int, profiles=("local", "threads"), repeat
     # faster than one whole-batch call, so the fairest one-process baseline is the fastest of these
     singles = {"whole batch": (t_whole, c_whole)}
     for t in tiles:
-        parts = [X.slice(a, min(a + t, n)) for a in range(0, n, t)]
         t0, c0 = time.perf_counter(), time.process_time()
-        for i in range(len(parts)):
-            for j in range(i, len(parts)):
-                spec.block(parts[i]) if i == j else spec.block(parts[i], parts[j])
+        _upper_tiles(spec, X, t)
         singles[f"tiles of {t}"] = (time.perf_counter() - t0, time.process_time() - c0)
     best = min(singles, key=lambda k: singles[k][0])
     t_kernel, c_kernel = singles[best]
@@ -280,11 +280,8 @@ def part2(work: Path, sizes, tile: int, workers: int, kernel_only: bool = False,
         X = CorpusStore.open(corpus).load("tree", 0, n)
         spec.block(X.slice(0, 50))
         # the same tiles in one process, no Dask, no Zarr (faster than one whole-batch call)
-        parts = [X.slice(a, min(a + tile, n)) for a in range(0, n, tile)]
         t0 = time.perf_counter()
-        for i in range(len(parts)):
-            for j in range(i, len(parts)):
-                spec.block(parts[i]) if i == j else spec.block(parts[i], parts[j])
+        _upper_tiles(spec, X, tile)
         tk = time.perf_counter() - t0
         print(f"Kernel-only, one process (the same tiles of {tile}, no Dask, no Zarr), n = {n:,}: {tk:.1f} s; "
               f"`gramtile gram` on {workers} workers {wall:.1f} s = {wall / tk:.2f}x, parallel efficiency "
