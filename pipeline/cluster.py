@@ -8,17 +8,22 @@ is — never a parameter that changes a stored number. ``cluster.yaml`` looks li
       scheduler: {address: "tcp://127.0.0.1:8786"}
       big: {type: local, n_workers: 16}
 
-A profile's ``type`` (``sequential``, ``local``, ``scheduler``, ``slurm``, ``kubernetes``)
-defaults to its name. The file is looked up in this order: an explicit ``cluster_file``
+A profile's ``type`` (``sequential``, ``threads``, ``local``, ``scheduler``, ``slurm``,
+``kubernetes``) defaults to its name. The file is looked up in this order: an explicit ``cluster_file``
 (``--cluster-file``), ``$GRAMTILE_CLUSTER_FILE``, ``./cluster.yaml``; the built-in
-``sequential``, ``local`` and ``threads`` (a ``local`` cluster whose workers are threads of the
-driver process) profiles are always available unless the file redefines them.
+``sequential``, ``threads`` and ``local`` profiles are always available unless the file redefines
+them.
 ``$GRAMTILE_SCHEDULER`` overrides the address of a ``scheduler`` profile.
 
 Profile types
 -------------
 sequential
     No Dask: callers run their tasks in-process (:func:`open_client` yields None).
+threads
+    ``n_workers`` worker threads of the driver process. The Gram engine runs its tile tasks on a
+    plain thread pool (:func:`~gramtile.pipeline.executors.run_threads`: no ``distributed``, no
+    event loop, no cluster to start); callers that need a Dask client (``gramtile prepare``,
+    recipes sharing one cluster) get a ``LocalCluster(processes=False)`` of as many threads.
 local
     ``distributed.LocalCluster(n_workers, threads_per_worker, memory_limit, processes)``.
 scheduler
@@ -42,19 +47,20 @@ import yaml
 
 from gramtile.kernels.errors import ClusterConfigError
 
-TYPES = ("sequential", "local", "scheduler", "slurm", "kubernetes")
+TYPES = ("sequential", "threads", "local", "scheduler", "slurm", "kubernetes")
 
 BUILTIN_PROFILES = {
     "sequential": {},
     "local": {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"},
-    # the same workers as threads of the driver process (every kernel core releases the GIL)
-    "threads": {"type": "local", "n_workers": 2, "threads_per_worker": 1, "processes": False},
+    # worker threads of the driver process (every kernel core releases the GIL)
+    "threads": {"n_workers": 2},
 }
 
 _POS_INT = "a positive integer"
 # key -> (check, what it must be); None check = any value
 _KEYS = {
     "sequential": {},
+    "threads": {"n_workers": ("posint", _POS_INT)},
     "local": {"n_workers": ("posint", _POS_INT), "threads_per_worker": ("posint", _POS_INT),
               "memory_limit": ("mem", "a size such as 2GiB, a number of bytes, or 'auto'"),
               "processes": ("bool", "true or false"),
@@ -85,14 +91,15 @@ class Profile:
 
     @property
     def in_process(self) -> bool:
-        """Workers are threads of the driver's process (a ``local`` profile with ``processes: false``)."""
-        return self.type == "local" and self.options.get("processes", True) is False
+        """Workers are threads of the driver's process (a ``threads`` profile, or a ``local`` one with
+        ``processes: false``)."""
+        return self.type == "threads" or (self.type == "local" and self.options.get("processes", True) is False)
 
     @property
     def n_workers(self) -> int:
         """Expected number of worker processes (1 for sequential; a guide for read-ahead)."""
         o = self.options
-        if self.type == "local":
+        if self.type in ("local", "threads"):
             return int(o.get("n_workers", 2))
         if self.type == "slurm":
             return int(o.get("jobs", 1)) * int(o.get("processes", 1))
@@ -222,7 +229,9 @@ def open_client(profile_name="local", cluster_file=None):
     from distributed import Client
 
     o = dict(profile.options)
-    if profile.type == "local":
+    if profile.type == "threads":
+        o = {"n_workers": o.get("n_workers", 2), "threads_per_worker": 1, "processes": False}
+    if profile.type in ("local", "threads"):
         from distributed import LocalCluster
 
         cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
@@ -267,12 +276,15 @@ def shared_client(cluster: str, cluster_file=None, client=None):
 
     A LocalCluster per Gram store costs seconds each, so a recipe opens one here and passes it to
     every :func:`~gramtile.pipeline.engine.run_gram`. A given ``client`` is used as it is;
-    ``sequential`` (or a profile whose client is None) yields ``("sequential", None)``.
+    ``sequential`` (or a profile whose client is None) yields ``("sequential", None)``, and a
+    ``threads`` profile ``(name, None)``: its engine runs need no cluster.
     """
     if client is not None:
         yield cluster, client
     elif cluster == "sequential":
         yield "sequential", None
+    elif get_profile(cluster, cluster_file).type == "threads":
+        yield cluster, None
     else:
         with open_client(cluster, cluster_file) as c:
             yield ("sequential" if c is None else cluster), c

@@ -6,9 +6,9 @@
 2. take the Gram store's writer lock, then create the store or reopen it (a different kernel,
    corpus, selection or tile size raises :class:`StoreMismatchError`);
 3. plan = all tiles of the grid minus those marked done;
-4. execute the plan with the ``sequential`` executor or on Dask (``--cluster`` profile of
-   cluster.yaml); for every finished tile the driver writes its diagonal chunks and its done bit
-   and appends a line to ``<store>/log.jsonl``
+4. execute the plan with the ``sequential`` executor, on worker threads of this process
+   (``threads``) or on Dask (``--cluster`` profile of cluster.yaml); for every finished tile the
+   driver writes its diagonal chunks and its done bit and appends a line to ``<store>/log.jsonl``
    (``{"event": "tile", "run": RUN_ID, "tile": [i, j], "evaluations", "seconds", "cpu_seconds",
    "time", "worker"}``);
 5. log a ``"start"`` and an ``"end"`` line per run and print a summary.
@@ -48,7 +48,7 @@ def _selection(sel, n, name):
 
 
 def _start_warm_up(job, ridx):
-    """Warm the kernel in a daemon thread while an in-process cluster starts (see
+    """Warm the kernel in a daemon thread while an in-process Dask cluster starts (see
     :func:`~gramtile.pipeline.executors.warm_up`); a failure there is left to the tiles to report."""
     import threading
 
@@ -96,7 +96,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     memory_budget : int
         Bytes per task for :func:`~gramtile.pipeline.tiles.choose_tile`.
     max_in_flight : int, optional
-        Dask tasks submitted at a time (default 2 x worker threads, at least 4).
+        Tasks submitted at a time (Dask: default 2 x worker threads, at least 4; ``threads``:
+        2 x threads).
     on_tile : callable, optional
         Called with each :class:`~gramtile.pipeline.executors.TileResult` after it is recorded.
     client : distributed.Client, optional
@@ -107,7 +108,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     GramStore
     """
     from gramtile.pipeline.evaluate import as_spec
-    from gramtile.pipeline.executors import TileJob, run_dask, run_sequential, store_token
+    from gramtile.pipeline.executors import TileJob, run_dask, run_sequential, run_threads, store_token
 
     spec = as_spec(spec)
     profile = None
@@ -154,7 +155,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
                       store_uid=store.meta.get("uid"))
         executor = "dask" if client is not None else \
-            "sequential" if profile is None or profile.type == "sequential" else "dask"
+            "sequential" if profile is None or profile.type == "sequential" else \
+            "threads" if profile.type == "threads" else "dask"
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
                    "tiles_total": total_tiles, "executor": executor, "cluster": cluster})
         store.touch()
@@ -185,6 +187,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         try:
             if executor == "sequential":
                 run_sequential(job, grid, todo, record)
+            elif executor == "threads":
+                run_threads(job, grid, todo, record, profile.n_workers, max_in_flight=max_in_flight)
             elif client is not None:
                 run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
             elif todo:

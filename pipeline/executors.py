@@ -1,6 +1,7 @@
-"""Executors: run tile tasks in-process (``sequential``, the reference) or on Dask (``dask``).
+"""Executors: run tile tasks in-process (``sequential``, the reference), on worker threads of
+the driver (``threads``) or on Dask (``dask``).
 
-Both call the same task, :func:`compute_tile`, which
+All three call the same task, :func:`compute_tile`, which
 
 1. loads the row and column examples of its tile from the corpus store through two per-process
    LRUs, of assembled tile ranges and of shards, keyed by (corpus path, content hash,
@@ -14,6 +15,11 @@ The driver then writes the diagonal chunks and the tile's done bit (driver-side 
 the done array then has one writer, and a tile is marked done only after its chunk write has
 returned). So K chunks have exactly one writer each (the task of their tile), and ``done``/diag
 chunks have exactly one writer (the driver).
+
+``threads`` runs the tasks on a plain thread pool of the driver process. Every gramtile kernel
+core releases the GIL, so two threads compute two tiles at once; in one process Dask would add
+nothing a pool lacks (there is no worker to lose and no data to move) but its import, cluster
+start and event loop, which on a small machine cost as much as several tiles (BENCHMARKS.md).
 
 Dask task keys are deterministic: ``gram-<spec_hash[:16]>-<store token>-<i>-<j>``. The store
 token (a hash of corpus content hash, selections and tile size) keeps two runs of the same
@@ -247,9 +253,10 @@ def warm_up(job: TileJob, ridx: np.ndarray):
     """Evaluate the spec on the first (at most two) row examples, writing nothing.
 
     This loads the kernel's compiled cores (Numba's on-disk cache) and the first shard into this
-    process. The engine runs it in a thread while an in-process (``threads``) cluster starts, so
-    the worker threads find both ready instead of waiting for them. Kernels with corpus
-    resources are skipped (building those belongs to the first tile).
+    process. The engine runs it in a thread while the in-process cluster of a ``local`` profile
+    with ``processes: false`` starts, so its worker threads find both ready instead of waiting
+    for them. (The ``threads`` executor starts no cluster, so there is nothing to overlap.)
+    Kernels with corpus resources are skipped (building those belongs to the first tile).
     """
     from gramtile.pipeline.evaluate import evaluate_block, resource_names
 
@@ -265,6 +272,39 @@ def run_sequential(job: TileJob, grid: TileGrid, tiles, on_result):
     """Reference executor: compute ``tiles`` one after the other in this process."""
     for t in tiles:
         on_result(compute_tile(job, t, grid.row_index(t.i), grid.col_index(t.j)))
+
+
+def run_threads(job: TileJob, grid: TileGrid, tiles, on_result, n_threads: int, max_in_flight: int | None = None):
+    """Thread executor: ``n_threads`` worker threads of this process compute ``tiles``.
+
+    Tasks are submitted in plan order, at most ``max_in_flight`` (default ``2 * n_threads``) at a
+    time; ``on_result`` runs in the calling thread, in completion order. When a task or
+    ``on_result`` raises, tasks not yet started are cancelled, running ones finish (a compiled
+    kernel cannot be interrupted; their tiles are written but not marked done, so a rerun
+    computes them again), and the exception propagates.
+    """
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    max_in_flight = max_in_flight or 2 * n_threads
+    it = iter(tiles)
+    pending = set()
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="gramtile-tile") as pool:
+        try:
+            for t in it:
+                pending.add(pool.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j)))
+                if len(pending) >= max_in_flight:
+                    break
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    on_result(fut.result())
+                    nxt = next(it, None)
+                    if nxt is not None:
+                        pending.add(pool.submit(compute_tile, job, nxt, grid.row_index(nxt.i), grid.col_index(nxt.j)))
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
 
 
 def run_dask(job: TileJob, grid: TileGrid, tiles, on_result, client, max_in_flight: int | None = None):

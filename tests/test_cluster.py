@@ -29,14 +29,15 @@ def test_builtin_profiles_without_a_file(no_env):
     assert set(profiles) == set(BUILTIN_PROFILES) == {"sequential", "local", "threads"}
     assert profiles["local"].options["n_workers"] == 2 and profiles["local"].type == "local"
     assert profiles["local"].source == "built-in"
-    assert profiles["threads"].type == "local" and "type" not in profiles["threads"].options
+    assert profiles["threads"].type == "threads" and profiles["threads"].options == {"n_workers": 2}
     assert profiles["threads"].in_process and not profiles["local"].in_process
+    assert profiles["threads"].n_workers == 2
 
 
 def test_repository_cluster_file(no_env):
     profiles = load_profiles(REPO_CLUSTER_FILE)
     assert {"sequential", "local", "threads", "scheduler", "slurm", "kubernetes"} <= set(profiles)
-    assert profiles["threads"].in_process
+    assert profiles["threads"].in_process and profiles["threads"].type == "threads"
     assert profiles["local"].options == {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"}
     assert profiles["slurm"].n_workers == profiles["slurm"].options["jobs"]
 
@@ -62,6 +63,7 @@ def test_unknown_profile_lists_known_ones(no_env):
 @pytest.mark.parametrize("body, message", [
     ("profiles:\n  local: {n_workers: 0}\n", r"profile 'local': n_workers = 0 is not a positive integer"),
     ("profiles:\n  local: {workers: 2}\n", r"unknown key 'workers' for a local profile"),
+    ("profiles:\n  threads: {processes: true}\n", r"unknown key 'processes' for a threads profile"),
     ("profiles:\n  x: {type: mesos}\n", r"profile 'x': type 'mesos' is unknown"),
     ("profiles:\n  scheduler: {address: localhost}\n", r"address = 'localhost' is not an address"),
     ("profiles:\n  slurm: {cores: 4, walltime: 3}\n", r"walltime = 3 is not a time"),
@@ -110,6 +112,27 @@ def test_slurm_job_script_without_slurm(no_env):
 def test_sequential_yields_no_client(no_env):
     with open_client("sequential") as client:
         assert client is None
+
+
+def test_shared_client_opens_no_cluster_for_in_process_engine_runs(no_env):
+    from gramtile.pipeline.cluster import shared_client
+
+    with shared_client("threads") as (name, client):
+        assert (name, client) == ("threads", None)  # run_gram then uses its thread executor
+    with shared_client("sequential") as (name, client):
+        assert (name, client) == ("sequential", None)
+
+
+def test_threads_profile_gives_dask_callers_thread_workers_of_this_process(no_env):
+    # `gramtile prepare` and recipes sharing one cluster need a client; a threads profile's
+    # workers are then threads of the driver, as many as n_workers
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  three: {type: threads, n_workers: 3}\n")
+    import os
+
+    with open_client("three", f) as client:
+        assert sum(client.nthreads().values()) == 3
+        assert client.submit(os.getpid).result() == os.getpid()
 
 
 def test_local_profile_runs_tasks_in_worker_processes(no_env):

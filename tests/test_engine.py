@@ -95,9 +95,55 @@ def test_editing_cluster_yaml_never_changes_numbers_or_hashes(corpus, reference,
 
 def test_threads_profile_computes_tiles_in_the_driver_process_with_identical_K(corpus, reference, tmp_path):
     st = run_gram(corpus, SST, tmp_path / "t.zarr", rows="0:300", tile=64, cluster="threads", progress=False)
+    seq = run_gram(corpus, SST, tmp_path / "s.zarr", rows="0:300", tile=64, cluster="sequential", progress=False)
+    assert np.array_equal(st.view().block(), seq.view().block())  # bitwise, 64 does not divide 300
     assert np.allclose(st.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
-    workers = {r["worker"] for r in st.read_log() if r["event"] == "tile"}
+    log = st.read_log()
+    assert [r["executor"] for r in log if r["event"] == "start"] == ["threads"]
+    workers = {r["worker"] for r in log if r["event"] == "tile"}
     assert workers == {f"{os.uname().nodename}:{os.getpid()}"}  # worker threads of this process
+
+
+def test_threads_executor_needs_no_dask_cluster(corpus, tmp_path):
+    # the point of the executor: a `threads` run imports neither distributed nor starts a cluster
+    code = ("import sys\nfrom gramtile.pipeline.engine import run_gram\n"
+            f"run_gram({str(corpus)!r}, {SST!r}, {str(tmp_path / 'g.zarr')!r}, rows='0:120', tile=50, "
+            "cluster='threads', progress=False)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env={**os.environ, "GRAMTILE_CLUSTER_FILE": ""})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "[]"
+    assert GramStore.open(tmp_path / "g.zarr").complete
+
+
+def test_threads_run_stopped_by_an_error_keeps_its_done_tiles_and_resumes(corpus, reference, tmp_path):
+    out = tmp_path / "stop.zarr"
+    seen = []
+
+    def stop_after_three(res):
+        seen.append(res.tile)
+        if len(seen) == 3:
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_gram(corpus, SST, out, rows="0:300", tile=40, cluster="threads", progress=False, on_tile=stop_after_three)
+    st = GramStore.open(out)
+    done = {t for t in st.grid().tiles() if st.done_mask()[t.i, t.j]}
+    assert done == set(seen)  # exactly the recorded tiles, nothing the interrupted run left in flight
+    again = run_gram(corpus, SST, out, rows="0:300", cluster="threads", progress=False)
+    ends = [r for r in again.read_log() if r["event"] == "end"]
+    assert ends[-1]["tiles_computed"] == len(st.grid().tiles()) - 3
+    assert np.allclose(again.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
+
+
+def test_local_profile_with_thread_workers_still_runs_on_dask(corpus, reference, tmp_path):
+    f = tmp_path / "cluster.yaml"
+    f.write_text("profiles:\n  dask-threads: {type: local, n_workers: 2, processes: false, dashboard_address: ':0'}\n")
+    st = run_gram(corpus, SST, tmp_path / "d.zarr", rows="0:150", tile=64, cluster="dask-threads", cluster_file=f,
+                  progress=False)
+    assert [r["executor"] for r in st.read_log() if r["event"] == "start"] == ["dask"]
+    assert np.allclose(st.view().block(), reference[:150, :150], rtol=1e-12, atol=0)
 
 
 def _tile_lines(store):
