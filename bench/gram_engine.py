@@ -1,8 +1,9 @@
 """Benchmark of the tiled Gram engine; prints markdown for BENCHMARKS.md.
 
 1. The full 5,483 x 5,483 SST Gram matrix of NUM_train.dat through `gramtile gram` commands (each
-   a fresh process: Dask + Zarr store + done bits + log) on 2 workers of the ``local`` (worker
-   processes) and ``threads`` (worker threads of the driver) profiles, for several tile sizes,
+   a fresh process: executor + Zarr store + done bits + log) on 2 workers of the ``local`` (Dask
+   LocalCluster of worker processes) and ``threads`` (a thread pool of the driver, no Dask)
+   profiles, for several tile sizes,
    against the one-process, kernel-only time of the same matrix (the fastest of ``spec.block`` on
    the whole batch and on the same tiles, in this process, after Numba is initialised), and
    against the same kernel-only computation run as a command of its own (``_kernel_only``: a
@@ -45,8 +46,7 @@ def _cluster_file(work: Path, workers: int) -> Path:
     p = work / "cluster.yaml"
     p.write_text(f"profiles:\n  local: {{n_workers: {workers}, threads_per_worker: 1, memory_limit: 3GiB, "
                  f"dashboard_address: ':0'}}\n"
-                 f"  threads: {{type: local, n_workers: {workers}, threads_per_worker: 1, processes: false, "
-                 f"dashboard_address: ':0'}}\n")
+                 f"  threads: {{type: threads, n_workers: {workers}}}\n")
     return p
 
 
