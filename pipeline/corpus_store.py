@@ -17,6 +17,10 @@ Layout::
                            completion, with provenance and content hash (pipeline/resources.py)
       .lock                held by the one writer (pid and host)
 
+A store can be read at an fsspec URL (``s3://bucket/c.zarr``, ``file:///shared/c.zarr``) through
+:mod:`gramtile.pipeline.storage`; it is written only at a local path (prepare locally, then copy
+the directory to the shared storage).
+
 Bags (``dict`` feature -> weight structures, e.g. KeLP's ``bow``) are batches of kind
 ``"bag"``: ``offsets`` (n+1,), ``feat`` (sym-vocabulary ids, sorted per example) and
 ``weight`` (float64). ``load("bow", a, b)`` returns such a batch; :func:`bag_arrays` is the
@@ -69,6 +73,7 @@ from gramtile.kernels.errors import (
 from gramtile.pipeline.encode import decode, encode, kind_of
 from gramtile.pipeline.structures import Document
 from gramtile.pipeline.locks import StoreLock
+from gramtile.pipeline.storage import location, refuse_url
 from gramtile.pipeline.vocab import Vocabularies
 
 FORMAT_VERSION = 1
@@ -153,6 +158,8 @@ class CorpusStore:
         overwrite : bool
             Replace an existing store; otherwise an existing path is an error.
         """
+        refuse_url(path, "a corpus store", "prepare it at a local path, then copy the directory to the "
+                   "shared storage (e.g. `aws s3 cp --recursive CORPUS.zarr s3://bucket/CORPUS.zarr`)")
         path = Path(path)
         if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
             raise StoreError(f"shard_size={shard_size!r} must be a positive integer. Fix: pass e.g. --shard-size 1000")
@@ -179,13 +186,22 @@ class CorpusStore:
 
     @classmethod
     def open(cls, path, mode: str = "r") -> "CorpusStore":
-        """Open an existing store; ``mode="r"`` (default) reads, ``"r+"`` resumes writing."""
-        path = Path(path)
+        """Open an existing store; ``mode="r"`` (default) reads, ``"r+"`` resumes writing.
+
+        ``path`` may be an fsspec URL for reading (:mod:`gramtile.pipeline.storage`).
+        """
         if mode not in ("r", "r+"):
             raise StoreError(f"mode={mode!r}; use 'r' to read or 'r+' to resume writing")
-        if not (path / "zarr.json").exists():
-            raise StoreError(f"no corpus store at {path}. Fix: create it with `gramtile prepare --out {path}`")
-        group = zarr.open_group(str(path), mode=mode)
+        if mode == "r+":
+            refuse_url(path, "a corpus store", "resume `gramtile prepare` at a local path, then copy the "
+                       "directory to the shared storage")
+        loc = location(path)
+        path = loc.path
+        if not loc.exists("zarr.json"):
+            fix = (f"create it with `gramtile prepare --out {path}`" if isinstance(path, Path) else
+                   f"prepare it at a local path with `gramtile prepare`, then copy the directory to {path}")
+            raise StoreError(f"no corpus store at {path}. Fix: {fix}")
+        group = zarr.open_group(loc.zarr_store(), mode=mode)
         lock = None
         if mode == "r+":
             lock = StoreLock(path / ".lock", f"corpus store {path}")

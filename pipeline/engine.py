@@ -22,12 +22,12 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import numpy as np
 
 from gramtile.kernels.errors import KernelSpecError, StoreError
 from gramtile.pipeline.gram_store import GramStore, selection_hash, store_lock
+from gramtile.pipeline.storage import location
 from gramtile.pipeline.tiles import TileGrid, as_selection, choose_tile, parse_selection, plan
 
 
@@ -63,9 +63,9 @@ def _start_warm_up(job, ridx):
     threading.Thread(target=run, name="gramtile-warm-up", daemon=True).start()
 
 
-def _check_out(out: Path):
-    if out.exists() and not (out / "zarr.json").exists():
-        junk = [p.name for p in out.iterdir() if p.name != "gramtile.lock"]
+def _check_out(out):
+    if out.exists() and not out.exists("zarr.json"):
+        junk = [name for name in out.listdir() if name != "gramtile.lock"]
         if junk:
             raise StoreError(f"--out {out} exists and is not a Gram store (it holds {junk[:3]}); "
                              f"choose another --out")
@@ -78,11 +78,12 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
 
     Parameters
     ----------
-    corpus : path or CorpusStore
-        A complete corpus store.
+    corpus : path, fsspec URL or CorpusStore
+        A complete corpus store (at a URL, every worker must be able to read that URL).
     spec : KernelSpec, dict, or JSON string (``@file`` allowed)
-    out : path
-        The Gram store (created, or resumed when it exists for the same inputs).
+    out : path or fsspec URL
+        The Gram store (created, or resumed when it exists for the same inputs). With workers
+        on other machines, both stores must be on storage they share (a URL or a shared mount).
     rows, cols : None, "all", "a:b", "@file.txt", slice, or array of corpus indices
         Row and column examples; ``cols=None`` means cols = rows, a symmetric Gram matrix of
         which only tiles i <= j are computed.
@@ -130,9 +131,18 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     c_idx = r_idx if symmetric else _selection(cols, n, "cols")
     if not symmetric and np.array_equal(r_idx, c_idx):
         symmetric, c_idx = True, r_idx
-    out = Path(out)
+    out = location(out)
     _check_out(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # provenance and tasks name the corpus by its absolute path, or by its URL as given
+    corpus_at = location(cs.path).canonical()
+    if client is None and profile is not None and profile.type not in ("sequential", "threads") \
+            and not profile.in_process:
+        unseen = [str(loc) for loc in (location(cs.path), out) if loc.process_local]
+        if unseen:
+            raise StoreError(f"{unseen[0]} lives in this process's memory, which the worker processes of cluster "
+                             f"profile {cluster!r} cannot see. Fix: use --cluster threads or sequential, or put the "
+                             f"stores on storage the workers share (a path, file:// or s3:// URL)")
+    out.makedirs()
     ids = None
     if cs.n <= 200_000:
         all_ids = cs.ids
@@ -140,7 +150,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
 
     with store_lock(out):
         store = GramStore.create_or_open(
-            out, spec=spec, corpus_hash=cs.content_hash, corpus_path=str(Path(cs.path).resolve()),
+            out, spec=spec, corpus_hash=cs.content_hash, corpus_path=corpus_at,
             rows=r_idx, cols=c_idx, tile=tile, symmetric=symmetric,
             row_ids=None if ids is None else ids[0], col_ids=None if ids is None else ids[1],
             default_tile=choose_tile(len(r_idx), len(c_idx), memory_budget, len(spec.base_specs())))
@@ -149,9 +159,9 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         todo = plan(grid, done)
         total_tiles = len(grid.tiles())
         run_id = uuid.uuid4().hex[:12]
-        job = TileJob(corpus_path=str(Path(cs.path).resolve()), corpus_hash=cs.content_hash,
+        job = TileJob(corpus_path=corpus_at, corpus_hash=cs.content_hash,
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
-                      store_path=str(out.resolve()), tile=store.tile, symmetric=symmetric,
+                      store_path=out.canonical(), tile=store.tile, symmetric=symmetric,
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
                       store_uid=store.meta.get("uid"))
         executor = "dask" if client is not None else \

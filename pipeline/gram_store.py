@@ -31,13 +31,16 @@ Rules (uniform, relied on by every reader):
 
 The lock is a file created with ``O_CREAT | O_EXCL`` (local filesystems); a lock whose pid is
 no longer alive on this host is stale and taken over.
+
+A store may also live at an fsspec URL (``file://``, ``s3://``, ``memory://``, ...): every byte
+then goes through :mod:`gramtile.pipeline.storage` (Zarr's ``FsspecStore``, a lock object
+:class:`~gramtile.pipeline.locks.UrlLock`, and on object stores, which cannot append, one log
+object per run ``log/<run>.jsonl`` instead of ``log.jsonl``; :meth:`GramStore.read_log` merges them).
 """
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import json
-import os
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,7 +51,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec
 
 from gramtile import __version__
-from gramtile.pipeline.locks import StoreLock
+from gramtile.pipeline.storage import jsonl_log, location, read_jsonl_log
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.errors import (IncompleteTileError, StoreCorruptError, StoreError,
                                      StoreMismatchError)
@@ -86,19 +89,25 @@ def store_lock(path):
     StoreLockedError
         When another live process holds it (see :mod:`gramtile.pipeline.locks`).
     """
-    with StoreLock(Path(path) / LOCK_NAME, f"Gram store {path}"):
+    loc = location(path)
+    with loc.lock(LOCK_NAME, f"Gram store {loc}"):
         yield
 
 
 # ---- the store -----------------------------------------------------------------------------
 
 class GramStore:
-    """A Gram store on disk (see module docstring). Open with :meth:`open` or :meth:`create_or_open`."""
+    """A Gram store on disk or at an fsspec URL (see module docstring).
+
+    Open with :meth:`open` or :meth:`create_or_open`. ``path`` is a :class:`Path` for a local
+    store and the URL string for a store at a URL; ``loc`` is its storage location.
+    """
 
     _ARRAYS = ("row_index", "col_index", "K", "diag_rows", "diag_cols", "done")
 
     def __init__(self, path, group):
-        self.path = Path(path)
+        self.loc = location(path)
+        self.path = self.loc.path
         self.group = group
         self.meta = dict(group.attrs["gramtile"])
         self.K = self.diag_rows = self.diag_cols = self.done = None
@@ -107,7 +116,7 @@ class GramStore:
 
     def _missing_arrays(self) -> list:
         # existence by file, not by listing the group: listing warns about log.jsonl and the lock
-        return [name for name in self._ARRAYS if not (self.path / name / "zarr.json").exists()]
+        return [name for name in self._ARRAYS if not self.loc.exists(f"{name}/zarr.json")]
 
     def _bind(self):
         g = self.group
@@ -116,13 +125,14 @@ class GramStore:
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def open(cls, path, mode: str = "r") -> "GramStore":
-        """Open an existing store (``mode`` "r" or "r+")."""
-        p = Path(path)
+        """Open an existing store (``mode`` "r" or "r+") at a path or URL."""
+        loc = location(path)
+        p = loc.path
         try:
-            g = zarr.open_group(str(p), mode=mode)
+            g = zarr.open_group(loc.zarr_store(), mode=mode)
             if "gramtile" not in g.attrs:
                 raise KeyError("gramtile")
-            st = cls(p, g)
+            st = cls(loc, g)
         except (FileNotFoundError, KeyError, zarr.errors.BaseZarrError):
             raise StoreError(f"{p} is not a gramtile Gram store (no 'gramtile' attributes); "
                              f"create it with `gramtile gram --out {p}`") from None
@@ -142,7 +152,7 @@ class GramStore:
         StoreMismatchError
             The existing store holds another kernel, corpus, selection or tile size.
         """
-        p = Path(path)
+        loc = location(path)
         want = {
             "kernel_hash": spec.spec_hash,
             "corpus_hash": corpus_hash,
@@ -157,8 +167,8 @@ class GramStore:
         resources = ensure_for_spec(corpus_path, spec)
         if resources:
             want["resources"] = resources
-        if (p / "zarr.json").exists():
-            st = cls.open(p, mode="r+")
+        if loc.exists("zarr.json"):
+            st = cls.open(loc, mode="r+")
             st._check_same(want, tile)
             st._ensure_arrays(rows, cols)
             return st
@@ -182,7 +192,7 @@ class GramStore:
         }
         # metadata first: attributes, then the arrays (their creation is idempotent on resume)
         # create_group keeps files already in the directory (the lock taken before creation)
-        st = cls(p, zarr.create_group(str(p), attributes={"gramtile": meta}))
+        st = cls(loc, zarr.create_group(loc.zarr_store(), attributes={"gramtile": meta}))
         st._ensure_arrays(rows, cols)
         return st
 
@@ -327,39 +337,31 @@ class GramStore:
 
     def chunk_path(self, t: Tile) -> Path:
         """File holding K's chunk for tile ``t`` (local stores, default chunk key encoding)."""
-        return self.path / "K" / "c" / str(t.i) / str(t.j)
+        return self.path / self.chunk_key(t)
+
+    @staticmethod
+    def chunk_key(t: Tile) -> str:
+        """Key of K's chunk for tile ``t`` inside the store (default chunk key encoding)."""
+        return f"K/c/{t.i}/{t.j}"
 
     def log(self, record: dict):
-        """Append one JSON line to ``log.jsonl`` (one write call per line)."""
-        p = self.path / LOG_NAME
-        lead = ""
-        if not getattr(self, "_log_checked", False):
-            # a driver killed mid-line left a torn last line: start ours on a fresh line
-            if p.exists() and p.stat().st_size:
-                with open(p, "rb") as f:
-                    f.seek(-1, os.SEEK_END)
-                    lead = "" if f.read(1) == b"\n" else "\n"
-            self._log_checked = True
-        with open(p, "a", encoding="utf-8") as f:
-            f.write(lead + json.dumps(record, sort_keys=True) + "\n")
+        """Record one JSON line: appended to ``log.jsonl`` (one write call per line), or on an
+        object store into this run's object ``log/<run>.jsonl`` (:mod:`gramtile.pipeline.storage`)."""
+        w = self.__dict__.get("_log_writer")
+        if w is None:
+            w = self._log_writer = jsonl_log(self.loc, LOG_NAME)
+        w.write(record)
 
     def read_log(self) -> list:
-        """The records of ``log.jsonl``, oldest first.
+        """The records of ``log.jsonl`` (and of per-run log objects), oldest first.
 
         A line torn by a driver killed mid-write does not parse and is skipped (the next run
         starts on a fresh line): the log is a record of work, the done mask is the truth.
         """
-        p = self.path / LOG_NAME
-        if not p.exists():
-            return []
-        out = []
-        for line in p.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        w = self.__dict__.get("_log_writer")
+        if w is not None:
+            w.flush()
+        return read_jsonl_log(self.loc, LOG_NAME)
 
     def view(self) -> "GramView":
         return GramView(self)
@@ -380,7 +382,7 @@ _open_K: dict = {}
 def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool, uid: str | None = None):
     """Worker side: write tile ``t``'s whole chunk of K (the upper-triangle chunk only when symmetric).
 
-    Opens the ``K`` array by path so it can run in any process that sees the store; the handle
+    Opens the ``K`` array by path or URL so it can run in any process that sees the store; the handle
     is kept per process under (path, store uid), so a store recreated at the same path is reopened.
     ``write_empty_chunks`` is on because a computed tile is never the NaN fill value: zarr's
     check for it would scan every chunk for nothing.
@@ -388,7 +390,7 @@ def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: boo
     key = (str(store_path), uid)
     K = _open_K.get(key) if uid is not None else None
     if K is None:
-        K = zarr.open_array(str(Path(store_path) / "K"), mode="r+").with_config({"write_empty_chunks": True})
+        K = zarr.open_array(location(store_path).zarr_store("K"), mode="r+").with_config({"write_empty_chunks": True})
         if uid is not None:
             if len(_open_K) > 64:
                 _open_K.clear()
@@ -605,7 +607,7 @@ def verify(store, repair: bool = False, cluster: str = "sequential", cluster_fil
 
     Parameters
     ----------
-    store : GramStore or path
+    store : GramStore, path or URL
     repair : bool
         Clear the done bits of bad tiles and recompute them (needs the corpus store named in the
         provenance).

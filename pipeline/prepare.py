@@ -190,6 +190,9 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     if not input_path.exists():
         raise CorpusFormatError("no such file or directory", path=input_path,
                                 fix="check --input (relative paths start at the current directory)")
+    from gramtile.pipeline.storage import refuse_url
+
+    refuse_url(out, "a corpus store", "prepare at a local path, then copy the directory to the shared storage")
     out = Path(out)
     profile = get_profile(cluster, cluster_file)
     policy = ErrorPolicy(on_error)

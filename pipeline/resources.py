@@ -247,10 +247,12 @@ def _build_into(group, key: ResourceKey, cs) -> str:
 def _open_group(corpus_path, mode="r"):
     import zarr
 
-    p = Path(corpus_path)
-    if not (p / "zarr.json").exists():
-        raise StoreError(f"no corpus store at {p}. Fix: create it with `gramtile prepare --out {p}`")
-    return zarr.open_group(str(p), mode=mode)
+    from gramtile.pipeline.storage import location
+
+    loc = location(corpus_path)
+    if not loc.exists("zarr.json"):
+        raise StoreError(f"no corpus store at {loc}. Fix: create it with `gramtile prepare --out {loc}`")
+    return zarr.open_group(loc.zarr_store(), mode=mode)
 
 
 def info(corpus_path, key: ResourceKey) -> dict | None:
@@ -302,7 +304,9 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
             f"resource {key.group} of corpus store {corpus_path} has content hash {meta['content_hash'][:16]}..., "
             f"expected {expect_hash[:16]}...; it was rebuilt or replaced. Fix: recompute the Gram store in a "
             f"new --out")
-    ck = (str(Path(corpus_path).resolve()), key.group, meta["content_hash"])
+    from gramtile.pipeline.storage import location
+
+    ck = (location(corpus_path).canonical(), key.group, meta["content_hash"])
     hit = _loaded.get(ck)
     if hit is not None:
         return hit
@@ -328,9 +332,9 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
 # ---- ensuring (driver / prepare) ---------------------------------------------------------------
 
 def _lock(corpus_path, wait: float):
-    from gramtile.pipeline.locks import StoreLock
+    from gramtile.pipeline.storage import location
 
-    lock = StoreLock(Path(corpus_path) / ".lock", f"corpus store {corpus_path}")
+    lock = location(corpus_path).lock(".lock", f"corpus store {corpus_path}")
     deadline = time.monotonic() + wait
     while True:
         try:

@@ -142,6 +142,10 @@ def run(args) -> int:
         how = f"fixed split {args.split}"
     else:
         k = 5 if args.folds is None else args.folds
+        if not args.folds_dir:
+            from gramtile.pipeline.storage import refuse_url
+
+            refuse_url(args.gram, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
         folds_dir = Path(args.folds_dir) if args.folds_dir else Path(args.gram).resolve().parent
         splits = load_or_make_folds(folds_dir, labels, k, args.seed)
         how = f"{k}-fold (seed {args.seed}; {folds_dir / f'folds-k{k}-seed{args.seed}.json'})"

@@ -24,7 +24,8 @@ def add_parser(sub):
     src.add_argument("--corpus", help="corpus store made by `gramtile prepare`")
     src.add_argument("--input", help="JSON-lines file: prepared on the fly into OUT.corpus.zarr beside --out")
     p.add_argument("--kernel", required=True, help="kernel spec JSON or @spec.json")
-    p.add_argument("--out", required=True, help="Gram store to create or resume (GRAM.zarr)")
+    p.add_argument("--out", required=True,
+                   help="Gram store to create or resume (GRAM.zarr; a path or an fsspec URL such as s3://b/g.zarr)")
     p.add_argument("--rows", default="all", help="row selection: all | a:b | @file.txt (default all)")
     p.add_argument("--cols", default=None, help="column selection (default: the rows, symmetric K)")
     p.add_argument("--tile", type=int, default=None,
@@ -52,9 +53,15 @@ def _prepare_input(path: Path, out: Path, cluster: str, cluster_file, progress: 
 def run(args) -> int:
     from gramtile.pipeline.engine import run_gram
 
-    out = Path(args.out)
+    from gramtile.pipeline.storage import is_url, refuse_url
+
+    # a URL stays a string: Path() would fold "memory://g" into the local path "memory:/g"
+    out = args.out if is_url(args.out) else Path(args.out)
     corpus = args.corpus
     if args.input:
+        refuse_url(args.out, "--input's corpus store (prepared beside --out)",
+                   "run `gramtile prepare --out LOCAL.zarr` at a local path, copy LOCAL.zarr to the shared "
+                   "storage, then `gramtile gram --corpus URL --out URL`")
         corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,
                   cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress)

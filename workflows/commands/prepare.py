@@ -47,7 +47,11 @@ def add_parser(sub):
 def run(args) -> int:
     from gramtile.pipeline.prepare import prepare
     from gramtile.pipeline.resources import parse_option
+    from gramtile.pipeline.storage import refuse_url
 
+    refuse_url(args.out, "a corpus store", "prepare at a local path (--out CORPUS.zarr), then copy the directory "
+               "to the shared storage (e.g. `aws s3 cp --recursive CORPUS.zarr s3://bucket/CORPUS.zarr`) and "
+               "pass that URL to `gramtile gram --corpus`")
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
     reader_options = {}
