@@ -3,6 +3,9 @@
 The data sets sit beside the repository in ``../shared/data`` and are never copied into it.
 A missing data set is a hard failure, not a skip: a test that silently skips cannot fail.
 """
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,32 @@ def corpus_store_of(path, docs, shard_size: int):
     cs.finish()
     cs.close()
     return path
+
+
+@contextmanager
+def lock_holder(store):
+    """A live process holding the writer lock of the Gram store at ``store`` (path or URL) for
+    the block; killed at its end, so the lock it leaves is stale."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time\nfrom gramtile.pipeline.gram_store import store_lock\n"
+         f"with store_lock({str(store)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def stop_after(k: int):
+    """An ``on_tile`` callback that raises after ``k`` recorded tiles, and the list of their tiles."""
+    seen = []
+
+    def on_tile(res):
+        seen.append(res.tile)
+        if len(seen) == k:
+            raise RuntimeError("stop here")
+
+    return on_tile, seen

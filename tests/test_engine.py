@@ -16,7 +16,7 @@ from gramtile.pipeline.engine import run_gram
 from gramtile.pipeline.gram_store import GramStore
 from gramtile.pipeline.tiles import Tile
 
-from conftest import corpus_store_of, num_trees
+from conftest import corpus_store_of, num_trees, stop_after
 
 N = 700
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -119,13 +119,7 @@ def test_threads_executor_needs_no_dask_cluster(corpus, tmp_path):
 
 def test_threads_run_stopped_by_an_error_keeps_its_done_tiles_and_resumes(corpus, reference, tmp_path):
     out = tmp_path / "stop.zarr"
-    seen = []
-
-    def stop_after_three(res):
-        seen.append(res.tile)
-        if len(seen) == 3:
-            raise RuntimeError("stop here")
-
+    stop_after_three, seen = stop_after(3)
     with pytest.raises(RuntimeError, match="stop here"):
         run_gram(corpus, SST, out, rows="0:300", tile=40, cluster="threads", progress=False, on_tile=stop_after_three)
     st = GramStore.open(out)

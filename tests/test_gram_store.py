@@ -1,8 +1,6 @@
 """The Gram store: provenance, mismatch and lock errors, incomplete reads, lazy views, verify/repair,
 composites from stored base matrices. Real NUM_train.dat trees, real SST/ST kernels, real Zarr."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,7 +13,7 @@ from gramtile.pipeline.evaluate import as_spec
 from gramtile.pipeline.gram_store import ComposedView, GramStore, export, store_lock, verify
 from gramtile.pipeline.tiles import Tile
 
-from conftest import corpus_store_of, num_trees
+from conftest import corpus_store_of, lock_holder, num_trees
 
 N = 240
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -109,18 +107,9 @@ def test_reopen_against_another_corpus_names_both_hashes(sst_store, docs, tmp_pa
 def test_second_writer_is_refused_and_a_dead_writers_lock_is_taken_over(corpus, tmp_path):
     out = tmp_path / "locked.zarr"
     out.mkdir()
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom gramtile.pipeline.gram_store import store_lock\n"
-         f"with store_lock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder(out) as holder:
         with pytest.raises(StoreLockedError, match=f"locked by process {holder.pid}"):
             run_gram(corpus, SST, out, rows="0:60", cluster="sequential", progress=False)
-    finally:
-        holder.kill()
-        holder.wait()
     # the holder died without releasing: its lock is stale and the next run proceeds
     assert (out / "gramtile.lock").exists()
     st = run_gram(corpus, SST, out, rows="0:60", tile=30, cluster="sequential", progress=False)

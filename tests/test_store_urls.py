@@ -9,7 +9,6 @@ the same run on local paths.
 """
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from gramtile.pipeline.locks import StoreLock, UrlLock
 from gramtile.pipeline.storage import FsspecLocation, LocalLocation, location
 from gramtile.pipeline.tiles import Tile
 
-from conftest import corpus_store_of, num_trees
+from conftest import corpus_store_of, lock_holder, num_trees, stop_after
 
 N = 110
 TILE = 25  # 5 x 5 tiles, 15 of them in the upper triangle; tiles straddle the 40-example shards
@@ -122,13 +121,7 @@ def test_file_urls_give_the_local_path_K_with_every_executor(cluster, corpus, lo
 
 def test_a_stopped_url_run_resumes_computing_only_the_missing_tiles(corpus, local_K, tmp_path):
     out = f"file://{tmp_path}/stop.zarr"
-    seen = []
-
-    def stop_after_four(res):
-        seen.append(res.tile)
-        if len(seen) == 4:
-            raise RuntimeError("stop here")
-
+    stop_after_four, seen = stop_after(4)
     with pytest.raises(RuntimeError, match="stop here"):
         run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="threads", progress=False, on_tile=stop_after_four)
     st = GramStore.open(out)
@@ -158,19 +151,10 @@ def test_reopening_a_url_store_with_another_kernel_is_a_mismatch(corpus, tmp_pat
 
 def test_a_second_writer_at_a_url_is_refused_and_a_dead_writers_lock_taken_over(corpus, tmp_path):
     out = f"file://{tmp_path}/locked.zarr"
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import time\nfrom gramtile.pipeline.gram_store import store_lock\n"
-         f"with store_lock({out!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder(out) as holder:
         with pytest.raises(StoreLockedError, match=f"locked by process {holder.pid}") as e:
             run_gram(f"file://{corpus}", SST, out, rows="0:30", cluster="sequential", progress=False)
         assert f"{out}/gramtile.lock" in str(e.value)  # the fix names the lock object to delete
-    finally:
-        holder.kill()
-        holder.wait()
     lock = json.loads((tmp_path / "locked.zarr" / "gramtile.lock").read_text())
     assert lock["pid"] == holder.pid and lock["token"]
     # the holder died without releasing: on this host its lock is stale and the next run proceeds
