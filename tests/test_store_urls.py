@@ -382,3 +382,38 @@ def test_evaluate_reads_a_url_store_given_a_folds_directory(corpus, tmp_path, ca
         tables.append(capsys.readouterr().out)
     assert tables[0] == tables[1] and "accuracy" in tables[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folds", "g.zarr", "labels.txt", "local.zarr"]
+
+
+def test_train_from_url_stores_gives_the_local_model(tmp_path):
+    from gramtile.pipeline.models import SavedModel, train_from_store
+    from gramtile.workflows.cli import main
+
+    trees = num_trees(6000)  # the file is sorted by label: take both ends for two classes
+    corpus = corpus_store_of(tmp_path / "two.zarr", trees[:50] + trees[-50:], 40)
+    run_gram(f"file://{corpus}", SST, f"file://{tmp_path}/g.zarr", tile=TILE, cluster="sequential", progress=False)
+    run_gram(corpus, SST, tmp_path / "l.zarr", tile=TILE, cluster="sequential", progress=False)
+    assert main(["train", "--corpus", f"file://{corpus}", "--gram", f"file://{tmp_path}/g.zarr", "--kernel", SST,
+                 "--out", str(tmp_path / "m")]) == 0
+    m_url = SavedModel.load(tmp_path / "m")
+    m_loc = train_from_store(corpus, [tmp_path / "l.zarr"], SST)
+    assert m_url.provenance["corpus"] == f"file://{corpus}"  # the URL as given
+    docs = CorpusStore.open(corpus).documents()
+    assert [d.id for d in m_url.support] == [d.id for d in m_loc.support] and len(m_loc.support) > 0
+    np.testing.assert_array_equal(m_url.kernel_to_support(docs[:30]), m_loc.kernel_to_support(docs[:30]))
+    assert m_url.predict(docs).tolist() == m_loc.predict(docs).tolist()
+
+
+@pytest.mark.parametrize("argv", [
+    ["export", "STORE", "--out", "s3://bucket/K.npy"],
+    ["run", "workflows/conll04_relations.yaml", "--out", "file:///tmp/never-here"],
+    ["demo", "--out", "memory://demo"],
+])
+def test_commands_writing_local_files_refuse_a_url_out(argv, tmp_path, capsys, monkeypatch):
+    from gramtile.workflows.cli import main
+
+    monkeypatch.chdir(tmp_path)  # a URL taken as a relative path would create "s3:" etc. here
+    argv = [str(tmp_path / "nothing.zarr") if a == "STORE" else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert argv[-1] in err and "only `gramtile gram --out` writes to URLs" in err
+    assert list(tmp_path.iterdir()) == []

@@ -37,6 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Commands that handle a URL --out themselves: `gram` writes its Gram store there, `prepare`
+#: refuses with its own fix. Every other --out is a local file or directory, where a URL would
+#: silently become a local path such as ``s3:/bucket/x``.
+URL_OUT_COMMANDS = ("gram", "prepare")
+
+
+def _local_out(args):
+    from gramtile.pipeline.storage import refuse_url
+
+    out = getattr(args, "out", None)
+    if args.command not in URL_OUT_COMMANDS and isinstance(out, str):
+        refuse_url(out, f"`gramtile {args.command} --out`", "write it to a local path and copy it to the shared "
+                   "storage afterwards (only `gramtile gram --out` writes to URLs)")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -44,6 +59,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 1
     try:
+        _local_out(args)
         rc = args.func(args)
     except GramtileError as e:
         print(f"gramtile {args.command}: error: {e}", file=sys.stderr)
