@@ -15,11 +15,12 @@ Layout::
       resources/<name>-<param hash>/
                            corpus resources (similarity matrices, domain spaces) built after
                            completion, with provenance and content hash (pipeline/resources.py)
-      .lock                held by the one writer (pid and host)
+      .lock                held by the one writer (pid and host; at a URL also a token)
 
-A store can be read at an fsspec URL (``s3://bucket/c.zarr``, ``file:///shared/c.zarr``) through
-:mod:`gramtile.pipeline.storage`; it is written only at a local path (prepare locally, then copy
-the directory to the shared storage).
+A store can be written and read at an fsspec URL (``s3://bucket/c.zarr``,
+``file:///shared/c.zarr``) as well as at a path: every byte goes through
+:mod:`gramtile.pipeline.storage` (Zarr's ``FsspecStore`` at a URL, the path string otherwise),
+and the writer lock is a :class:`~gramtile.pipeline.locks.UrlLock` there.
 
 Bags (``dict`` feature -> weight structures, e.g. KeLP's ``bow``) are batches of kind
 ``"bag"``: ``offsets`` (n+1,), ``feat`` (sym-vocabulary ids, sorted per example) and
@@ -39,7 +40,8 @@ Manifest (group attribute ``manifest``)::
 Crash safety: a shard is written in this order — its manifest entry with ``done: false``,
 its arrays, its ids/labels/texts/sources, the vocabulary strings it added, and only then its
 ``done: true`` flag together with the vocabulary sizes after it. Each Zarr metadata write is
-atomic (write-then-rename), so a killed writer leaves at worst an entry with ``done: false``.
+atomic (write-then-rename at paths and file:// URLs, one PUT on object stores), so a killed
+writer leaves at worst an entry with ``done: false``.
 Shards are written strictly in order, so the done shards are always a prefix; on reopening,
 the vocabularies are cut to the sizes recorded with the last done shard and the next shard
 overwrites whatever a killed run left behind. Ids are therefore deterministic.
@@ -58,7 +60,6 @@ import os
 import threading
 from collections import OrderedDict
 from datetime import datetime, timezone
-from pathlib import Path
 
 import numpy as np
 import zarr
@@ -72,8 +73,7 @@ from gramtile.kernels.errors import (
 )
 from gramtile.pipeline.encode import decode, encode, kind_of
 from gramtile.pipeline.structures import Document
-from gramtile.pipeline.locks import StoreLock
-from gramtile.pipeline.storage import location, refuse_url
+from gramtile.pipeline.storage import location
 from gramtile.pipeline.vocab import Vocabularies
 
 FORMAT_VERSION = 1
@@ -120,7 +120,7 @@ class CorpusStore:
     :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
     """
 
-    def __init__(self, group, path: Path, writable: bool, lock: StoreLock | None = None):
+    def __init__(self, group, path, writable: bool, lock=None):
         self._g = group
         self.path = path
         self.writable = writable
@@ -148,6 +148,7 @@ class CorpusStore:
         Parameters
         ----------
         path : str or Path
+            A local path or an fsspec URL (:mod:`gramtile.pipeline.storage`).
         source : str, optional
             Input path, recorded in the manifest.
         input_format : str, optional
@@ -158,14 +159,13 @@ class CorpusStore:
         overwrite : bool
             Replace an existing store; otherwise an existing path is an error.
         """
-        refuse_url(path, "a corpus store", "prepare it at a local path, then copy the directory to the "
-                   "shared storage (e.g. `aws s3 cp --recursive CORPUS.zarr s3://bucket/CORPUS.zarr`)")
-        path = Path(path)
+        loc = location(path)
+        path = loc.path
         if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
             raise StoreError(f"shard_size={shard_size!r} must be a positive integer. Fix: pass e.g. --shard-size 1000")
-        if path.exists() and not overwrite:
+        if loc.exists() and not overwrite:
             raise StoreMismatchError(f"{path} already exists. Fix: open it to resume, or choose another --out")
-        group = zarr.open_group(str(path), mode="w" if overwrite else "w-")
+        group = zarr.open_group(loc.zarr_store(), mode="w" if overwrite else "w-")
         manifest = {
             "format_version": FORMAT_VERSION, "gramtile_version": __version__,
             "source": None if source is None else str(source), "input_format": input_format,
@@ -180,7 +180,7 @@ class CorpusStore:
             vg.create_array(name, shape=(0,), dtype=str, chunks=(65536,), compressors=_COMPRESSORS)
         group.require_group("reps")
         group.attrs["manifest"] = manifest
-        lock = StoreLock(path / ".lock", f"corpus store {path}")
+        lock = loc.lock(".lock", f"corpus store {path}")
         lock.acquire()
         return cls(group, path, True, lock)
 
@@ -188,23 +188,18 @@ class CorpusStore:
     def open(cls, path, mode: str = "r") -> "CorpusStore":
         """Open an existing store; ``mode="r"`` (default) reads, ``"r+"`` resumes writing.
 
-        ``path`` may be an fsspec URL for reading (:mod:`gramtile.pipeline.storage`).
+        ``path`` may be an fsspec URL (:mod:`gramtile.pipeline.storage`).
         """
         if mode not in ("r", "r+"):
             raise StoreError(f"mode={mode!r}; use 'r' to read or 'r+' to resume writing")
-        if mode == "r+":
-            refuse_url(path, "a corpus store", "resume `gramtile prepare` at a local path, then copy the "
-                       "directory to the shared storage")
         loc = location(path)
         path = loc.path
         if not loc.exists("zarr.json"):
-            fix = (f"create it with `gramtile prepare --out {path}`" if isinstance(path, Path) else
-                   f"prepare it at a local path with `gramtile prepare`, then copy the directory to {path}")
-            raise StoreError(f"no corpus store at {path}. Fix: {fix}")
+            raise StoreError(f"no corpus store at {path}. Fix: create it with `gramtile prepare --out {path}`")
         group = zarr.open_group(loc.zarr_store(), mode=mode)
         lock = None
         if mode == "r+":
-            lock = StoreLock(path / ".lock", f"corpus store {path}")
+            lock = loc.lock(".lock", f"corpus store {path}")
             lock.acquire()
         try:
             return cls(group, path, mode == "r+", lock)

@@ -14,6 +14,10 @@ shards that are not done. A malformed record in raise mode stops the run after t
 shards read before it are written; the store stays resumable (rerun, e.g. with
 ``--on-error skip`` or after fixing the record). Every run is logged in the manifest
 (``runs``: which shards it parsed, how many it found done).
+
+The store may be at an fsspec URL (:mod:`gramtile.pipeline.storage`): the parse tasks get only
+texts and the driver writes every shard, so resuming, the lock and the content hash are the
+same as at a path, and a ``memory://`` store works with worker processes too.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from gramtile.kernels.errors import CorpusFormatError, StoreError, StoreMismatch
 from gramtile.pipeline.corpus_store import CorpusStore, now
 from gramtile.pipeline.readers import ErrorPolicy, read, write_jsonl
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
+from gramtile.pipeline.storage import location
 
 #: Formats whose whitespace tokens are parsed as given (already tokenised input).
 PRETOKENIZED_FORMATS = ("trec",)
@@ -101,10 +106,11 @@ def _estimate_records(path: Path, fmt: str):
         return sum(1 for line in f if line.strip())
 
 
-def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict) -> CorpusStore:
-    if not out.exists() or _interrupted_create(out):
+def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> CorpusStore:
+    loc = location(out)
+    if not loc.exists() or _interrupted_create(loc):
         return CorpusStore.create(out, source=source, input_format=fmt, shard_size=shard_size, options=options,
-                                  overwrite=out.exists())
+                                  overwrite=loc.exists())
     store = CorpusStore.open(out, "r+")
     m = store.manifest
     old_reader = (m.get("options") or {}).get("reader_options", {})
@@ -123,19 +129,21 @@ def _open_store(out: Path, source: str, fmt: str, shard_size: int, options: dict
     return store
 
 
-def _interrupted_create(out: Path) -> bool:
+def _interrupted_create(loc) -> bool:
     """True for a store whose creation was killed before its manifest was written: a Zarr
-    group holding nothing but (part of) the empty skeleton :meth:`CorpusStore.create` makes."""
+    group holding nothing but (part of) the empty skeleton :meth:`CorpusStore.create` makes.
+    ``loc`` is the store's :mod:`~gramtile.pipeline.storage` location."""
     import json
 
     try:
-        meta = json.loads((out / "zarr.json").read_text())
+        meta = json.loads(loc.read_bytes("zarr.json").decode("utf-8"))
     except (OSError, ValueError):
         return False
     if meta.get("node_type") != "group" or "manifest" in meta.get("attributes", {}):
         return False
     skeleton = {"ids", "labels", "texts", "sources", "vocab", "reps", "zarr.json"}
-    return {p.name for p in out.iterdir()} <= skeleton and not any((out / "reps").glob("*/"))
+    # reps/ holds only its own zarr.json until a shard's group is made
+    return set(loc.listdir()) <= skeleton and set(loc.listdir("reps")) <= {"zarr.json"}
 
 
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
@@ -150,8 +158,9 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
         Corpus file (or directory, for ``ptb`` and ``dp``).
     fmt : str
         Reader format (see :mod:`gramtile.pipeline.readers`).
-    out : path
-        The corpus store to create or resume.
+    out : path or str
+        The corpus store to create or resume: a local path or an fsspec URL
+        (:mod:`gramtile.pipeline.storage`; the parse tasks never see it, the driver writes it).
     shard_size : int
         Examples per shard.
     cluster : str
@@ -190,10 +199,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     if not input_path.exists():
         raise CorpusFormatError("no such file or directory", path=input_path,
                                 fix="check --input (relative paths start at the current directory)")
-    from gramtile.pipeline.storage import refuse_url
-
-    refuse_url(out, "a corpus store", "prepare at a local path, then copy the directory to the shared storage")
-    out = Path(out)
+    out = location(out).path  # a Path, or the URL as given
     profile = get_profile(cluster, cluster_file)
     policy = ErrorPolicy(on_error)
     reader_options = dict(reader_options or {})

@@ -8,8 +8,9 @@ returns one of two small objects with the same methods:
   (Zarr gets the path string, the lock is :class:`~gramtile.pipeline.locks.StoreLock` with
   ``O_EXCL``, the log is appended to), so local stores behave exactly as before;
 - :class:`FsspecLocation` for a URL (``file:///shared/g.zarr``, ``s3://bucket/g.zarr``,
-  ``memory://g.zarr``): Zarr gets an ``FsspecStore``, small files go through the fsspec
-  filesystem, the lock is :class:`~gramtile.pipeline.locks.UrlLock`.
+  ``memory://g.zarr``): Zarr gets an ``FsspecStore`` (at ``file://`` over
+  :class:`AtomicLocalFileSystem`, so each object is replaced atomically as at a path), small
+  files go through the fsspec filesystem, the lock is :class:`~gramtile.pipeline.locks.UrlLock`.
 
 Filesystems differ in two capabilities the stores need:
 
@@ -34,6 +35,8 @@ import posixpath
 import re
 import time
 from pathlib import Path
+
+from fsspec.implementations.local import LocalFileSystem
 
 from gramtile.kernels.errors import StoreError
 
@@ -66,6 +69,18 @@ def location(x):
     if isinstance(x, (LocalLocation, FsspecLocation)):
         return x
     return FsspecLocation(x) if is_url(x) else LocalLocation(x)
+
+
+def beside(x, suffix: str):
+    """The path or URL of a sibling of ``x`` named ``x``'s last component plus ``suffix``.
+
+    ``beside("s3://b/g.zarr", ".corpus.zarr")`` is ``"s3://b/g.zarr.corpus.zarr"``; a path
+    gives a :class:`Path` in the same directory.
+    """
+    if is_url(x):
+        return x.rstrip("/") + suffix
+    p = Path(x)
+    return p.with_name(p.name + suffix)
 
 
 def refuse_url(x, what: str, fix: str):
@@ -187,7 +202,16 @@ class FsspecLocation:
         from zarr.storage import FsspecStore, StorePath
 
         if self._zarr is None:
-            self._zarr = FsspecStore.from_url(self._base, storage_options=self._options or None)
+            if self.protocol in ("file", "local"):
+                from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+                # Zarr's own local store replaces each object atomically; fsspec's local
+                # filesystem writes in place, so a writer killed mid-write (a prepare or a run
+                # stopped by SIGKILL) could leave a torn zarr.json. Keep the path's guarantee.
+                fs = AsyncFileSystemWrapper(AtomicLocalFileSystem(auto_mkdir=True), asynchronous=True)
+                self._zarr = FsspecStore(fs=fs, path=self.root)
+            else:
+                self._zarr = FsspecStore.from_url(self._base, storage_options=self._options or None)
         return StorePath(self._zarr, rel) if rel else self._zarr
 
     def exists(self, rel: str = "") -> bool:
@@ -256,6 +280,33 @@ class FsspecLocation:
         from gramtile.pipeline.locks import UrlLock
 
         return UrlLock(self, name, what)
+
+
+class AtomicLocalFileSystem(LocalFileSystem):
+    """fsspec's local filesystem whose ``pipe_file`` (each object Zarr writes) is atomic.
+
+    The bytes go to a temporary file beside the target, which is then renamed over it, as in
+    Zarr's own local store: a writer killed mid-write leaves the old object (and at worst a
+    ``*.partial`` file), never a torn one.
+    """
+
+    def pipe_file(self, path, value, mode="overwrite", **kwargs):
+        path = self._strip_protocol(path)
+        if mode == "create" and os.path.exists(path):
+            raise FileExistsError(path)
+        if self.auto_mkdir:
+            self.makedirs(self._parent(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}-{os.urandom(4).hex()}.partial"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(value)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
 
 # ---- JSON-lines logs -------------------------------------------------------------------------

@@ -298,22 +298,26 @@ def test_a_scheme_without_an_installed_filesystem_names_the_url_and_the_package(
     assert not any(tmp_path.iterdir())
 
 
-def test_corpus_stores_are_not_written_to_urls(corpus, mem, tmp_path):
-    with pytest.raises(StoreError, match=r"cannot be written to a URL\. Fix: prepare it at a local path"):
+def test_corpus_stores_are_written_to_urls_and_a_missing_filesystem_is_named(corpus, mem, tmp_path, monkeypatch):
+    from gramtile.workflows.cli import main
+
+    monkeypatch.chdir(tmp_path)  # a URL taken as a relative path would land here, and be seen
+    with CorpusStore.create(f"{mem}/new.zarr", shard_size=40) as cs:
+        assert isinstance(location(cs.path), FsspecLocation) and location(cs.path).exists(".lock")
+    assert not location(f"{mem}/new.zarr").exists(".lock")
+    with pytest.raises(StoreMismatchError, match=f"{mem}/new.zarr already exists"):
         CorpusStore.create(f"{mem}/new.zarr")
-    with pytest.raises(StoreError, match="cannot be written to a URL"):
-        CorpusStore.open(f"{mem}/c.zarr", mode="r+")
-    with pytest.raises(StoreError, match="no corpus store at .*copy the directory"):
-        CorpusStore.open(f"{mem}/absent.zarr")
     src = tmp_path / "in.jsonl"
-    src.write_text('{"id": "a", "trees": {"tree": "(S (A a))"}}\n')
+    src.write_text('{"id": "a", "tree": "(S (A a))"}\n{"id": "b", "tree": "(S (B (C b)))"}\n')
     r = subprocess.run(GRAMTILE + ["prepare", "--input", str(src), "--format", "jsonl", "--out", "s3://b/c.zarr",
                                    "--cluster", "sequential", "--no-progress"], capture_output=True, text=True,
                        cwd=tmp_path)
-    assert r.returncode == 2 and "cannot be written to a URL" in r.stderr and "copy the directory" in r.stderr
-    r = subprocess.run(GRAMTILE + ["gram", "--input", str(src), "--kernel", SST, "--out", "memory://g.zarr"],
-                       capture_output=True, text=True, cwd=tmp_path)
-    assert r.returncode == 2 and "cannot be written to a URL" in r.stderr
+    assert r.returncode == 2 and "s3://b/c.zarr" in r.stderr and "Fix: pip install s3fs" in r.stderr
+    # gram --input at a URL: its corpus store goes beside --out, at the URL
+    assert main(["gram", "--input", str(src), "--kernel", SST, "--out", f"{mem}/g.zarr", "--cluster", "sequential",
+                 "--no-progress"]) == 0
+    assert GramStore.open(f"{mem}/g.zarr").meta["corpus_path"] == f"{mem}/g.zarr.corpus.zarr"
+    assert CorpusStore.open(f"{mem}/g.zarr.corpus.zarr").ids == ["a", "b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]  # no URL became a relative local path
 
 

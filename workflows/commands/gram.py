@@ -37,15 +37,17 @@ def add_parser(sub):
     return p
 
 
-def _prepare_input(path: Path, out: Path, cluster: str, cluster_file, progress: bool) -> Path:
-    """Prepare a JSON-lines input into the corpus store ``OUT.corpus.zarr`` beside ``out``.
+def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
+    """Prepare a JSON-lines input into the corpus store ``OUT.corpus.zarr`` beside ``out``
+    (a path, or the URL ``out`` + ``.corpus.zarr`` when ``out`` is a URL).
 
     ``prepare`` resumes or reuses a store it already completed, so a rerun of the same
     ``gram --input`` command resumes both steps.
     """
     from gramtile.pipeline.prepare import prepare
+    from gramtile.pipeline.storage import beside
 
-    corpus = out.with_name(out.name + ".corpus.zarr")
+    corpus = beside(out, ".corpus.zarr")
     prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress)
     return corpus
 
@@ -53,15 +55,12 @@ def _prepare_input(path: Path, out: Path, cluster: str, cluster_file, progress: 
 def run(args) -> int:
     from gramtile.pipeline.engine import run_gram
 
-    from gramtile.pipeline.storage import is_url, refuse_url
+    from gramtile.pipeline.storage import is_url
 
     # a URL stays a string: Path() would fold "memory://g" into the local path "memory:/g"
     out = args.out if is_url(args.out) else Path(args.out)
     corpus = args.corpus
     if args.input:
-        refuse_url(args.out, "--input's corpus store (prepared beside --out)",
-                   "run `gramtile prepare --out LOCAL.zarr` at a local path, copy LOCAL.zarr to the shared "
-                   "storage, then `gramtile gram --corpus URL --out URL`")
         corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,
                   cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress)

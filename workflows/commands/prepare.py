@@ -17,7 +17,8 @@ def add_parser(sub):
     p.add_argument("--input", required=True, metavar="PATH", help="corpus file (or directory for ptb/dp)")
     p.add_argument("--format", required=True, choices=FORMATS, dest="fmt", metavar="FMT",
                    help=f"input format: {', '.join(FORMATS)}")
-    p.add_argument("--out", required=True, metavar="CORPUS.zarr", help="corpus store to create or resume")
+    p.add_argument("--out", required=True, metavar="CORPUS.zarr",
+                   help="corpus store to create or resume (a path, or an fsspec URL such as s3://b/c.zarr)")
     p.add_argument("--shard-size", type=int, default=1000, metavar="N", help="examples per shard (1000)")
     p.add_argument("--cluster", default="local", metavar="PROFILE",
                    help="cluster.yaml profile (local); 'sequential' parses in-process")
@@ -47,11 +48,6 @@ def add_parser(sub):
 def run(args) -> int:
     from gramtile.pipeline.prepare import prepare
     from gramtile.pipeline.resources import parse_option
-    from gramtile.pipeline.storage import refuse_url
-
-    refuse_url(args.out, "a corpus store", "prepare at a local path (--out CORPUS.zarr), then copy the directory "
-               "to the shared storage (e.g. `aws s3 cp --recursive CORPUS.zarr s3://bucket/CORPUS.zarr`) and "
-               "pass that URL to `gramtile gram --corpus`")
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
     reader_options = {}
