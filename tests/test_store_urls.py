@@ -419,5 +419,5 @@ def test_commands_writing_local_files_refuse_a_url_out(argv, tmp_path, capsys, m
     argv = [str(tmp_path / "nothing.zarr") if a == "STORE" else a for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert argv[-1] in err and "only `gramtile gram --out` writes to URLs" in err
+    assert argv[-1] in err and "only `gramtile gram --out` and `gramtile prepare --out` write to URLs" in err
     assert list(tmp_path.iterdir()) == []

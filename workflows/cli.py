@@ -37,9 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: Commands that handle a URL --out themselves: `gram` writes its Gram store there, `prepare`
-#: refuses with its own fix. Every other --out is a local file or directory, where a URL would
-#: silently become a local path such as ``s3:/bucket/x``.
+#: Commands whose --out may be an fsspec URL: `gram` (a Gram store) and `prepare` (a corpus
+#: store). Every other --out is a local file or directory, where a URL would silently become a
+#: local path such as ``s3:/bucket/x``.
 URL_OUT_COMMANDS = ("gram", "prepare")
 
 
@@ -49,7 +49,7 @@ def _local_out(args):
     out = getattr(args, "out", None)
     if args.command not in URL_OUT_COMMANDS and isinstance(out, str):
         refuse_url(out, f"`gramtile {args.command} --out`", "write it to a local path and copy it to the shared "
-                   "storage afterwards (only `gramtile gram --out` writes to URLs)")
+                   "storage afterwards (only `gramtile gram --out` and `gramtile prepare --out` write to URLs)")
 
 
 def main(argv=None) -> int:
