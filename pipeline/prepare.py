@@ -131,19 +131,27 @@ def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> C
 
 def _interrupted_create(loc) -> bool:
     """True for a store whose creation was killed before its manifest was written: a Zarr
-    group holding nothing but (part of) the empty skeleton :meth:`CorpusStore.create` makes.
+    group holding nothing but (part of) the empty skeleton :meth:`CorpusStore.create` makes,
+    and perhaps the ``*.partial`` temporary file of the metadata write that was cut short
+    (Zarr, and gramtile at ``file://`` URLs, write each object to one and rename it). A
+    directory with only such files, whose group metadata never landed, counts too.
     ``loc`` is the store's :mod:`~gramtile.pipeline.storage` location."""
     import json
 
-    try:
-        meta = json.loads(loc.read_bytes("zarr.json").decode("utf-8"))
-    except (OSError, ValueError):
-        return False
-    if meta.get("node_type") != "group" or "manifest" in meta.get("attributes", {}):
-        return False
+    def names(rel=""):
+        return {n for n in loc.listdir(rel) if not n.endswith(".partial")}
+
     skeleton = {"ids", "labels", "texts", "sources", "vocab", "reps", "zarr.json"}
     # reps/ holds only its own zarr.json until a shard's group is made
-    return set(loc.listdir()) <= skeleton and set(loc.listdir("reps")) <= {"zarr.json"}
+    if not names() <= skeleton or not names("reps") <= {"zarr.json"}:
+        return False
+    try:
+        meta = json.loads(loc.read_bytes("zarr.json").decode("utf-8"))
+    except FileNotFoundError:
+        return True  # killed while writing the group's own metadata: nothing else is there
+    except (OSError, ValueError):
+        return False
+    return meta.get("node_type") == "group" and "manifest" not in meta.get("attributes", {})
 
 
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,

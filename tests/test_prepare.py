@@ -253,6 +253,20 @@ def test_store_killed_during_creation_is_recreated_but_foreign_groups_are_not(tr
     g.create_array("ids", shape=(0,), dtype=str, chunks=(5,))
     summary = prepare(tsv, "tsv", out, shard_size=5, cluster="sequential", progress=False)
     assert summary.n_examples == 6 and CorpusStore.open(out).complete
+    # killed inside a metadata write: Zarr's temporary file is left beside the skeleton
+    cut = tmp_path / "cut.zarr"
+    g = zarr.open_group(str(cut), mode="w")
+    g.create_array("ids", shape=(0,), dtype=str, chunks=(5,))
+    g.create_group("reps")
+    (cut / "zarr.0123abcd.partial").write_bytes(b'{"zarr_format": 3, "node_ty')
+    (cut / "reps" / "zarr.4567ef01.partial").write_bytes(b"{")
+    assert prepare(tsv, "tsv", cut, shard_size=5, cluster="sequential", progress=False).n_examples == 6
+    assert CorpusStore.open(cut).complete and not list(cut.glob("*.partial"))
+    # killed before the group's own metadata landed: only the temporary file exists
+    bare = tmp_path / "bare.zarr"
+    bare.mkdir()
+    (bare / "zarr.89abcdef.partial").write_bytes(b"")
+    assert prepare(tsv, "tsv", bare, shard_size=5, cluster="sequential", progress=False).n_examples == 6
     other = tmp_path / "other.zarr"
     zarr.open_group(str(other), mode="w").create_array("K", shape=(2, 2), dtype="f8")
     with pytest.raises(StoreCorruptError, match="not a corpus store"):
