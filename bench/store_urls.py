@@ -104,7 +104,7 @@ def main(argv=None):
     print(f"\nEvery store's content hash {next(iter(hashes))[:16]}...\n")
     print("`run_gram` of the full SST Gram (tile {}, `threads`), the corpus store read from the same kind of "
           "location:\n".format(args.tile))
-    print(f"| stores at | " + " | ".join(f"round {r + 1}" for r in range(args.rounds)) + " |")
+    print("| stores at | " + " | ".join(f"round {r + 1}" for r in range(args.rounds)) + " |")
     print("|---|" + "---:|" * args.rounds)
     for name, ts in times.items():
         print(f"| {name} | " + " | ".join(f"{t:.2f} s" for t in ts) + " |")

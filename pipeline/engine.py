@@ -135,8 +135,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     _check_out(out)
     # provenance and tasks name the corpus by its absolute path, or by its URL as given
     corpus_at = location(cs.path).canonical()
-    if client is None and profile is not None and profile.type not in ("sequential", "threads") \
-            and not profile.in_process:
+    if client is None and profile is not None and profile.type != "sequential" and not profile.in_process:
         unseen = [str(loc) for loc in (location(cs.path), out) if loc.process_local]
         if unseen:
             raise StoreError(f"{unseen[0]} lives in this process's memory, which the worker processes of cluster "

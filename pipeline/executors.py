@@ -289,9 +289,12 @@ def run_threads(job: TileJob, grid: TileGrid, tiles, on_result, n_threads: int, 
     it = iter(tiles)
     pending = set()
     with ThreadPoolExecutor(n_threads, thread_name_prefix="gramtile-tile") as pool:
+        def submit(t):
+            pending.add(pool.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j)))
+
         try:
             for t in it:
-                pending.add(pool.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j)))
+                submit(t)
                 if len(pending) >= max_in_flight:
                     break
             while pending:
@@ -300,7 +303,7 @@ def run_threads(job: TileJob, grid: TileGrid, tiles, on_result, n_threads: int, 
                     on_result(fut.result())
                     nxt = next(it, None)
                     if nxt is not None:
-                        pending.add(pool.submit(compute_tile, job, nxt, grid.row_index(nxt.i), grid.col_index(nxt.j)))
+                        submit(nxt)
         except BaseException:
             for fut in pending:
                 fut.cancel()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gramtile.workflows.commands import CLUSTER_HELP
+
 
 def add_parser(sub):
     p = sub.add_parser("gram", help="compute a tiled Gram matrix into a Zarr store (resumable)",
@@ -30,7 +32,7 @@ def add_parser(sub):
     p.add_argument("--cols", default=None, help="column selection (default: the rows, symmetric K)")
     p.add_argument("--tile", type=int, default=None,
                    help="tile edge in examples (default: the store's, else chosen from a memory budget)")
-    p.add_argument("--cluster", default="local", help="cluster.yaml profile (default local: Dask worker processes; threads = worker threads of this process, no Dask cluster; sequential = in-process, one tile at a time)")
+    p.add_argument("--cluster", default="local", help=CLUSTER_HELP)
     p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
+from gramtile.workflows.commands import CLUSTER_HELP
+
 
 def add_parser(sub):
     p = sub.add_parser("run", help="run a workflow YAML file (data, kernels, protocol, report)",
@@ -16,7 +18,7 @@ def add_parser(sub):
                                    "score every kernel and write DIR/results.json, results.md and a plot.")
     p.add_argument("workflow", metavar="WORKFLOW.yaml", help="e.g. workflows/num_qc.yaml")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder (stores are reused across reruns)")
-    p.add_argument("--cluster", default="local", help="cluster.yaml profile (default local: Dask worker processes; threads = worker threads of this process, no Dask cluster; sequential = in-process, one tile at a time)")
+    p.add_argument("--cluster", default="local", help=CLUSTER_HELP)
     p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
     p.add_argument("--tile", type=int, default=None, help="tile edge of new Gram stores (default: chosen)")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
