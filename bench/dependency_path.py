@@ -1,6 +1,6 @@
 """Dependency-path kernel throughput on spaCy parses of TREC QC questions, per core.
 
-One process, no Dask: parse the first 2n training questions with ``gramtile.pipeline.parse``
+One process, no Dask: parse the first 2n training questions with ``gramtile.pipeline.parsing.parse``
 (spaCy, pre-tokenised), encode them once, then time ``DependencyPathKernel.block`` on a square
 block (the symmetric path computes i <= j, so it is reported per computed pair) and on a
 rectangular block (every entry computed). Wall-clock rates are printed with the rate per second of process
@@ -14,11 +14,12 @@ import argparse
 import time
 from pathlib import Path
 
-from gramtile.kernels.dependency_path import DependencyPathKernel
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.parse import load_model, parse_deps
-from gramtile.pipeline.vocab import Vocabularies
 from _timing import best_block_times, print_rates
+
+from gramtile.kernels.dependency_path import DependencyPathKernel
+from gramtile.pipeline.parsing.parse import load_model, parse_deps
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 

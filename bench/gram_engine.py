@@ -51,7 +51,7 @@ def _cluster_file(work: Path, workers: int) -> Path:
 
 
 def _prepare(src, fmt, out):
-    from gramtile.pipeline.prepare import prepare
+    from gramtile.pipeline.compute.prepare import prepare
 
     if not (Path(out) / "zarr.json").exists():
         prepare(src, fmt, out, shard_size=1000, cluster="sequential", progress=False)
@@ -74,8 +74,8 @@ def _kernel_only_command(args):
     same interpreter start, numpy/numba/zarr imports and Numba initialisation as a ``gramtile gram``
     command, so command / kernel-only command isolates what Dask, the Gram store and the second
     worker add or save."""
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.evaluate import as_spec
+    from gramtile.kernels.spec import as_spec
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     cs = CorpusStore.open(args.corpus)
     _upper_tiles(as_spec(SST), cs.load("tree", 0, cs.n), args.tile)
@@ -94,10 +94,10 @@ def _time_kernel_only_command(corpus, tile: int, repeats: int) -> float:
 
 
 def part1(work: Path, tiles, workers: int, profiles=("local", "threads"), repeats: int = 1):
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.engine import run_gram
-    from gramtile.pipeline.evaluate import as_spec
-    from gramtile.pipeline.gram_store import GramStore
+    from gramtile.kernels.spec import as_spec
+    from gramtile.pipeline.compute.engine import run_gram
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
+    from gramtile.pipeline.stores.gram_store import GramStore
 
     corpus = _prepare(DATA / "trec_qc_num_constituency" / "NUM_train.dat", "svmlighttk", work / "num.zarr")
     cs = CorpusStore.open(corpus)
@@ -183,8 +183,9 @@ def part1(work: Path, tiles, workers: int, profiles=("local", "threads"), repeat
 
 def build_big(work: Path, limit: int) -> Path:
     """PTB + NUM train/test + KeLP GRCT and LCT trees as one JSON-lines file, prepared once."""
-    from gramtile.pipeline.readers import read, write_jsonl
-    from gramtile.pipeline.structures import Document
+    from gramtile.pipeline.parsing.formats import read
+    from gramtile.pipeline.readers.jsonl import write_jsonl
+    from gramtile.pipeline.representations.structures import Document
 
     out = work / f"big{limit}.zarr"
     if (out / "zarr.json").exists():
@@ -227,7 +228,7 @@ def _peak_rss_kib() -> int:
 
 def _driver(args):
     """One engine run in this (fresh) process; prints JSON with its peak RSS."""
-    from gramtile.pipeline.engine import run_gram
+    from gramtile.pipeline.compute.engine import run_gram
 
     if args.n <= 0:  # warm-up: compile and cache the kernels for the workers
         warm = Path(args.out)
@@ -272,8 +273,8 @@ def part2(work: Path, sizes, tile: int, workers: int, kernel_only: bool = False,
         shutil.rmtree(out, ignore_errors=True)
     print()
     if kernel_only:
-        from gramtile.pipeline.corpus_store import CorpusStore
-        from gramtile.pipeline.evaluate import as_spec
+        from gramtile.kernels.spec import as_spec
+        from gramtile.pipeline.stores.corpus_store import CorpusStore
 
         n, wall = last
         spec = as_spec(SST)

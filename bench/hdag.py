@@ -16,11 +16,12 @@ import argparse
 import random
 from pathlib import Path
 
-from gramtile.kernels.hdag import HDAGKernel
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.hdag_rep import HDAG
-from gramtile.pipeline.vocab import Vocabularies
 from _timing import best_block_times
+
+from gramtile.kernels.hdag import HDAGKernel
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.hdag import HDAG
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 POS = ["NN", "NNS", "NNP", "VB", "VBD", "VBZ", "IN", "DT", "JJ", "WP", "WRB", "RB"]

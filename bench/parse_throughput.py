@@ -22,14 +22,14 @@ DEFAULT_INPUT = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_
 
 
 def _warm(model=None):
-    from gramtile.pipeline.parse import load_model
+    from gramtile.pipeline.parsing.parse import load_model
 
     load_model(model)
     return os.getpid()
 
 
 def _timed_parse(texts, pretokenized):
-    from gramtile.pipeline.parse import parse_shard
+    from gramtile.pipeline.parsing.parse import parse_shard
 
     t = time.process_time()
     deps, prov = parse_shard(texts, pretokenized)

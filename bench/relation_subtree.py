@@ -24,11 +24,12 @@ import argparse
 import random
 from pathlib import Path
 
-from gramtile.kernels.relation_subtree import RelationSubtreeKernel
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.relation import RelationExample
-from gramtile.pipeline.vocab import Vocabularies
 from _timing import best_block_times, print_rates
+
+from gramtile.kernels.relation_subtree import RelationSubtreeKernel
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.relation import RelationExample
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 TYPES = ["PNP", "ONP", "LNP", "Person", "Organization", "Location", "Verb", "Prep", "BNP", "Punc", "Adj"]
 ROLES = ["none"] * 8 + ["member", "affiliation"]
@@ -54,7 +55,7 @@ def random_example(rng, texts):
 def conll04_examples(parser: str, scope: str = "lcs"):
     """Relation examples of all Work_For and OrgBased_In candidates of the CoNLL04 split."""
     from gramtile.pipeline.readers.conll04 import load_split, read_corp
-    from gramtile.workflows.relations import conll04_documents, spacy_heads
+    from gramtile.workflows.recipes.relations import conll04_documents, spacy_heads
 
     data = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll04"
     corp = read_corp(data / "conll04.corp")

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gramtile.kernels.route import RouteKernel
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.readers.inex import read_inex
-from gramtile.pipeline.vocab import Vocabularies
 from _timing import best_block_times
+
+from gramtile.kernels.route import RouteKernel
+from gramtile.pipeline.readers.inex import read_inex
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "inex2005" / "inex05.train.elastic.tree"
 

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from gram_engine import DATA, SST, _prepare
 
 
@@ -41,7 +40,7 @@ def main(argv=None):
 
     import fsspec
 
-    from gramtile.pipeline.engine import run_gram
+    from gramtile.pipeline.compute.engine import run_gram
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gramtile-urls-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -53,8 +52,8 @@ def main(argv=None):
         "`file://` URL": (f"file://{corpus}", lambda r: f"file://{work}/u{r}.zarr"),
         "`memory://` URL": ("memory:///bench/num.zarr", lambda r: f"memory:///bench/g{r}.zarr"),
     }
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.prepare import prepare
+    from gramtile.pipeline.compute.prepare import prepare
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     src = DATA / "trec_qc_num_constituency" / "NUM_train.dat"
     prep = {"local path": lambda r: str(work / f"p{r}.zarr"), "`file://` URL": lambda r: f"file://{work}/pu{r}.zarr",
@@ -102,8 +101,8 @@ def main(argv=None):
     for name, ts in prep_times.items():
         print(f"| {name} | " + " | ".join(f"{t:.2f} s" for t in ts) + " |")
     print(f"\nEvery store's content hash {next(iter(hashes))[:16]}...\n")
-    print("`run_gram` of the full SST Gram (tile {}, `threads`), the corpus store read from the same kind of "
-          "location:\n".format(args.tile))
+    print(f"`run_gram` of the full SST Gram (tile {args.tile}, `threads`), the corpus store read from the same kind of "
+          "location:\n")
     print("| stores at | " + " | ".join(f"round {r + 1}" for r in range(args.rounds)) + " |")
     print("|---|" + "---:|" * args.rounds)
     for name, ts in times.items():

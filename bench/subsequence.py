@@ -26,10 +26,10 @@ import numpy as np  # noqa: E402  (after the thread settings)
 
 import gramtile.kernels.registry  # noqa: F401  (registers the kernels)
 from gramtile.kernels.spec import spec_from_dict
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.similarity import similarity_resource
-from gramtile.pipeline.structures import TokenSeq
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import TokenSeq
+from gramtile.pipeline.representations.vocab import Vocabularies
+from gramtile.pipeline.resources.similarity import similarity_resource
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -1,7 +1,7 @@
 """HDAG kernel throughput on real HDAGs: spaCy parses of TREC questions (one core, no Dask).
 
 The questions of ``data/trec_qc/train.txt`` are parsed with spaCy (entities included) and built
-into chunked HDAGs by :func:`gramtile.pipeline.hdag_build.hdag_from_doc` (words with form / PoS /
+into chunked HDAGs by :func:`gramtile.pipeline.parsing.parse.hdag_from_doc` (words with form / PoS /
 NE attributes inside NP / VP / PP / entity chunks, chunks linked by dependencies). The kernel is
 timed on a square block (i <= j pairs computed) and a rectangular block, in wall and CPU seconds
 (the CPU figure is the fair one on a shared machine).
@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gramtile.kernels.hdag import HDAGKernel
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.hdag_build import hdag_from_doc
-from gramtile.pipeline.parse import load_model_ner
-from gramtile.pipeline.readers.plain import read_trec
-from gramtile.pipeline.vocab import Vocabularies
 from _timing import best_block_times
+
+from gramtile.kernels.hdag import HDAGKernel
+from gramtile.pipeline.parsing.parse import hdag_from_doc, load_model_ner
+from gramtile.pipeline.readers.plain import read_trec
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 

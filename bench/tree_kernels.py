@@ -26,9 +26,9 @@ import numpy as np
 
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.tree_kernels import PartialTreeKernel, SubsetTreeKernel, SubtreeKernel
-from gramtile.pipeline.brackets import parse_tree
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc_num_constituency"
 

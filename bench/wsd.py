@@ -40,7 +40,7 @@ def rate(spec, X, Y, resources):
 
 
 def main():
-    from gramtile.workflows.wsd import corpus_data
+    from gramtile.workflows.recipes.wsd import corpus_data
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1000)

@@ -4,11 +4,10 @@ The package is assembled from the repository's top-level folders:
 ``gramtile.kernels`` (kernels/), ``gramtile.pipeline`` (pipeline/), ``gramtile.workflows``
 (workflows/). This module holds only the public entry points.
 """
-__version__ = "0.1.0"
+from importlib.metadata import version
 
+from gramtile.pipeline.compute.inmemory import gram
 
-def gram(spec, X, Y=None):
-    """In-memory Gram matrix for small inputs; see :func:`gramtile.pipeline.evaluate.gram`."""
-    from gramtile.pipeline.evaluate import gram as _gram
+__version__ = version("gramtile")
 
-    return _gram(spec, X, Y)
+__all__ = ["__version__", "gram"]

@@ -9,7 +9,7 @@ pipeline; kernels only compare integer ids. A column whose attribute is absent h
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class Batch:
         """Number of nodes (tokens) per example, shape (n,)."""
         return np.diff(self.offsets)
 
-    def take(self, idx) -> "Batch":
+    def take(self, idx) -> Batch:
         """A new batch with the examples ``idx`` (any integer index array), in that order."""
         idx = np.asarray(idx, dtype=np.int64)
         starts, stops = self.offsets[idx], self.offsets[idx + 1]
@@ -106,12 +106,12 @@ class Batch:
         cols = {k: np.ascontiguousarray(v[gather]) for k, v in self.columns.items()}
         return Batch(self.kind, new_off, cols)
 
-    def slice(self, start: int, stop: int) -> "Batch":
+    def slice(self, start: int, stop: int) -> Batch:
         """Examples ``start:stop`` as a new batch (node arrays are copied, contiguous)."""
         return self.take(np.arange(start, stop))
 
     @staticmethod
-    def concat(batches) -> "Batch":
+    def concat(batches) -> Batch:
         batches = list(batches)
         if not batches:
             raise ValueError("concat needs at least one batch")
@@ -133,7 +133,7 @@ class Batch:
         return out
 
     @staticmethod
-    def from_arrays(kind: str, arrays: dict) -> "Batch":
+    def from_arrays(kind: str, arrays: dict) -> Batch:
         cols = {k: np.ascontiguousarray(arrays[k], dtype=np.float64 if k in FLOAT_COLUMNS else np.int32)
                 for k in KIND_COLUMNS[kind]}
         return Batch(kind, np.ascontiguousarray(arrays["offsets"], dtype=np.int64), cols)

@@ -23,7 +23,7 @@ Node-pair recursion (HDAG.md section 5), i, k = lengths 1..p::
     J'_k(s,t) = sum_{s' in pa(s)} [D(s') J'_k(s',t) + A_k(s',t)],     A_k = H_k + M_k
     L_k, JL_k, JL'_k: the same with AL_k(s,t) = U(s) U(t) H_k(s,t) + L_k(s,t)   (inner pairs only)
 
-Representation (batch kind ``"hdag"``, built by :mod:`gramtile.pipeline.hdag_rep`): a batch
+Representation (batch kind ``"hdag"``, built by :mod:`gramtile.pipeline.representations.hdag`): a batch
 column needs one entry per row, so each example's rows are its nodes, then its attributes, then
 its edges, told apart by ``role``::
 

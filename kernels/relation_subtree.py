@@ -23,7 +23,7 @@ Type,Role features can; with beta > 0 every matched chain of nodes counts. The a
 of t and k are equality tests on integer keys, computed once per batch by :func:`node_keys` from the batch columns; an equality test on
 any key is a kernel, so swapping the attribute comparison means writing another key function
 (and, later, a spec parameter selecting it) without touching the cores. Class() itself is
-applied by the encoder (pipeline/relation.py), which stores it as the ``class`` column.
+applied by the encoder (pipeline/representations/relation.py), which stores it as the ``class`` column.
 
 Algorithms, per node pair (u, v) with t = 1, given K of all child pairs (children have larger
 preorder indices, so walking both trees backwards makes every child pair final first; a
@@ -60,7 +60,7 @@ from gramtile.kernels.errors import RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
 
 #: Node columns of a ``relation`` batch (preorder; ids of the ``sym`` vocabulary; text -1 when
-#: absent; ``class`` = Class(Type), see pipeline/relation.py).
+#: absent; ``class`` = Class(Type), see pipeline/representations/relation.py).
 RELATION_COLUMNS = ("type", "class", "role", "text", "parent")
 register_batch_kind("relation", RELATION_COLUMNS)
 

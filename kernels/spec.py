@@ -202,7 +202,6 @@ def spec_from_dict(d) -> KernelSpec:
 
 def parse_spec(text: str) -> KernelSpec:
     """Parse a CLI ``--kernel`` value: inline JSON, or ``@path`` to a JSON file."""
-    import gramtile.kernels.registry  # noqa: F401  (registers every kernel)
 
     src = text
     if text.startswith("@"):
@@ -217,3 +216,11 @@ def parse_spec(text: str) -> KernelSpec:
         raise KernelSpecError(f"kernel spec is not valid JSON ({e.msg} at character {e.pos}): {src!r}; "
                               f"write it like '{{\"kind\": \"sst\", \"lam\": 0.4}}'") from None
     return spec_from_dict(d)
+
+
+def as_spec(spec) -> KernelSpec:
+    if isinstance(spec, KernelSpec):
+        return spec
+    if isinstance(spec, str):
+        return parse_spec(spec)
+    return spec_from_dict(spec)

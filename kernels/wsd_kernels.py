@@ -22,7 +22,7 @@ The domain kernel maps a context's bag of words into the LSA domain space and ta
 
 with t(x) the term-frequency row vector of the context, I^IDF the diagonal IDF matrix and D the
 term-by-domain matrix of the corpus. I^IDF D is one dense factor F (n_symbols x k), a corpus
-resource built by :func:`gramtile.pipeline.domain.domain_space`; a context whose words all have
+resource built by :func:`gramtile.pipeline.resources.domain.domain_space`; a context whose words all have
 zero rows in F has K_D = 0 with everything, itself included.
 
 The subsequence cores are reused as they are: windows become a token-sequence batch and each
@@ -209,7 +209,7 @@ class DomainKernel(BaseSpec):
         name = self.resources()[0]
         if not resources or name not in resources:
             raise KernelSpecError(f"kernel 'domain' needs the resource {name!r} (the IDF-weighted LSA domain "
-                                  f"space of the corpus); build it with gramtile.pipeline.domain.domain_space, "
+                                  f"space of the corpus); build it with gramtile.pipeline.resources.domain.domain_space, "
                                   f"or use gramtile.gram(), which builds it")
         F = np.asarray(resources[name], dtype=np.float64)
         col = X.columns.get(_WORDS.get(X.kind, ""))

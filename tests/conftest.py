@@ -1,8 +1,13 @@
 """Shared test helpers: where the real data lives.
 
 The data sets sit beside the repository in ``../shared/data`` and are never copied into it.
-A missing data set is a hard failure, not a skip: a test that silently skips cannot fail.
+Every test of a module that reads them carries the marker ``shared_data`` (set here at
+collection, from the helpers the module uses), so ``pytest -m "not shared_data"`` is the
+hermetic subset. Without the data those tests are skipped with the reason, unless
+``GRAMTILE_REQUIRE_DATA=1`` (set by ``make test`` and so by CI), where a missing data set is a
+hard failure: there a test that silently skips cannot pass for one that ran.
 """
+import os
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -11,30 +16,52 @@ from pathlib import Path
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: make test / CI: a missing data set fails instead of skipping
+REQUIRE_DATA = os.environ.get("GRAMTILE_REQUIRE_DATA") == "1"
+#: names whose use in a test module means it reads ../shared/data
+_DATA_HELPERS = ("require_data", "shared_data", "num_trees", "SHARED_DATA")
+
+
+def _missing(what: str):
+    msg = f"{what} not found; these tests need ../shared/data beside the repository"
+    if REQUIRE_DATA:
+        pytest.fail(msg + " (GRAMTILE_REQUIRE_DATA=1)", pytrace=False)
+    pytest.skip(msg, allow_module_level=True)
 
 
 def require_data(name: str) -> Path:
-    """Path of data set ``name`` under :data:`SHARED_DATA`; fails the test if it is missing."""
+    """Path of data set ``name`` under :data:`SHARED_DATA`; skips (or, when required, fails) if missing."""
     path = SHARED_DATA / name
     if not path.exists():
-        pytest.fail(f"data set {name!r} not found at {path}; the tests need ../shared/data beside the repository",
-                    pytrace=False)
+        _missing(f"data set {name!r} at {path}")
     return path
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The root of the shared data sets (fails when it is missing)."""
+    """The root of the shared data sets (skips, or fails when required, if it is missing)."""
     if not SHARED_DATA.is_dir():
-        pytest.fail(f"shared data directory not found at {SHARED_DATA}", pytrace=False)
+        _missing(f"shared data directory {SHARED_DATA}")
     return SHARED_DATA
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of a module that uses the data helpers with ``shared_data``."""
+    uses = {}
+    for item in items:
+        path = Path(str(item.fspath))
+        if path not in uses:
+            text = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
+            uses[path] = path.name != "conftest.py" and any(h in text for h in _DATA_HELPERS)
+        if uses[path]:
+            item.add_marker(pytest.mark.shared_data)
 
 
 def num_trees(n: int) -> list:
     """The first ``n`` Documents of the NUM training trees (SVM-Light-TK format)."""
     import itertools
 
-    from gramtile.pipeline.readers import read
+    from gramtile.pipeline.parsing.formats import read
 
     path = require_data("trec_qc_num_constituency") / "NUM_train.dat"
     return list(itertools.islice(read(path, "svmlighttk"), n))
@@ -42,7 +69,7 @@ def num_trees(n: int) -> list:
 
 def corpus_store_of(path, docs, shard_size: int):
     """Write ``docs`` into a new corpus store at ``path`` in shards of ``shard_size``; returns path."""
-    from gramtile.pipeline.corpus_store import CorpusStore
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     cs = CorpusStore.create(path, shard_size=shard_size)
     for k in range(0, len(docs), shard_size):
@@ -58,7 +85,7 @@ def lock_holder(store):
     the block; killed at its end, so the lock it leaves is stale."""
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import time\nfrom gramtile.pipeline.gram_store import store_lock\n"
+         "import time\nfrom gramtile.pipeline.stores.gram_store import store_lock\n"
          f"with store_lock({str(store)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
         stdout=subprocess.PIPE, text=True)
     try:

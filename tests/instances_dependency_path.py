@@ -1,5 +1,5 @@
 """Contract-test instances of the dependency-path kernel (tests/test_contracts.py)."""
-from gramtile.pipeline.structures import DepTree
+from gramtile.pipeline.representations.structures import DepTree
 
 WORDS = ["a", "b", "c"]
 LEMMAS = {"a": "x", "b": "x", "c": "y"}

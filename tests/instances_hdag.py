@@ -1,5 +1,5 @@
 """Contract-test instances of the HDAG kernel, and the random HDAG generator of tests/test_hdag.py."""
-from gramtile.pipeline.hdag_rep import HDAG
+from gramtile.pipeline.representations.hdag import HDAG
 
 ALPHABET = "xyz"
 

@@ -1,5 +1,5 @@
 """Contract-test instances of the relation-example subtree kernels (tests/test_contracts.py)."""
-from gramtile.pipeline.relation import RelationExample
+from gramtile.pipeline.representations.relation import RelationExample
 
 TYPES = ["PNP", "Person", "Verb"]
 ROLES = ["none", "none", "none", "none", "member"]

@@ -1,5 +1,5 @@
 """Contract-test instances of the route kernel (see tests/test_contracts.py)."""
-from gramtile.pipeline.structures import PTree
+from gramtile.pipeline.representations.structures import PTree
 
 LABELS = "abc"
 

@@ -4,7 +4,7 @@ Soft instances draw words with WordNet synonyms among them (car/automobile/auto,
 fast/quick) so the similarity matrix has off-diagonal entries; the contract test builds the
 similarity resources with ``add_resources``.
 """
-from gramtile.pipeline.structures import TokenSeq
+from gramtile.pipeline.representations.structures import TokenSeq
 
 _WORDS = ["x", "y", "z"]
 _LEMMAS = ["a", "b"]

@@ -6,7 +6,7 @@ long PoS subsequences match, and put the target anywhere (windows cut at both ed
 Domain-kernel contexts draw from a small vocabulary so documents share words and the LSA space
 has several dimensions.
 """
-from gramtile.pipeline.structures import TokenSeq, WSDInstance
+from gramtile.pipeline.representations.structures import TokenSeq, WSDInstance
 
 _LEMMAS = ["car", "automobile", "auto", "machine", "run", "operate", "fast", "quick", "banana"]
 _TAGS = ["N", "V", "J"]

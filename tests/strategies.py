@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from gramtile.pipeline.structures import Tree
+from gramtile.pipeline.representations.structures import Tree
 
 LABELS = ("A", "B", "C")
 WORDS = ("a", "b", "A")

@@ -1,12 +1,11 @@
 """`gramtile prepare --hdag` stores chunked HDAGs that `gramtile gram` can read."""
 import numpy as np
+from conftest import SHARED_DATA
 
 import gramtile
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.gram_store import GramStore
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
-
-from conftest import SHARED_DATA
 
 
 def test_prepare_hdag_flag_then_gram(tmp_path):

@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from gramtile.kernels.errors import ClusterConfigError
-from gramtile.pipeline.cluster import (
-    BUILTIN_PROFILES, get_profile, load_profiles, open_client, scheduler_address, slurm_job_script,
+from gramtile.pipeline.compute.cluster import (
+    BUILTIN_PROFILES,
+    get_profile,
+    load_profiles,
+    open_client,
+    scheduler_address,
+    slurm_job_script,
 )
+from gramtile.pipeline.compute.errors import ClusterConfigError
 
 REPO_CLUSTER_FILE = Path(__file__).resolve().parents[1] / "cluster.yaml"
 
@@ -115,7 +120,7 @@ def test_sequential_yields_no_client(no_env):
 
 
 def test_shared_client_opens_no_cluster_for_in_process_engine_runs(no_env):
-    from gramtile.pipeline.cluster import shared_client
+    from gramtile.pipeline.compute.cluster import shared_client
 
     with shared_client("threads") as (name, client):
         assert (name, client) == ("threads", None)  # run_gram then uses its thread executor

@@ -2,11 +2,11 @@
 import json
 
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError
-from gramtile.pipeline.readers import read
+
+from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.readers.conll04 import candidate_pairs, load_split, read_corp, read_split_json
+from gramtile.pipeline.representations.errors import CorpusFormatError
 
 
 @pytest.fixture(scope="module")

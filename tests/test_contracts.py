@@ -6,10 +6,10 @@ structure``). The same checks run for each base kernel and for composites built 
 """
 import hashlib
 import importlib.util
-from pathlib import Path
 import json
 import pickle
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ import gramtile
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import REGISTRY, kinds
 from gramtile.kernels.spec import spec_from_dict
-from gramtile.pipeline.structures import Tree, TokenSeq
+from gramtile.pipeline.representations.structures import TokenSeq, Tree
 
 LABELS = ["A", "B", "C"]
 WORDS = ["x", "y", "z", "w"]
@@ -118,9 +118,9 @@ def test_gram_contract(spec, gen):
         R = gramtile.gram(s, X[:5], X[5:])
         np.testing.assert_allclose(R, K[:5, 5:], rtol=1e-12, atol=1e-300)
         # diagonals reported by the evaluator equal the matrix diagonal
-        from gramtile.pipeline.encode import encode
-        from gramtile.pipeline.evaluate import add_resources, evaluate_block
-        from gramtile.pipeline.vocab import Vocabularies
+        from gramtile.pipeline.compute.inmemory import add_resources, evaluate_block
+        from gramtile.pipeline.representations.encode import encode
+        from gramtile.pipeline.representations.vocab import Vocabularies
         v = Vocabularies()
         rep = {b.rep_name for b in s.base_specs()}
         data = {r: encode(X, v) for r in rep}

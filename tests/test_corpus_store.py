@@ -9,11 +9,12 @@ import socket
 import numpy as np
 import pytest
 
-from gramtile.kernels.errors import CorpusFormatError, StoreError, StoreLockedError, StoreMismatchError
-from gramtile.pipeline.corpus_store import CorpusStore, bag_arrays
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.parse import parse_texts
-from gramtile.pipeline.structures import Document, DepTree
+from gramtile.pipeline.parsing.parse import parse_texts
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import DepTree, Document
+from gramtile.pipeline.stores.corpus_store import CorpusStore, bag_arrays
+from gramtile.pipeline.stores.errors import StoreError, StoreLockedError, StoreMismatchError
 
 TEXTS = ["Who painted the Mona Lisa ?", "What is the boiling point of water ?", "Where do penguins live ?",
          "How many legs does a spider have ?", "When was the telephone invented ?", "What does NASA stand for ?",

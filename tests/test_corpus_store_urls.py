@@ -17,16 +17,16 @@ import uuid
 import fsspec
 import numpy as np
 import pytest
-
-from gramtile.kernels.errors import CorpusFormatError, StoreError, StoreLockedError
-from gramtile.pipeline import storage
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.prepare import prepare
-from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
-from gramtile.pipeline.storage import FsspecLocation, location
-from gramtile.workflows.cli import main
-
 from conftest import require_data
+
+from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores import storage
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError, StoreLockedError
+from gramtile.pipeline.stores.storage import FsspecLocation, location
+from gramtile.workflows.cli import main
 
 N = 130  # NUM trees: 4 shards of 40 (the last one short)
 SHARD = 40
@@ -147,7 +147,7 @@ def test_a_prepare_stopped_by_a_bad_record_resumes_writing_only_the_shards_not_d
 
 KILLER = """
 import os, signal, sys
-from gramtile.pipeline.corpus_store import CorpusStore
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.workflows.cli import main
 
 save = CorpusStore._save_manifest
@@ -189,7 +189,7 @@ def test_a_second_writer_at_a_url_is_refused(num, mem, tmp_path):
     url = f"file://{tmp_path}/num.zarr"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import time\nfrom gramtile.pipeline.corpus_store import CorpusStore\n"
+         "import time\nfrom gramtile.pipeline.stores.corpus_store import CorpusStore\n"
          f"cs = CorpusStore.create({url!r}, {MADE_BY}, source={str(num)!r})\nprint('held', flush=True)\n"
          "time.sleep(60)\n"],
         stdout=subprocess.PIPE, text=True)
@@ -233,7 +233,7 @@ def test_a_corpus_store_at_a_url_that_is_not_there_says_how_to_make_it(mem):
 # ---- resources, --emit-jsonl, inspect ------------------------------------------------------------
 
 def test_prepare_resources_and_emit_jsonl_at_a_url_match_a_path(num, local_store, tmp_path):
-    from gramtile.pipeline import resources
+    from gramtile.pipeline.stores import resource_store
 
     url, path = f"file://{tmp_path}/num.zarr", tmp_path / "path.zarr"
     outs = {}
@@ -244,7 +244,7 @@ def test_prepare_resources_and_emit_jsonl_at_a_url_match_a_path(num, local_store
         assert rc == 0 and "resource similarity/wordnet: built" in text, text
         outs[str(out)] = text
     _same_store(url, local_store)
-    at_url, at_path = resources.stored(url), resources.stored(path)
+    at_url, at_path = resource_store.stored(url), resource_store.stored(path)
     assert [r["group"] for r in at_url] == [r["group"] for r in at_path] == [at_url[0]["group"]]
     assert at_url[0]["content_hash"] == at_path[0]["content_hash"]
     assert (tmp_path / "num.zarr" / at_url[0]["group"] / "zarr.json").is_file()
@@ -265,8 +265,9 @@ def test_prepare_resources_and_emit_jsonl_at_a_url_match_a_path(num, local_store
 # ---- gram --input --out URL ----------------------------------------------------------------------
 
 def test_gram_input_out_url_prepares_its_corpus_store_beside_the_url(num, tmp_path, monkeypatch):
-    from gramtile.pipeline.gram_store import GramStore
-    from gramtile.pipeline.readers import read, write_jsonl
+    from gramtile.pipeline.parsing.formats import read
+    from gramtile.pipeline.readers.jsonl import write_jsonl
+    from gramtile.pipeline.stores.gram_store import GramStore
 
     monkeypatch.chdir(tmp_path)  # a URL taken as a relative path would create "file:" here
     src = tmp_path / "in.jsonl"
@@ -278,7 +279,7 @@ def test_gram_input_out_url_prepares_its_corpus_store_beside_the_url(num, tmp_pa
         assert rc == 0 and f"{out}: 6/6 tiles done, K 60 x 60" in text, text
         st = GramStore.open(out)
         K.append(st.view().block())
-        assert st.meta["corpus_path"] in (f"{out}.corpus.zarr", str((tmp_path / "path" / "g.zarr.corpus.zarr")))
+        assert st.meta["corpus_path"] in (f"{out}.corpus.zarr", str(tmp_path / "path" / "g.zarr.corpus.zarr"))
     assert isinstance(location(f"file://{tmp_path}/url/g.zarr.corpus.zarr"), FsspecLocation)
     assert (tmp_path / "url" / "g.zarr.corpus.zarr" / "zarr.json").is_file()
     assert CorpusStore.open(f"file://{tmp_path}/url/g.zarr.corpus.zarr").content_hash == \
@@ -290,7 +291,7 @@ def test_gram_input_out_url_prepares_its_corpus_store_beside_the_url(num, tmp_pa
 # ---- memory:// with worker processes -----------------------------------------------------------
 
 def test_memory_url_prepare_parses_on_worker_processes_and_the_driver_writes(mem, tmp_path, monkeypatch):
-    from gramtile.pipeline import parse
+    from gramtile.pipeline.parsing import parse
 
     """The parse tasks get texts, never the store: a memory:// store works with --cluster local."""
     lines = (require_data("trec_qc") / "test.txt").read_text(encoding="latin-1").splitlines(keepends=True)[:24]

@@ -4,18 +4,17 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from conftest import require_data
 from instances_dependency_path import rand_dep
 from reference.dependency_path import cdp, kernel_by_paths, kernel_by_recursion, path_readings
 
-from gramtile.kernels.dependency_path import DependencyPathKernel
 from gramtile.kernels.batches import Batch
+from gramtile.kernels.dependency_path import DependencyPathKernel
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import spec_from_dict
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.structures import DepTree
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import DepTree
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 
 def dep(spec):
@@ -135,7 +134,7 @@ def test_block_symmetric_and_diag_match_pairs():
 
 
 def test_real_trec_questions_numba_equals_reference():
-    from gramtile.pipeline.parse import parse_deps
+    from gramtile.pipeline.parsing.parse import parse_deps
 
     path = require_data("trec_qc") / "train.txt"
     lines = path.read_text(encoding="latin-1").splitlines()[:40]

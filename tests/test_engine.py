@@ -9,14 +9,13 @@ import time
 
 import numpy as np
 import pytest
+from conftest import corpus_store_of, num_trees, stop_after
 
 import gramtile
-from gramtile.pipeline.cluster import open_client
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.gram_store import GramStore
-from gramtile.pipeline.tiles import Tile
-
-from conftest import corpus_store_of, num_trees, stop_after
+from gramtile.pipeline.compute.cluster import open_client
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.tiles import Tile
 
 N = 700
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -106,7 +105,7 @@ def test_threads_profile_computes_tiles_in_the_driver_process_with_identical_K(c
 
 def test_threads_executor_needs_no_dask_cluster(corpus, tmp_path):
     # the point of the executor: a `threads` run imports neither distributed nor starts a cluster
-    code = ("import sys\nfrom gramtile.pipeline.engine import run_gram\n"
+    code = ("import sys\nfrom gramtile.pipeline.compute.engine import run_gram\n"
             f"run_gram({str(corpus)!r}, {SST!r}, {str(tmp_path / 'g.zarr')!r}, rows='0:120', tile=50, "
             "cluster='threads', progress=False)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))\n")
@@ -230,7 +229,7 @@ def test_script_entry_exits_fast_without_losing_output(corpus, tmp_path, capsys)
 
 
 def test_cli_gram_input_jsonl_is_prepared_on_the_fly(docs, reference, tmp_path):
-    from gramtile.pipeline.readers import write_jsonl
+    from gramtile.pipeline.readers.jsonl import write_jsonl
     from gramtile.workflows.cli import main
 
     src = tmp_path / "trees.jsonl"

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import corpus_store_of, num_trees
 
 import gramtile
-from gramtile.pipeline.engine import run_gram
-
-from conftest import corpus_store_of, num_trees
+from gramtile.pipeline.compute.engine import run_gram
 
 N = 700
 SST = '{"kind": "sst", "lam": 0.4}'

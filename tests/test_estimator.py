@@ -1,20 +1,20 @@
-"""KernelSVC (pipeline/estimator.py): the scikit-learn facade on real trees.
+"""KernelSVC (pipeline/learn/estimator.py): the scikit-learn facade on real trees.
 
 Checked against scikit-learn run on the precomputed full matrix: same cross-validation scores,
 same best C, same predictions; and the kernel pool: a grid over C evaluates no pair twice.
 """
 import numpy as np
 import pytest
+from conftest import require_data
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer
 from sklearn.svm import SVC
 
-from conftest import require_data
-from gramtile.kernels.errors import EvaluationError
-from gramtile.pipeline.estimator import KernelSVC, clear_pool, pool_stats
-from gramtile.pipeline.evaluate import gram
-from gramtile.pipeline.readers import read
+from gramtile.pipeline.compute.inmemory import gram
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.estimator import KernelSVC, clear_pool, pool_stats
+from gramtile.pipeline.parsing.formats import read
 
 SPEC = {"kind": "normalized", "kernel": {"kind": "sst", "lam": 0.4}}
 N = 150
@@ -93,12 +93,13 @@ def test_kernel_built_from_examples_is_not_pooled_and_predicts_with_the_training
     the training examples' K (no pool) and predicts with that space, as an SVC on the training K fed
     K(test, train) computed with the training space (a vocabulary starting with the training strings,
     unseen symbols out of the space)."""
-    from gramtile.pipeline.encode import encode
-    from gramtile.pipeline.evaluate import evaluate_block, gram_with_resources
-    from gramtile.pipeline.readers.senseval import read_senseval
-    from gramtile.pipeline.vocab import Vocab, Vocabularies
     from test_model_resources import _senseval_subset
-    from gramtile.workflows.wsd import subsample_indices
+
+    from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources
+    from gramtile.pipeline.readers.senseval import read_senseval
+    from gramtile.pipeline.representations.encode import encode
+    from gramtile.pipeline.representations.vocab import Vocab, Vocabularies
+    from gramtile.workflows.recipes.wsd import subsample_indices
 
     src = require_data("senseval_hard_line_serve") / "serve.pos"
     pick = subsample_indices(np.zeros(src.read_text().count("<instance ")), 60)

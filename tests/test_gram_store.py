@@ -4,16 +4,16 @@ import json
 
 import numpy as np
 import pytest
+from conftest import corpus_store_of, lock_holder, num_trees
 
 import gramtile
-from gramtile.kernels.errors import IncompleteTileError, StoreCorruptError, StoreLockedError, StoreMismatchError
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.evaluate import as_spec
-from gramtile.pipeline.gram_store import ComposedView, GramStore, export, store_lock, verify
-from gramtile.pipeline.tiles import Tile
-
-from conftest import corpus_store_of, lock_holder, num_trees
+from gramtile.kernels.spec import as_spec
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.repair import repair
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreLockedError, StoreMismatchError
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, export, store_lock, verify
+from gramtile.pipeline.stores.tiles import Tile
 
 N = 240
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -177,7 +177,7 @@ def test_verify_reports_flipped_bytes_and_repair_restores_them(corpus, sst_store
     assert any("unreadable" in why for _, why in rep.bad)
     with pytest.raises(StoreCorruptError, match="verify"):
         GramStore.open(out).view().block(slice(50, 100), slice(100, 150))
-    rep = verify(out, repair=True)
+    rep = repair(out)
     assert sorted(rep.repaired) == [Tile(0, 4), Tile(1, 2)]
     assert verify(out).bad == []
     assert np.array_equal(GramStore.open(out).view().block(), good)
@@ -212,7 +212,7 @@ def test_composite_from_stored_base_matrices(corpus, sst_store, docs, tmp_path):
 
 
 def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
-    from gramtile.pipeline import executors
+    from gramtile.pipeline.compute import executors
 
     executors._shards.clear()
     executors._ranges.clear()
@@ -231,7 +231,7 @@ def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
 def test_a_store_whose_creation_was_cut_short_is_finished_by_the_rerun(corpus, docs, tmp_path):
     import shutil
 
-    from gramtile.kernels.errors import StoreError
+    from gramtile.pipeline.stores.errors import StoreError
 
     out = tmp_path / "cut.zarr"
     run_gram(corpus, SST, out, rows="0:40", tile=20, cluster="sequential", progress=False)

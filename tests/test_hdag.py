@@ -1,22 +1,22 @@
 """HDAG kernel (kernels/hdag.py) against the explicit enumeration of HDAG.md section 4
 (tests/reference/hdag.py), HDAG.md's worked example and its hierarchy-free special cases; the
-HDAG representation (pipeline/hdag_rep.py)."""
+HDAG representation (pipeline/representations/hdag.py)."""
 import json
 import random
 from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from instances_hdag import rand_hdag
-from reference.hdag import dag_kernel, features, hdag_kernel, skip_costs as ref_skip_costs, subsequence_kernel
+from reference.hdag import dag_kernel, features, hdag_kernel, subsequence_kernel
+from reference.hdag import skip_costs as ref_skip_costs
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.hdag import HDAGKernel, skip_costs
-from gramtile.pipeline.encode import decode, encode
-from gramtile.pipeline.hdag_rep import HDAG, hdag_from_obj, hdag_to_obj
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.encode import decode, encode
+from gramtile.pipeline.representations.hdag import HDAG, hdag_from_obj, hdag_to_obj
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 # HDAG.md section 8. G1: P -> z, P = chunk{x -> y}. G2: Q -> m -> z, Q = chunk{x -> k -> y}.
 G1 = HDAG([[], ["z"], ["x"], ["y"]], [-1, -1, 0, 0], [(0, 1), (2, 3)])
@@ -253,7 +253,7 @@ def test_exact_default_keeps_the_spec_hash_of_stored_matrices():
     import hashlib
     import json
 
-    from gramtile.pipeline.evaluate import as_spec
+    from gramtile.kernels.spec import as_spec
 
     old = json.dumps({"kind": "hdag", "lam": 0.5, "p": 3, "rep": "hdag"}, sort_keys=True, separators=(",", ":"))
     assert as_spec({"kind": "hdag", "lam": 0.5, "p": 3}).spec_hash == hashlib.sha256(old.encode()).hexdigest()

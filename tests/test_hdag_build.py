@@ -1,20 +1,19 @@
-"""HDAGs built from spaCy parses (pipeline/hdag_build.py): structure, round trips, prepare.
+"""HDAGs built from spaCy parses (pipeline/parsing/hdag_build.py): structure, round trips, prepare.
 
 Real spaCy model (with its entity recogniser), real corpus stores under tmp_path.
 """
 import json
 
 import pytest
+from conftest import require_data
 
 from gramtile.kernels.hdag import HDAGKernel
-from gramtile.pipeline.encode import decode, encode
-from gramtile.pipeline.hdag_build import draw, hdag_from_dep, hdag_from_doc, noun_chunk_spans
-from gramtile.pipeline.hdag_rep import HDAG, hdag_from_obj, hdag_to_obj
-from gramtile.pipeline.parse import load_model_ner
-from gramtile.pipeline.structures import DepTree
-from gramtile.pipeline.vocab import Vocabularies
-
-from conftest import require_data
+from gramtile.pipeline.parsing.hdag_build import draw, hdag_from_dep, noun_chunk_spans
+from gramtile.pipeline.parsing.parse import hdag_from_doc, load_model_ner
+from gramtile.pipeline.representations.encode import decode, encode
+from gramtile.pipeline.representations.hdag import HDAG, hdag_from_obj, hdag_to_obj
+from gramtile.pipeline.representations.structures import DepTree
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 
 @pytest.fixture(scope="module")
@@ -155,8 +154,8 @@ def test_kernel_on_built_hdags(nlp):
 
 def test_prepare_builds_hdags(tmp_path):
     """prepare(hdag=True) stores the chunked HDAG of each parsed question (with entities)."""
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.prepare import prepare
+    from gramtile.pipeline.compute.prepare import prepare
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     src = require_data("trec_qc") / "test.txt"
     lines = src.read_text(encoding="latin-1").splitlines()[:12]

@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-from gramtile.kernels.errors import WorkflowError
-from gramtile.pipeline.workflow import load_workflow, run_workflow
-
 from conftest import require_data
+
+from gramtile.workflows.errors import WorkflowError
+from gramtile.workflows.runner import load_workflow, run_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +94,7 @@ def _base(spec):
 def test_paper_rows_match_leaves_and_svmlighttk_rows_do_not(ran):
     """ST, SST and poly SST follow the paper's eq. (2) (equal leaves match); the "(no leaves)"
     rows are SVM-Light-TK's default; the two conventions give different Gram matrices here."""
-    from gramtile.pipeline.gram_store import GramStore
+    from gramtile.pipeline.stores.gram_store import GramStore
 
     _, out, rows = ran
     by = {r["kernel"]: r for r in rows}
@@ -123,14 +122,15 @@ def test_paper_rows_match_leaves_and_svmlighttk_rows_do_not(ran):
 
 def test_test_error_matches_an_independent_fit(ran):
     """The chosen route variant, refitted from kernel values computed directly (no stores)."""
+    from itertools import islice
+
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import SVC
 
-    from gramtile.pipeline.evaluate import as_spec
-    from gramtile.pipeline.encode import encode
+    from gramtile.kernels.spec import as_spec
     from gramtile.pipeline.readers.inex import read_inex
-    from gramtile.pipeline.vocab import Vocabularies
-    from itertools import islice
+    from gramtile.pipeline.representations.encode import encode
+    from gramtile.pipeline.representations.vocab import Vocabularies
 
     _, _, rows = ran
     r = rows[0]

@@ -11,20 +11,37 @@ from sklearn.model_selection import cross_val_predict
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
 
-from gramtile.kernels.errors import (CorpusFormatError, EvaluationError, IncompleteTileError, StoreError,
-                                     StoreMismatchError)
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.evaluate import gram
-from gramtile.pipeline.folds import (Split, fixed_split, folds_path, load_or_make_folds, parse_split,
-                                     stratified_kfold)
-from gramtile.pipeline.gram_store import GramStore
-from gramtile.pipeline.learn import (ArrayKernelSource, evaluate, learning_curve, markdown_table, nested_order,
-                                     open_gram_source, parse_class_weight, plot_learning_curve, read_labels,
-                                     source_mrr, store_labels)
-from gramtile.pipeline.metrics import neighbour_mrr
-from gramtile.pipeline.perceptron import VotedPerceptron
-from gramtile.pipeline.readers import read
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.inmemory import gram
+from gramtile.pipeline.learn.crossval import (
+    ArrayKernelSource,
+    evaluate,
+    learning_curve,
+    markdown_table,
+    nested_order,
+    open_gram_source,
+    parse_class_weight,
+    plot_learning_curve,
+    read_labels,
+    source_mrr,
+    store_labels,
+)
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.folds import (
+    Split,
+    fixed_split,
+    folds_path,
+    load_or_make_folds,
+    parse_split,
+    stratified_kfold,
+)
+from gramtile.pipeline.learn.metrics import neighbour_mrr
+from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import IncompleteTileError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
 
 SST = {"kind": "sst", "lam": 0.4}
@@ -378,8 +395,8 @@ def test_cli_evaluate_errors(num_store, tmp_path, capsys):
 
 
 def test_cli_nystroem_equals_the_api_and_refuses_what_it_cannot_do(num_store, num_y, tmp_path, capsys):
-    from gramtile.pipeline.learn import open_gram_source
-    from gramtile.pipeline.nystroem import evaluate_nystroem
+    from gramtile.pipeline.learn.crossval import open_gram_source
+    from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 
     out = tmp_path / "ny"
     argv = ["evaluate", "--gram", str(num_store), "--model", "nystroem", "--landmarks", "60", "--folds", "3",

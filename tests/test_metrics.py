@@ -5,9 +5,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from gramtile.kernels.errors import EvaluationError
-from gramtile.pipeline.metrics import (accuracy, binary_prf, classification_report, confusion,
-                                       neighbour_mrr)
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.metrics import accuracy, binary_prf, classification_report, confusion, neighbour_mrr
 
 # truth and prediction of a binary task with positive class "+1":
 # tp = 2 (0, 1), fn = 2 (2, 3), fp = 1 (4), tn = 2 (5, 6)

@@ -1,7 +1,7 @@
 """Saved models predict with the corpus resources their kernel was trained with.
 
 An LSA soft-matching space or a domain space depends on the examples it was built from, so a
-model must keep the space of its training K (pipeline/models.py) instead of rebuilding one from
+model must keep the space of its training K (pipeline/learn/models.py) instead of rebuilding one from
 the examples at hand. On a real subsample of the senseval ``serve`` data: the saved model's
 support kernels equal the training Gram entries, and its predictions equal an SVC trained on the
 training K and fed a K(test, train) built here, explicitly, with the training resources.
@@ -11,22 +11,26 @@ import re
 
 import numpy as np
 import pytest
+from conftest import require_data
 from sklearn.svm import SVC
 
 import gramtile
-from gramtile.kernels.errors import StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline import executors, resources
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.evaluate import as_spec, evaluate_block, gram_with_resources
-from gramtile.pipeline.models import SavedModel, train, train_from_store
-from gramtile.pipeline.prepare import prepare
+from gramtile.kernels.spec import as_spec
+from gramtile.pipeline.compute import executors
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources
+from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.learn.models import SavedModel, train, train_from_store
 from gramtile.pipeline.readers.senseval import read_senseval
-from gramtile.pipeline.vocab import Vocab, Vocabularies
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocab, Vocabularies
+from gramtile.pipeline.resources import build as rbuild
+from gramtile.pipeline.resources import keys as rkeys
+from gramtile.pipeline.stores import resource_store
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.workflows.cli import main
-from gramtile.workflows.wsd import subsample_indices
-from conftest import require_data
+from gramtile.workflows.recipes.wsd import subsample_indices
 
 N = 100  # evenly spaced serve instances (four senses); every fifth is held out
 LSA = {"kind": "syntagmatic", "similarity": "lsa"}
@@ -76,7 +80,7 @@ def _reference_block(spec, test_docs, train_docs, strings, values):
     n_new = len(vocabs.sym) - len(strings)
     for name, value in values.items():
         if name == "similarity/wordnet":
-            bx[name] = resources.build_value(name, vocabs.sym.strings, [])
+            bx[name] = rbuild.build_value(name, vocabs.sym.strings, [])
         else:
             bx[name] = np.vstack([value, np.zeros((n_new, value.shape[1]))])
     return evaluate_block(spec, bx, by)[0]
@@ -140,15 +144,15 @@ def test_model_from_corpus_and_gram_store_carries_the_stored_resources(files, da
     corpus = tmp_path / "c.zarr"
     prepare(files[0], "senseval", corpus, shard_size=1000, cluster="sequential", progress=False)
     run_gram(corpus, spec, tmp_path / "g.zarr", tile=32, cluster="sequential", progress=False)
-    resources._loaded.clear()
+    resource_store._loaded.clear()
     executors._resources.clear()
-    built = resources.stats["built"]
+    built = resource_store.stats["built"]
     assert main(["train", "--corpus", str(corpus), "--gram", str(tmp_path / "g.zarr"), "--kernel", json.dumps(spec),
                  "--out", str(tmp_path / "m")]) == 0
-    assert resources.stats["built"] == built  # loaded from the store, never rebuilt
+    assert resource_store.stats["built"] == built  # loaded from the store, never rebuilt
     m = SavedModel.load(tmp_path / "m")
-    (key,) = resources.keys_of(spec)
-    np.testing.assert_array_equal(m.resources.values[key.name], resources.load(corpus, key))
+    (key,) = rkeys.keys_of(spec)
+    np.testing.assert_array_equal(m.resources.values[key.name], resource_store.load(corpus, key))
     assert m.resources.strings == CorpusStore.open(corpus).vocabs.sym.strings
 
     m_py = train_from_store(corpus, [tmp_path / "g.zarr"], spec)
@@ -214,20 +218,20 @@ def test_damaged_or_foreign_resources_are_reported(data, tmp_path):
 
 
 def test_map_value_keeps_seen_entries_and_puts_unseen_symbols_out_of_the_space(data):
-    """resources.map_value on real spaces: rows / entries of symbols seen at training move with
+    """rbuild.map_value on real spaces: rows / entries of symbols seen at training move with
     their strings; an unseen symbol gets a zero factor row or a unit diagonal entry only."""
     train_docs, test_docs = data
     _, strings, values = gram_with_resources(WORDNET, train_docs)
     _, _, lsa = gram_with_resources(LSA, train_docs)
     unseen = ["zzz-not-a-word", "serving-dish-xyz"]
     onto = unseen[:1] + strings[::-1][:200] + unseen[1:]
-    A = resources.map_value(values["similarity/wordnet"], strings, onto)
+    A = rbuild.map_value(values["similarity/wordnet"], strings, onto)
     W = values["similarity/wordnet"].toarray()
     src = [strings.index(s) for s in onto[1:-1]]
     np.testing.assert_array_equal(A.toarray()[1:-1, 1:-1], W[np.ix_(src, src)])
     for i in (0, len(onto) - 1):
         assert A[i].toarray().ravel().tolist() == [1.0 if j == i else 0.0 for j in range(len(onto))]
     assert A.has_sorted_indices
-    F = resources.map_value(lsa["similarity/lsa/lemmas"], strings, onto)
+    F = rbuild.map_value(lsa["similarity/lsa/lemmas"], strings, onto)
     np.testing.assert_array_equal(F[1:-1], lsa["similarity/lsa/lemmas"][src])
     assert not F[0].any() and not F[-1].any()

@@ -1,4 +1,4 @@
-"""Saved models (pipeline/models.py, gramtile train / predict) on real data.
+"""Saved models (pipeline/learn/models.py, gramtile train / predict) on real data.
 
 Predictions of a saved and reloaded model must equal scikit-learn's (or the perceptron's) in-memory
 predict on the full K(test, train), while the model evaluates the kernel against its support
@@ -8,16 +8,17 @@ import json
 
 import numpy as np
 import pytest
-
-from gramtile.kernels.errors import EvaluationError, StoreError
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.evaluate import gram
-from gramtile.pipeline.learn import Setting
-from gramtile.pipeline.models import SavedModel, train
-from gramtile.pipeline.readers import read
-from gramtile.workflows.cli import main
 from conftest import require_data
+
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.inmemory import gram
+from gramtile.pipeline.learn.crossval import Setting
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.models import SavedModel, train
+from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError
+from gramtile.workflows.cli import main
 
 N_TRAIN, N_TEST = 150, 60
 SST_BOW = {"kind": "sum", "kernels": [
@@ -133,7 +134,7 @@ def test_train_predict_cli_from_corpus_and_gram_store(qc, tmp_path, capsys):
 
 def test_train_predict_raw_text(tmp_path, capsys):
     """Raw text: train on parsed questions (spaCy), predict on new sentences parsed the same way."""
-    from gramtile.workflows.demo import demo_corpus_path
+    from gramtile.workflows.recipes.demo import demo_corpus_path
 
     lines = demo_corpus_path().read_text(encoding="utf-8").splitlines()
     (tmp_path / "train.tsv").write_text("\n".join(lines[:80]) + "\n")

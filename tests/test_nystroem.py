@@ -1,19 +1,19 @@
-"""Nystroem features from a Gram store (pipeline/nystroem.py) on real trees.
+"""Nystroem features from a Gram store (pipeline/learn/nystroem.py) on real trees.
 
 With every training example as a landmark the linear model on phi(x) = K(x, L) K_LL^{-1/2}
 matches the exact kernel SVM closely; with few landmarks only the landmark columns' chunks are read.
 """
 import numpy as np
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import EvaluationError
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.folds import stratified_kfold
-from gramtile.pipeline.learn import evaluate, open_gram_source
-from gramtile.pipeline.nystroem import NystroemMap, evaluate_nystroem, pick_landmarks
-from gramtile.pipeline.readers import read
+
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.learn.crossval import evaluate, open_gram_source
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.folds import stratified_kfold
+from gramtile.pipeline.learn.nystroem import NystroemMap, evaluate_nystroem, pick_landmarks
+from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 
 N, TILE = 200, 32
 SST = {"kind": "sst", "lam": 0.4}
@@ -70,7 +70,7 @@ def test_reads_only_landmark_chunks(store):
     cand = splits[0].train[splits[0].train < 2 * TILE]
     L = pick_landmarks(y, cand, 12, seed=0)
     assert np.unique(L // TILE).size <= 2
-    from gramtile.pipeline.folds import Split
+    from gramtile.pipeline.learn.folds import Split
 
     sp = Split(cand, splits[0].test, "s")
     evaluate_nystroem(src, y, [sp], m=12, C=(1.0,))

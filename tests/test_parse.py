@@ -1,10 +1,10 @@
 """spaCy parsing and the structures derived from a parse (real spaCy model, no mocks)."""
 import pytest
 
-from gramtile.pipeline.brackets import format_tree, parse_tree
-from gramtile.pipeline.derive import dep_to_tree, derive_all, safe_label
-from gramtile.pipeline.parse import load_model, parse_deps, parse_texts, provenance
-from gramtile.pipeline.structures import DepTree, PTree, TokenSeq, Tree
+from gramtile.pipeline.parsing.derive import dep_to_tree, derive_all, safe_label
+from gramtile.pipeline.parsing.parse import load_model, parse_deps, parse_texts, provenance
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.structures import DepTree, PTree, TokenSeq, Tree, format_tree
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_derive_all_keys():
 
 
 def test_tree_to_ptree_equals_from_tree_and_handles_depth(nlp):
-    from gramtile.pipeline.derive import tree_to_ptree
+    from gramtile.pipeline.parsing.derive import tree_to_ptree
 
     for rec in parse_texts(["Which river flows through the old town of Prague ?", "Hi ."], nlp):
         assert tree_to_ptree(rec["tree"]) == PTree.from_tree(rec["tree"])
@@ -119,7 +119,7 @@ def test_tree_to_ptree_equals_from_tree_and_handles_depth(nlp):
 
 
 def test_dep_depth():
-    from gramtile.pipeline.parse import dep_depth
+    from gramtile.pipeline.parsing.parse import dep_depth
 
     assert dep_depth(DepTree(("a",), (-1,))) == 1
     assert dep_depth(DepTree(("a", "b", "c", "d"), (1, -1, 1, 2))) == 3
@@ -127,7 +127,7 @@ def test_dep_depth():
 
 
 def test_worker_entry_derives_shallow_parses_and_returns_deep_ones_bare(nlp, monkeypatch):
-    import gramtile.pipeline.parse as parse
+    import gramtile.pipeline.parsing.parse as parse
 
     texts = ["Who wrote Hamlet ?", "What is the capital of the small country north of France ?"]
     items, prov = parse.parse_derive_shard(texts, True)

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from conftest import require_data
 
-from gramtile.kernels.errors import EvaluationError
-from gramtile.pipeline.evaluate import gram
-from gramtile.pipeline.metrics import accuracy, binary_prf
-from gramtile.pipeline.perceptron import VotedPerceptron
-from gramtile.pipeline.readers import read
+from gramtile.pipeline.compute.inmemory import gram
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.metrics import accuracy, binary_prf
+from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.parsing.formats import read
 
 
 def primal_voted_perceptron(X, y, epochs, order=None):

@@ -16,12 +16,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError, StoreMismatchError
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.prepare import prepare
-from gramtile.pipeline.readers import read
+
+from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreMismatchError
 from gramtile.workflows.cli import main
 
 TREC_COUNTS = {"ABBR": 86, "DESC": 1162, "ENTY": 1250, "HUM": 1223, "LOC": 835, "NUM": 896}
@@ -245,7 +246,7 @@ def test_demo_corpus_prepares_and_emits_jsonl(tmp_path):
 def test_store_killed_during_creation_is_recreated_but_foreign_groups_are_not(trec_train, tmp_path):
     import zarr
 
-    from gramtile.kernels.errors import StoreCorruptError
+    from gramtile.pipeline.stores.errors import StoreCorruptError
 
     tsv = _tsv_with_bad_records(trec_train, tmp_path / "q.tsv", n=6, empty_line=0, long_line=0)
     out = tmp_path / "q.zarr"

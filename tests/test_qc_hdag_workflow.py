@@ -7,11 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-from gramtile.kernels.errors import WorkflowError
-from gramtile.pipeline.workflow import load_workflow, run_workflow
-
 from conftest import require_data
+
+from gramtile.workflows.errors import WorkflowError
+from gramtile.workflows.runner import load_workflow, run_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,9 +62,9 @@ def test_hdag_numbers_match_a_direct_computation(ran):
     from sklearn.svm import SVC
 
     from gramtile.kernels.composite import normalize_block
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.evaluate import as_spec
-    from gramtile.pipeline.metrics import neighbour_mrr
+    from gramtile.kernels.spec import as_spec
+    from gramtile.pipeline.learn.metrics import neighbour_mrr
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     _, out, rows = ran
     hd = rows[1]
@@ -83,8 +82,8 @@ def test_hdag_numbers_match_a_direct_computation(ran):
 
 
 def test_stored_hdags_are_the_parsed_questions(ran):
-    from gramtile.pipeline.corpus_store import CorpusStore
     from gramtile.pipeline.readers.plain import read_trec
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     _, out, _ = ran
     cs = CorpusStore.open(out / "corpus.zarr")
@@ -117,7 +116,7 @@ def test_two_stage_grid(tmp_path):
 
 
 def test_staged_points():
-    from gramtile.workflows.qc_hdag import staged
+    from gramtile.workflows.recipes.qc_hdag import staged
 
     vs = [(None, {"p": p, "lam": lam}) for p in (1, 2, 3) for lam in (0.1, 0.5)]
     assert [q for _, q in staged(vs, {"p": 2}, {"p": 2, "lam": 0.5})] == [{"p": 1, "lam": 0.5}, {"p": 3, "lam": 0.5}]

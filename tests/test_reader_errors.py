@@ -4,10 +4,11 @@ import gzip
 import json
 
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError
-from gramtile.pipeline.readers import FORMATS, ErrorPolicy, read
+
+from gramtile.pipeline.parsing.formats import FORMATS, read
+from gramtile.pipeline.readers.base import ErrorPolicy
+from gramtile.pipeline.representations.errors import CorpusFormatError
 
 GOOD_TREE = "(S (NP (DT the) (NN dog)) (VP (VBZ barks)))"
 

@@ -3,17 +3,27 @@ round trips through encode/decode and through the bracket writer, and JSON-lines
 from collections import Counter
 
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError, RepresentationError
-from gramtile.pipeline.brackets import format_tree, parse_tree
-from gramtile.pipeline.encode import decode, encode
-from gramtile.pipeline.readers import FORMATS, ErrorPolicy, read, write_jsonl
-from gramtile.pipeline.hdag_rep import HDAG
-from gramtile.pipeline.readers.base import record_id
-from gramtile.pipeline.relation import relation_from_json
-from gramtile.pipeline.structures import DepTree, Document, PTree, TokenSeq, Tree, WSDInstance
-from gramtile.pipeline.vocab import Vocabularies
+
+from gramtile.kernels.errors import RepresentationError
+from gramtile.pipeline.parsing.formats import FORMATS, read
+from gramtile.pipeline.readers.base import ErrorPolicy, record_id
+from gramtile.pipeline.readers.jsonl import write_jsonl
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import decode, encode
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.hdag import HDAG
+from gramtile.pipeline.representations.relation import relation_from_json
+from gramtile.pipeline.representations.structures import (
+    DepTree,
+    Document,
+    PTree,
+    TokenSeq,
+    Tree,
+    WSDInstance,
+    format_tree,
+)
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 TREES = ("grct", "lct", "loct", "cgrct", "clct")
 

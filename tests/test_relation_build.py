@@ -1,12 +1,18 @@
-"""Relation examples from a tagged sentence and two mentions (pipeline/relation_build.py)."""
+"""Relation examples from a tagged sentence and two mentions (pipeline/parsing/relation_build.py)."""
 import pytest
 
 from gramtile.kernels.errors import RepresentationError
-from gramtile.pipeline.relation import relation_to_json
-from gramtile.pipeline.relation_build import (
-    Mention, TaggedSentence, chunk, path_dep, path_enclosed_dep, relation_example, sentence_from_doc,
+from gramtile.pipeline.parsing.relation_build import (
+    Mention,
+    TaggedSentence,
+    chunk,
+    path_dep,
+    path_enclosed_dep,
+    relation_example,
+    sentence_from_doc,
 )
-from gramtile.pipeline.structures import DepTree
+from gramtile.pipeline.representations.relation import relation_to_json
+from gramtile.pipeline.representations.structures import DepTree
 
 WORDS = "John Smith is the chief scientist of the Hardcom Corporation in Boston .".split()
 POS = ("NNP", "NNP", "VBZ", "DT", "JJ", "NN", "IN", "DT", "NNP", "NNP", "IN", "NNP", ".")
@@ -127,8 +133,8 @@ def test_dependency_paths():
 
 
 def test_from_spacy_doc_round_trips_through_json():
-    from gramtile.pipeline.parse import load_model
-    from gramtile.pipeline.relation import relation_from_json
+    from gramtile.pipeline.parsing.parse import load_model
+    from gramtile.pipeline.representations.relation import relation_from_json
 
     doc = load_model()(" ".join(WORDS))
     s = sentence_from_doc(doc)

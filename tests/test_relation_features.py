@@ -1,11 +1,11 @@
-"""Zelenko Appendix C features and the Winnow learner (pipeline/relation_features.py)."""
+"""Zelenko Appendix C features and the Winnow learner (pipeline/learn/relation_features.py)."""
 import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
 
-from gramtile.kernels.errors import EvaluationError
-from gramtile.pipeline.relation import RelationExample as R
-from gramtile.pipeline.relation_features import Winnow, feature_learner, feature_matrix, relation_features
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.relation_features import Winnow, feature_learner, feature_matrix, relation_features
+from gramtile.pipeline.representations.relation import RelationExample as R
 
 
 def example():

@@ -6,18 +6,19 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from instances_relation_subtree import rand_relation
 from reference.relation_subtree import FIXES, kc_appendix_b, kc_explicit, kernel
 
 import gramtile
 from gramtile.kernels.batches import Batch
-from gramtile.kernels.errors import CorpusFormatError, KernelSpecError, RepresentationError
+from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.relation_subtree import RelationSubtreeKernel
 from gramtile.kernels.spec import spec_from_dict
-from gramtile.pipeline.encode import decode, encode
-from gramtile.pipeline.relation import RelationExample as R, node_class, relation_from_json, relation_to_json
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.encode import decode, encode
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.relation import RelationExample as R
+from gramtile.pipeline.representations.relation import node_class, relation_from_json, relation_to_json
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 # The paper's relation examples, rebuilt from its text (Figures 2-4). Head texts: the verb
 # groups "is" / "was" carry the head "be" (the contiguous example needs k(Verb, Verb) = 1), "led"
@@ -316,7 +317,7 @@ def test_batch_not_in_preorder_is_a_typed_error():
 
 
 def test_wrong_batch_kind_is_a_typed_error():
-    from gramtile.pipeline.structures import TokenSeq
+    from gramtile.pipeline.representations.structures import TokenSeq
 
     X = encode([TokenSeq(("a",))], Vocabularies())
     with pytest.raises(RepresentationError, match="reads relation examples"):
@@ -329,7 +330,7 @@ def test_type_weight_default_keeps_the_spec_hash_of_stored_matrices():
     import hashlib
     import json
 
-    from gramtile.pipeline.evaluate import as_spec
+    from gramtile.kernels.spec import as_spec
 
     old = json.dumps({"kind": "relation_subtree", "lam": 0.5, "mode": "sparse", "rep": "relation"},
                      sort_keys=True, separators=(",", ":"))
@@ -340,7 +341,7 @@ def test_type_weight_default_keeps_the_spec_hash_of_stored_matrices():
 
 
 def test_name_text_default_keeps_the_spec_hash():
-    from gramtile.pipeline.evaluate import as_spec
+    from gramtile.kernels.spec import as_spec
 
     base = as_spec({"kind": "relation_subtree", "type_weight": 0.25})
     assert as_spec({"kind": "relation_subtree", "type_weight": 0.25, "name_text": True}) == base

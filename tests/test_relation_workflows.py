@@ -1,4 +1,4 @@
-"""Relation workflows (workflows/relations.py) through ``gramtile run``'s recipe hook, on reduced
+"""Relation workflows (workflows/recipes/relations.py) through ``gramtile run``'s recipe hook, on reduced
 configurations of workflows/conll04_relations.yaml and workflows/semeval2010_relations.yaml."""
 import json
 from pathlib import Path
@@ -6,11 +6,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
 from conftest import require_data
-from gramtile.kernels.errors import WorkflowError
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.workflow import RecipeWorkflow, load_workflow, run_workflow
+
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.workflows.errors import WorkflowError
+from gramtile.workflows.runner import RecipeWorkflow, load_workflow, run_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -79,7 +79,7 @@ def test_conll04_cv_selection_is_the_mean_fold_f1_of_the_grid(tmp_path):
     import numpy as np
 
     from gramtile.pipeline.readers.conll04 import load_split, read_corp
-    from gramtile.workflows.relations import conll04_documents, feature_cv, sentence_folds
+    from gramtile.workflows.recipes.relations import conll04_documents, feature_cv, sentence_folds
 
     data = require_data("conll04")
     limit = {"train": 120, "dev": 40, "test": 30}
@@ -103,9 +103,9 @@ def test_conll04_cv_selection_is_the_mean_fold_f1_of_the_grid(tmp_path):
     from sklearn.svm import SVC
 
     from gramtile.kernels.relation_subtree import RelationSubtreeKernel
-    from gramtile.pipeline.encode import encode
-    from gramtile.pipeline.metrics import binary_prf
-    from gramtile.pipeline.vocab import Vocabularies
+    from gramtile.pipeline.learn.metrics import binary_prf
+    from gramtile.pipeline.representations.encode import encode
+    from gramtile.pipeline.representations.vocab import Vocabularies
 
     K = RelationSubtreeKernel(lam=0.5, type_weight=1).block(encode([d.structures["relation"] for d in docs],
                                                                    Vocabularies()))
@@ -117,8 +117,8 @@ def test_conll04_cv_selection_is_the_mean_fold_f1_of_the_grid(tmp_path):
 
 
 def test_sentence_folds_keep_a_sentence_together_and_are_seeded():
-    from gramtile.kernels.errors import EvaluationError
-    from gramtile.workflows.relations import sentence_folds
+    from gramtile.pipeline.learn.errors import EvaluationError
+    from gramtile.workflows.recipes.relations import sentence_folds
 
     ids = [f"conll04:{s}:{a}-{a + 1}:{a + 2}-{a + 3}" for s in range(40) for a in range(s % 3 + 1)]
     folds = sentence_folds(ids, 5, seed=0)
@@ -151,7 +151,7 @@ def test_semeval_reduced_runs(tmp_path, monkeypatch):
     for r in rows:
         assert 0 < r["macro_f1"] < 1 and 0 < r["accuracy"] < 1 and r["folds"] == 2
     # the corpus store is keyed by the example builders' code: same code -> reused, other -> rebuilt
-    import gramtile.workflows.relations as relations
+    import gramtile.workflows.recipes.relations as relations
 
     store = tmp_path / "out" / "corpus.zarr"
     assert CorpusStore.open(store).manifest["options"]["builder"] == relations.builder_digest()
@@ -177,6 +177,6 @@ def test_bad_conll04_config_names_the_key(tmp_path, change, key):
 
 
 def test_bad_recipe_names_the_key(tmp_path):
-    wf = reduced(tmp_path, "conll04_relations.yaml", recipe="gramtile.workflows.relations:nothing")
+    wf = reduced(tmp_path, "conll04_relations.yaml", recipe="gramtile.workflows.recipes.relations:nothing")
     with pytest.raises(WorkflowError, match="key 'recipe'"):
         load_workflow(wf)

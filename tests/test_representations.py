@@ -7,10 +7,10 @@ import pytest
 
 from gramtile.kernels.batches import Batch
 from gramtile.kernels.errors import RepresentationError
-from gramtile.pipeline.brackets import format_tree, parse_tree
-from gramtile.pipeline.encode import decode, encode
-from gramtile.pipeline.structures import DepTree, PTree, TokenSeq, Tree, WSDInstance
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import decode, encode
+from gramtile.pipeline.representations.structures import DepTree, PTree, TokenSeq, Tree, WSDInstance, format_tree
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 W = ["the", "dog", "barks", "a", "cat"]
 

@@ -1,4 +1,4 @@
-"""Corpus resources stored in the corpus store (pipeline/resources.py): built by `gramtile prepare
+"""Corpus resources stored in the corpus store (pipeline/resources/build.py): built by `gramtile prepare
 --resources` or by the Gram driver on first use, loaded (never built) by Dask workers, equal to
 the in-memory build, recorded in Gram-store provenance, and corrupt or missing ones reported."""
 import json
@@ -6,21 +6,24 @@ import json
 import numpy as np
 import pytest
 import zarr
-
-import gramtile
-from gramtile.kernels.errors import KernelSpecError, StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline import executors, resources
-from gramtile.pipeline.cluster import open_client
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.evaluate import as_spec
-from gramtile.pipeline.gram_store import GramStore
-from gramtile.pipeline.prepare import prepare
-from gramtile.pipeline.readers.senseval import read_senseval
-from gramtile.workflows.cli import main
-
 from conftest import require_data
 from test_wsd_workflow import _senseval_head
+
+import gramtile
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.spec import as_spec
+from gramtile.pipeline.compute import executors
+from gramtile.pipeline.compute.cluster import open_client
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.readers.senseval import read_senseval
+from gramtile.pipeline.resources import build as rbuild
+from gramtile.pipeline.resources import keys as rkeys
+from gramtile.pipeline.stores import resource_store
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.workflows.cli import main
 
 N = 40
 SOFT = {"kind": "syntagmatic", "similarity": "wordnet"}
@@ -41,7 +44,7 @@ def docs(serve):
 
 def _fresh_process_caches():
     """Forget what this process loaded, as a new worker would."""
-    resources._loaded.clear()
+    resource_store._loaded.clear()
     executors._resources.clear()
 
 
@@ -60,24 +63,24 @@ def test_prepare_resources_flag_builds_them_without_changing_the_corpus_hash(ser
     assert cs.verify()  # the recorded content hash still describes the store
     plain = _corpus(serve, tmp_path / "plain.zarr")
     assert CorpusStore.open(plain).content_hash == cs.content_hash
-    names = sorted((r["name"], r["rep"]) for r in resources.stored(out))
+    names = sorted((r["name"], r["rep"]) for r in resource_store.stored(out))
     assert names == [("domain/lsa/10", "seq"), ("similarity/lsa/lemmas", "seq"), ("similarity/lsa/lemmas", "wsd"),
                      ("similarity/wordnet", None)]
-    wn = next(r for r in resources.stored(out) if r["name"] == "similarity/wordnet")
+    wn = next(r for r in resource_store.stored(out) if r["name"] == "similarity/wordnet")
     assert wn["provenance"]["corpus_content_hash"] == cs.content_hash
     assert set(wn["provenance"]["wordnet"]["sha256"]) >= {"index.noun", "index.verb", "index.adj", "index.adv"}
-    assert wn["provenance"]["scikit_learn"] and wn["params"]["format"] == resources.FORMAT_VERSION
+    assert wn["provenance"]["scikit_learn"] and wn["params"]["format"] == rkeys.FORMAT_VERSION
 
     # a second prepare finds them stored; the Gram driver builds nothing and K equals the in-memory result
     assert main(["prepare", "--input", str(serve), "--format", "senseval", "--out", str(out), "--shard-size", "15",
                  "--cluster", "sequential", "--no-progress", "--resources", "wordnet"]) == 0
     assert "resource similarity/wordnet: already stored" in capsys.readouterr().out
-    built = resources.stats["built"]
+    built = resource_store.stats["built"]
     for spec in (SOFT, LSA, DOMAIN | {"rep": "seq"}):
         _fresh_process_caches()
         st = run_gram(out, spec, tmp_path / f"g{len(list(tmp_path.iterdir()))}.zarr", tile=16,
                       cluster="sequential", progress=False)
-        assert resources.stats["built"] == built
+        assert resource_store.stats["built"] == built
         np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
 
 
@@ -88,7 +91,7 @@ def test_prepare_resources_flag_builds_them_without_changing_the_corpus_hash(ser
 ])
 def test_bad_resources_value_names_parameter_and_valid_values(bad, says):
     with pytest.raises(KernelSpecError) as e:
-        resources.parse_option(bad)
+        rkeys.parse_option(bad)
     assert says in str(e.value) and "--resources" in str(e.value) and "valid items" in str(e.value)
 
 
@@ -99,43 +102,43 @@ def test_bad_resources_value_fails_the_command_before_parsing(serve, tmp_path, c
     assert "--resources" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(KernelSpecError, match="representation 'trees' is not in the store"):
-        resources.keys_for_option("domain@trees", {"wsd": "wsd", "seq": "seq"})
+        rkeys.keys_for_option("domain@trees", {"wsd": "wsd", "seq": "seq"})
 
 
 def test_first_use_driver_builds_and_dask_workers_only_load(serve, docs, tmp_path):
     corpus = _corpus(serve, tmp_path / "c.zarr")
-    assert resources.stored(corpus) == []
+    assert resource_store.stored(corpus) == []
     cf = tmp_path / "cluster.yaml"
     cf.write_text("profiles:\n  local: {n_workers: 2, threads_per_worker: 1, memory_limit: 1GiB, "
                   "dashboard_address: ':0'}\n")
     spec = {"kind": "sum", "kernels": [{"kernel": SOFT}, {"kernel": DOMAIN | {"rep": "wsd"}}]}
-    built = resources.stats["built"]
+    built = resource_store.stats["built"]
     with open_client("local", cf) as client:
         st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, client=client, progress=False)
-        worker_stats = client.run(lambda: dict(resources.stats))
-    assert resources.stats["built"] == built + 2  # the driver built both, once
+        worker_stats = client.run(lambda: dict(resource_store.stats))
+    assert resource_store.stats["built"] == built + 2  # the driver built both, once
     assert len(worker_stats) == 2
     assert all(s["built"] == 0 for s in worker_stats.values())  # workers never build ...
     assert sum(s["loaded"] for s in worker_stats.values()) >= 2  # ... they load
-    assert {r["name"] for r in resources.stored(corpus)} == {"similarity/wordnet", "domain/lsa/10"}
+    assert {r["name"] for r in resource_store.stored(corpus)} == {"similarity/wordnet", "domain/lsa/10"}
     np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
     # the Gram store's provenance names the resources and their content hashes
     recorded = st.meta["resources"]
-    assert recorded == {r["group"]: r["content_hash"] for r in resources.stored(corpus)}
+    assert recorded == {r["group"]: r["content_hash"] for r in resource_store.stored(corpus)}
 
 
 def _rewrite(corpus, group, change, rehash: bool):
     """Change a stored resource's value; ``rehash`` also records the new content hash (a rebuild)."""
     g = zarr.open_group(str(corpus), mode="r+")[group]
-    meta = dict(g.attrs[resources.ATTR])
+    meta = dict(g.attrs[resource_store.ATTR])
     name = "data" if meta["kind"] == "csr" else "value"
     a = g[name][...]
     change(a)
     g[name][...] = a
     if rehash:
         arrays = {n: g[n][...] for n in (("indptr", "indices", "data") if meta["kind"] == "csr" else ("value",))}
-        meta["content_hash"] = resources.content_hash(meta["kind"], meta["shape"], arrays)
-        g.attrs[resources.ATTR] = meta
+        meta["content_hash"] = rbuild.content_hash(meta["kind"], meta["shape"], arrays)
+        g.attrs[resource_store.ATTR] = meta
 
 
 def test_changed_resource_makes_the_gram_store_mismatch(serve, tmp_path):
@@ -156,10 +159,10 @@ def test_changed_resource_makes_the_gram_store_mismatch(serve, tmp_path):
 
 def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     corpus = _corpus(serve, tmp_path / "c.zarr")
-    (key,) = resources.keys_of(SOFT)
-    resources.ensure(corpus, [key])
+    (key,) = rkeys.keys_of(SOFT)
+    resource_store.ensure(corpus, [key])
     _fresh_process_caches()
-    assert resources.load(corpus, key).nnz > N  # loads cleanly first
+    assert resource_store.load(corpus, key).nnz > N  # loads cleanly first
 
     def flip(a):
         a[0] += 0.5
@@ -167,26 +170,26 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     _rewrite(corpus, key.group, flip, rehash=False)
     _fresh_process_caches()
     with pytest.raises(StoreCorruptError, match="does not match its recorded content hash"):
-        resources.load(corpus, key)
+        resource_store.load(corpus, key)
     # a tile task meets it too, as a typed error naming the group
     with pytest.raises(StoreCorruptError, match=key.group):
         run_gram(corpus, SOFT, tmp_path / "g.zarr", tile=16, cluster="sequential", progress=False)
 
     # missing on the worker side: an error that says how to build it, never a silent rebuild
-    zarr.open_group(str(corpus), mode="r+")[resources.GROUP].__delitem__(key.group.split("/", 1)[1])
+    zarr.open_group(str(corpus), mode="r+")[rkeys.GROUP].__delitem__(key.group.split("/", 1)[1])
     _fresh_process_caches()
     cs = CorpusStore.open(corpus)
     with pytest.raises(StoreError, match="prepare --resources"):
         executors.corpus_resources(str(corpus), cs.content_hash, as_spec(SOFT), ("wsd",))
-    assert resources.info(corpus, key) is None
+    assert resource_store.info(corpus, key) is None
     # an interrupted build (arrays without the finishing attribute) counts as missing and is rebuilt
-    g = zarr.open_group(str(corpus), mode="r+")[resources.GROUP].require_group(key.group.split("/", 1)[1])
+    g = zarr.open_group(str(corpus), mode="r+")[rkeys.GROUP].require_group(key.group.split("/", 1)[1])
     g.create_array("data", data=np.zeros(3))
-    assert resources.info(corpus, key) is None
-    assert resources.ensure(corpus, [key])[key.group]["built"]
+    assert resource_store.info(corpus, key) is None
+    assert resource_store.ensure(corpus, [key])[key.group]["built"]
     _fresh_process_caches()
-    assert resources.load(corpus, key).nnz > N
-    assert json.loads(json.dumps(resources.stored(corpus)))[0]["name"] == "similarity/wordnet"
+    assert resource_store.load(corpus, key).nnz > N
+    assert json.loads(json.dumps(resource_store.stored(corpus)))[0]["name"] == "similarity/wordnet"
 
 
 # ---- space_rep: the representation a kernel's space is built from --------------------------------
@@ -215,17 +218,17 @@ def test_space_rep_default_keeps_the_spec_hash_of_stored_matrices():
 
 
 def test_space_rep_names_the_resource_and_agrees_with_the_resources_option():
-    (own,) = resources.keys_of(LSA)
-    (ctx,) = resources.keys_of(LSA_SEQ)
+    (own,) = rkeys.keys_of(LSA)
+    (ctx,) = rkeys.keys_of(LSA_SEQ)
     assert (own.name, own.rep) == ("similarity/lsa/lemmas", "wsd")
     assert (ctx.name, ctx.rep) == ("similarity/lsa/lemmas", "seq")
     assert ctx.param_hash != own.param_hash and ctx.group != own.group
     # `prepare --resources lsa@seq` builds exactly the group such a kernel reads
-    assert resources.keys_for_option("lsa@seq", {"wsd": "wsd", "seq": "seq"}) == [ctx]
+    assert rkeys.keys_for_option("lsa@seq", {"wsd": "wsd", "seq": "seq"}) == [ctx]
     sub = {"kind": "subsequence", "on": "lemmas", "similarity": "lsa", "rep": "seq"}
-    assert resources.keys_of(sub) == [ctx]  # a kernel reading seq itself shares the stored space
+    assert rkeys.keys_of(sub) == [ctx]  # a kernel reading seq itself shares the stored space
     dom = DOMAIN | {"rep": "wsd", "space_rep": "seq"}
-    assert resources.keys_of(dom) == [resources.ResourceKey("domain/lsa/10", "seq")]
+    assert rkeys.keys_of(dom) == [rkeys.ResourceKey("domain/lsa/10", "seq")]
 
 
 def test_space_rep_store_equals_in_memory_gram_and_changes_the_kernel(serve, docs, tmp_path):
@@ -236,7 +239,7 @@ def test_space_rep_store_equals_in_memory_gram_and_changes_the_kernel(serve, doc
         stores[name] = run_gram(corpus, spec, tmp_path / f"{name}.zarr", tile=16, cluster="sequential",
                                 progress=False).view().block()
         np.testing.assert_allclose(stores[name], gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
-    assert {r["rep"] for r in resources.stored(corpus) if r["name"] == "similarity/lsa/lemmas"} == {"wsd", "seq"}
+    assert {r["rep"] for r in resource_store.stored(corpus) if r["name"] == "similarity/lsa/lemmas"} == {"wsd", "seq"}
     # the contexts' space is another space: the soft-matched kernel moves
     assert np.abs(stores["ctx"] - stores["own"]).max() > 1e-3
 
@@ -265,6 +268,6 @@ def test_space_rep_missing_or_conflicting_is_reported(serve, docs, tmp_path):
         gramtile.gram(LSA_SEQ, only_wsd)
     both = {"kind": "sum", "kernels": [{"kernel": LSA}, {"kernel": LSA_SEQ}]}
     with pytest.raises(KernelSpecError, match="from representation 'wsd' and from 'seq'"):
-        resources.keys_of(both)
+        rkeys.keys_of(both)
     with pytest.raises(KernelSpecError, match="same space_rep"):
         gramtile.gram(both, docs)

@@ -6,18 +6,18 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from conftest import require_data
 from instances_route import rand_ptree
 from reference.route import features, route_kernel
 
 import gramtile
-from gramtile.kernels.errors import CorpusFormatError, KernelSpecError
+from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.route import RouteKernel, route_features
-from gramtile.pipeline.encode import encode
 from gramtile.pipeline.readers.inex import read_inex
-from gramtile.pipeline.structures import PTree
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import PTree
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 
 def leaf(label):

@@ -2,12 +2,11 @@
 from collections import Counter
 
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError
-from gramtile.pipeline.readers.semeval import (
-    LABELS, RELATIONS, official_f1, read_semeval, records_to_documents, strip_tags,
-)
+
+from gramtile.pipeline.parsing.semeval import records_to_documents
+from gramtile.pipeline.readers.semeval import LABELS, RELATIONS, official_f1, read_semeval, strip_tags
+from gramtile.pipeline.representations.errors import CorpusFormatError
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +101,7 @@ def test_official_score_all_nine_relations():
 
 
 def test_formats_reader_parses_records(tmp_path):
-    from gramtile.pipeline.readers import read
+    from gramtile.pipeline.parsing.formats import read
 
     p = tmp_path / "t.txt"
     p.write_bytes((BLOCK + BLOCK.replace("1\t", "2\t").replace("Entity-Destination(e1,e2)", "Other")).encode())

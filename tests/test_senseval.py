@@ -4,12 +4,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError
-from gramtile.pipeline.readers import FORMATS, ErrorPolicy, read
+
+from gramtile.pipeline.parsing.formats import FORMATS, read
+from gramtile.pipeline.readers.base import ErrorPolicy
 from gramtile.pipeline.readers.senseval import read_senseval
-from gramtile.pipeline.structures import TokenSeq, WSDInstance
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import TokenSeq, WSDInstance
 
 # data README: instances, senses (count), tokens/instance mean (min-max)
 README = {

@@ -1,10 +1,11 @@
 """WordNet and LSA similarity matrices: synonymy, PSD, unit diagonal, morphology, errors."""
 import numpy as np
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import CorpusFormatError, KernelSpecError
-from gramtile.pipeline.similarity import WordNet, load_wordnet, lsa_similarity, wordnet_similarity
+
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.resources.similarity import WordNet, load_wordnet, lsa_similarity, wordnet_similarity
 
 
 def trec_questions(limit):

@@ -1,4 +1,4 @@
-"""Corpus and Gram stores at fsspec URLs (pipeline/storage.py).
+"""Corpus and Gram stores at fsspec URLs (pipeline/stores/storage.py).
 
 ``file://`` URLs go through fsspec (not the local-path code) and are seen by other processes, so
 they carry the multi-process cases: Dask worker processes that open both URLs themselves, a
@@ -17,18 +17,23 @@ import uuid
 import fsspec
 import numpy as np
 import pytest
-
-from gramtile.kernels.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreLockedError, \
-    StoreMismatchError
-from gramtile.pipeline import storage
-from gramtile.pipeline.corpus_store import CorpusStore
-from gramtile.pipeline.engine import run_gram
-from gramtile.pipeline.gram_store import GramStore, export, store_lock, verify
-from gramtile.pipeline.locks import StoreLock, UrlLock
-from gramtile.pipeline.storage import FsspecLocation, LocalLocation, location
-from gramtile.pipeline.tiles import Tile
-
 from conftest import corpus_store_of, lock_holder, num_trees, stop_after
+
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.repair import repair
+from gramtile.pipeline.stores import storage
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import (
+    IncompleteTileError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreMismatchError,
+)
+from gramtile.pipeline.stores.gram_store import GramStore, export, store_lock, verify
+from gramtile.pipeline.stores.locks import StoreLock, UrlLock
+from gramtile.pipeline.stores.storage import FsspecLocation, LocalLocation, location
+from gramtile.pipeline.stores.tiles import Tile
 
 N = 110
 TILE = 25  # 5 x 5 tiles, 15 of them in the upper triangle; tiles straddle the 40-example shards
@@ -180,7 +185,7 @@ def test_verify_finds_flipped_bytes_at_a_url_and_repair_restores_them(corpus, tm
     assert {tuple(t) for t, _ in rep.bad} == {(1, 3), (0, 2)}
     with pytest.raises(StoreCorruptError, match="verify"):
         GramStore.open(out).view().block(slice(25, 50), slice(75, 100))
-    rep = verify(out, repair=True)
+    rep = repair(out)
     assert sorted(rep.repaired) == [Tile(0, 2), Tile(1, 3)]
     assert verify(out).bad == []
     assert np.array_equal(GramStore.open(out).view().block(), good)
@@ -324,12 +329,13 @@ def test_corpus_stores_are_written_to_urls_and_a_missing_filesystem_is_named(cor
 # ---- corpus resources at a URL ---------------------------------------------------------------------
 
 def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
-    from gramtile.pipeline import executors, resources
-    from gramtile.pipeline.prepare import prepare
-    from gramtile.pipeline.readers.senseval import read_senseval  # noqa: F401  (registers the reader)
-
     from conftest import require_data
     from test_wsd_workflow import _senseval_head
+
+    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute.prepare import prepare
+    from gramtile.pipeline.readers.senseval import read_senseval  # noqa: F401  (registers the reader)
+    from gramtile.pipeline.stores import resource_store
 
     serve = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve.pos", 30)
     local = tmp_path / "serve.zarr"
@@ -337,21 +343,21 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     fsspec.filesystem("memory").put(str(local), f"{mem.split('://', 1)[1]}/serve.zarr", recursive=True)
     spec = {"kind": "syntagmatic", "similarity": "lsa"}
     want = run_gram(local, spec, tmp_path / "g.zarr", tile=8, cluster="sequential", progress=False)
-    resources._loaded.clear()
+    resource_store._loaded.clear()
     executors._resources.clear()
-    built = resources.stats["built"]
+    built = resource_store.stats["built"]
     # the URL corpus lacks the resource: the driver builds it there (under the URL lock)
     st = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g.zarr", tile=8, cluster="threads", progress=False)
-    assert resources.stats["built"] == built + 1
-    assert [r["group"] for r in resources.stored(f"{mem}/serve.zarr")] == list(st.meta["resources"])
+    assert resource_store.stats["built"] == built + 1
+    assert [r["group"] for r in resource_store.stored(f"{mem}/serve.zarr")] == list(st.meta["resources"])
     assert st.meta["resources"] == want.meta["resources"]
     assert not location(f"{mem}/serve.zarr").exists(".lock")
     assert np.array_equal(st.view().block(), want.view().block())
     # a second run (fresh caches, as a new worker) loads it from the URL and builds nothing
-    resources._loaded.clear()
+    resource_store._loaded.clear()
     executors._resources.clear()
     again = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g2.zarr", tile=8, cluster="sequential", progress=False)
-    assert resources.stats["built"] == built + 1 and resources.stats["loaded"] >= 1
+    assert resource_store.stats["built"] == built + 1 and resource_store.stats["loaded"] >= 1
     assert np.array_equal(again.view().block(), want.view().block())
 
 
@@ -363,7 +369,7 @@ def test_memory_urls_are_refused_for_worker_processes_before_any_work(mem, clust
 
 
 def test_evaluate_reads_a_url_store_given_a_folds_directory(corpus, tmp_path, capsys, monkeypatch):
-    from gramtile.pipeline.learn import store_labels
+    from gramtile.pipeline.learn.crossval import store_labels
     from gramtile.workflows.cli import main
 
     monkeypatch.chdir(tmp_path)  # a URL mistaken for a relative path would land here, and be seen
@@ -389,7 +395,7 @@ def test_evaluate_reads_a_url_store_given_a_folds_directory(corpus, tmp_path, ca
 
 
 def test_train_from_url_stores_gives_the_local_model(tmp_path):
-    from gramtile.pipeline.models import SavedModel, train_from_store
+    from gramtile.pipeline.learn.models import SavedModel, train_from_store
     from gramtile.workflows.cli import main
 
     trees = num_trees(6000)  # the file is sorted by label: take both ends for two classes

@@ -6,15 +6,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from reference.subsequence import subsequence_kernel
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import spec_from_dict
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.evaluate import evaluate_block
-from gramtile.pipeline.structures import TokenSeq
-from gramtile.pipeline.vocab import Vocabularies
-from reference.subsequence import subsequence_kernel
+from gramtile.pipeline.compute.inmemory import evaluate_block
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import TokenSeq
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 ALPHABET = ["a", "b", "c"]
 
@@ -289,7 +289,8 @@ def senseval_windows(path, limit, width=3):
 
 def test_real_wsd_windows_match_reference_exact_and_wordnet():
     from conftest import require_data
-    from gramtile.pipeline.similarity import wordnet_similarity
+
+    from gramtile.pipeline.resources.similarity import wordnet_similarity
 
     X = senseval_windows(require_data("senseval_hard_line_serve") / "serve.pos", 24)
     v = Vocabularies()

@@ -16,9 +16,9 @@ from conftest import require_data
 
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.tree_kernels import PartialTreeKernel, SubsetTreeKernel, SubtreeKernel
-from gramtile.pipeline.brackets import parse_tree
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 TILE = 1024
 

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from gramtile.kernels.errors import CorpusFormatError, GramtileError
-from gramtile.pipeline.tiles import Tile, TileGrid, as_selection, choose_tile, parse_selection, plan
+from gramtile.kernels.errors import GramtileError
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores.tiles import Tile, TileGrid, as_selection, choose_tile, parse_selection, plan
 
 
 def _coverage(grid):

@@ -10,19 +10,23 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from strategies import tree_lists, tree_pairs, trees
-
 from reference.tree_kernels import (
-    pt_by_fragments, pt_kernel, sst_by_fragments, sst_kernel, st_by_fragments, st_kernel,
+    pt_by_fragments,
+    pt_kernel,
+    sst_by_fragments,
+    sst_kernel,
+    st_by_fragments,
+    st_kernel,
 )
+from strategies import tree_lists, tree_pairs
 
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import spec_from_dict
 from gramtile.kernels.tree_kernels import PartialTreeKernel, SubsetTreeKernel, SubtreeKernel
-from gramtile.pipeline.brackets import parse_tree
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.structures import TokenSeq, Tree
-from gramtile.pipeline.vocab import Vocabularies
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import TokenSeq, Tree
+from gramtile.pipeline.representations.vocab import Vocabularies
 
 EXACT = settings(max_examples=120, derandomize=True, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow])

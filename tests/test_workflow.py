@@ -1,13 +1,13 @@
-"""Workflow files and ``gramtile run`` (pipeline/workflow.py) end to end on small real data."""
+"""Workflow files and ``gramtile run`` (workflows/runner.py) end to end on small real data."""
 import json
 import textwrap
 
 import pytest
-
 from conftest import require_data
-from gramtile.kernels.errors import WorkflowError
-from gramtile.pipeline.workflow import load_workflow, run_workflow
+
 from gramtile.workflows.cli import main
+from gramtile.workflows.errors import WorkflowError
+from gramtile.workflows.runner import load_workflow, run_workflow
 
 KELP = """\
 name: tiny_kelp
@@ -151,7 +151,7 @@ def test_C_selected_inside_the_training_part(tmp_path):
     """select_C picks C by k-fold on the training examples only; the test part is never read for it."""
     import numpy as np
 
-    from gramtile.pipeline.learn import ArrayKernelSource, select_C
+    from gramtile.pipeline.learn.crossval import ArrayKernelSource, select_C
 
     wf = _write(tmp_path, KELP.replace("  C: [1, 3]\n", "  C: [0.01, 1, 100]\n  select_C: {folds: 3}\n")
                 .replace("model: [svm, perceptron]", "model: svm")
@@ -160,8 +160,8 @@ def test_C_selected_inside_the_training_part(tmp_path):
     rows = run_workflow(wf, tmp_path / "o", cluster="sequential", progress=False)
     assert len(rows) == 1 and rows[0]["C"] in (0.01, 1.0, 100.0) and rows[0]["C_grid"] == [0.01, 1.0, 100.0]
     # the same choice from the inner folds directly, on the training block only
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.gram_store import ComposedView, GramStore
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
+    from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 
     w = load_workflow(wf)
     stores = {GramStore.open(q).kernel_hash: GramStore.open(q) for q in (tmp_path / "o").glob("gram-*.zarr")}

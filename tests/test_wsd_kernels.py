@@ -5,18 +5,18 @@ import random
 
 import numpy as np
 import pytest
+from conftest import require_data
+from reference.subsequence import subsequence_kernel_p
 
 import gramtile
-from conftest import require_data
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.spec import spec_from_dict
 from gramtile.kernels.wsd_kernels import windows
-from gramtile.pipeline.domain import domain_space
-from gramtile.pipeline.encode import encode
-from gramtile.pipeline.evaluate import add_resources, evaluate_block
-from gramtile.pipeline.structures import TokenSeq, WSDInstance
-from gramtile.pipeline.vocab import Vocabularies
-from reference.subsequence import subsequence_kernel_p
+from gramtile.pipeline.compute.inmemory import add_resources, evaluate_block
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import TokenSeq, WSDInstance
+from gramtile.pipeline.representations.vocab import Vocabularies
+from gramtile.pipeline.resources.domain import domain_space
 
 LEMMAS = ["car", "automobile", "auto", "run", "operate", "fast", "quick", "a", "b"]
 TAGS = ["N", "V", "J"]

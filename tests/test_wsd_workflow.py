@@ -8,21 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import require_data
 
 import gramtile
-from conftest import require_data
-from gramtile.kernels.errors import WorkflowError
-from gramtile.pipeline.folds import stratified_kfold
-from gramtile.pipeline.gram_store import GramStore
-from gramtile.pipeline.learn import ArrayKernelSource, evaluate
-from gramtile.pipeline.workflow import RecipeWorkflow, load_workflow, run_workflow
-from gramtile.workflows.wsd import _config, load_word
+from gramtile.pipeline.learn.crossval import ArrayKernelSource, evaluate
+from gramtile.pipeline.learn.folds import stratified_kfold
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.workflows.errors import WorkflowError
+from gramtile.workflows.recipes.wsd import _config, load_word
+from gramtile.workflows.runner import RecipeWorkflow, load_workflow, run_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 
 SMALL = {
     "name": "wsd_ci",
-    "recipe": "gramtile.workflows.wsd:run",
+    "recipe": "gramtile.workflows.recipes.wsd:run",
     "data": "${SHARED}/senseval_hard_line_serve",
     "words": ["line"],
     "subsample": 150,
@@ -105,8 +105,8 @@ def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
 def _in_memory_bases(docs, specs) -> dict:
     """The former path of the workflow: every base kernel's full K and diagonal from in-memory
     batches and resources (LSA and domain spaces from the whole contexts)."""
-    from gramtile.pipeline.evaluate import base_block
-    from gramtile.workflows.wsd import corpus_data
+    from gramtile.pipeline.compute.inmemory import base_block
+    from gramtile.workflows.recipes.wsd import corpus_data
 
     data = corpus_data(docs, specs)
     return {b.spec_hash: base_block(b, data)[:2] for spec in specs for b in spec.base_specs()}
@@ -115,7 +115,7 @@ def _in_memory_bases(docs, specs) -> dict:
 def test_stored_base_kernels_equal_the_in_memory_path(tmp_path):
     """Every base kernel of workflows/wsd.yaml, computed by the engine into Gram stores over the
     workflow's corpus store (resources built into it), equals the in-memory computation."""
-    from gramtile.workflows.wsd import gram_stores, stored_bases, word_corpus
+    from gramtile.workflows.recipes.wsd import gram_stores, stored_bases, word_corpus
 
     cfg = _config(load_workflow(REPO / "workflows" / "wsd.yaml").raw, REPO / "workflows" / "wsd.yaml")
     specs = [s for alts in cfg["select"].values() for s in alts]
@@ -162,7 +162,7 @@ def test_bad_settings_raise_workflow_errors(tmp_path, change, key):
 
 
 def test_C_is_chosen_on_training_folds_only(tmp_path):
-    from gramtile.workflows.wsd import choose_C, nested_evaluate
+    from gramtile.workflows.recipes.wsd import choose_C, nested_evaluate
 
     docs = load_word(require_data("senseval_hard_line_serve") / "serve.pos", subsample=120)
     labels = [d.label for d in docs]
@@ -200,13 +200,14 @@ def _senseval_head(src: Path, dst: Path, k: int) -> Path:
 def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
     """`gramtile gram` path: tiles of soft syntagmatic and domain kernels from a corpus store equal
     an in-memory evaluation with resources built from the same (whole) corpus."""
-    from gramtile.pipeline.encode import encode
-    from gramtile.pipeline.engine import run_gram
-    from gramtile.pipeline.evaluate import add_resources, as_spec, evaluate_block
-    from gramtile.pipeline.learn import open_gram_source
-    from gramtile.pipeline.prepare import prepare
+    from gramtile.kernels.spec import as_spec
+    from gramtile.pipeline.compute.engine import run_gram
+    from gramtile.pipeline.compute.inmemory import add_resources, evaluate_block
+    from gramtile.pipeline.compute.prepare import prepare
+    from gramtile.pipeline.learn.crossval import open_gram_source
     from gramtile.pipeline.readers.senseval import read_senseval
-    from gramtile.pipeline.vocab import Vocabularies
+    from gramtile.pipeline.representations.encode import encode
+    from gramtile.pipeline.representations.vocab import Vocabularies
 
     src = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve40.pos", 40)
     corpus = tmp_path / "c.zarr"
@@ -229,7 +230,7 @@ def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
 def test_alternatives_are_chosen_on_training_folds_only():
     """A `select` system: per outer fold, the alternative and C come from the training part alone;
     duplicated alternatives tie and the earlier one wins; the row records the choices."""
-    from gramtile.workflows.wsd import choose, nested_evaluate
+    from gramtile.workflows.recipes.wsd import choose, nested_evaluate
 
     docs = load_word(require_data("senseval_hard_line_serve") / "serve.pos", subsample=120)
     labels = [d.label for d in docs]

@@ -12,13 +12,14 @@ import importlib
 import os
 import pkgutil
 import sys
+from importlib.metadata import version
 
-from gramtile import __version__
+import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
+from gramtile.pipeline.stores.storage import refuse_url
 
 
 def _command_modules():
-    import gramtile.workflows.commands as pkg
 
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gramtile",
         description="Tiled Gram matrices of structured NLP kernels, stored in Zarr, "
                     "and kernel machines trained from them.")
-    p.add_argument("--version", action="version", version=f"gramtile {__version__}")
+    p.add_argument("--version", action="version", version=f"gramtile {version('gramtile')}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _command_modules():
         mod.add_parser(sub)
@@ -44,7 +45,6 @@ URL_OUT_COMMANDS = ("gram", "prepare")
 
 
 def _local_out(args):
-    from gramtile.pipeline.storage import refuse_url
 
     out = getattr(args, "out", None)
     if args.command not in URL_OUT_COMMANDS and isinstance(out, str):

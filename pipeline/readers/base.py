@@ -1,6 +1,6 @@
 """What every corpus reader shares: the error policy, line-numbered text input, record limits.
 
-Readers are generators of :class:`~gramtile.pipeline.structures.Document`. A malformed record
+Readers are generators of :class:`~gramtile.pipeline.representations.structures.Document`. A malformed record
 becomes a :class:`~gramtile.kernels.errors.CorpusFormatError` naming the file, the line, the
 offending value and the fix; the reader hands it to an :class:`ErrorPolicy`, which either
 raises it (the default) or records it and lets the reader go on with the next record.
@@ -10,7 +10,8 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from gramtile.kernels.errors import CorpusFormatError
+from gramtile.pipeline.representations.brackets import BracketError, parse_tree
+from gramtile.pipeline.representations.errors import CorpusFormatError
 
 DEFAULT_MAX_TOKENS = 1000
 MAX_TOKENS_FIX = "split it, or raise --max-tokens (max_tokens=) if the kernels should see it whole"
@@ -184,7 +185,7 @@ def check_tokens(n: int, max_tokens: int | None, path, line: int, what: str = "s
 def head_problem(heads) -> tuple[int, str] | None:
     """First problem of a 0-based head list as ``(word index, reason)``, or None for a tree.
 
-    Unlike :func:`~gramtile.pipeline.structures.validate_heads` this returns the offending
+    Unlike :func:`~gramtile.pipeline.representations.structures.validate_heads` this returns the offending
     word, so readers can point at the line that holds it.
     """
     n = len(heads)
@@ -220,14 +221,13 @@ HEAD_FIX = ("give every word a head inside the sentence (1-based, 0 for the root
 def parse_bracketed(text: str, path, line: int, what: str = "tree", root_label=None):
     """Parse a bracket string read from ``path`` at ``line`` into a Tree.
 
-    A :class:`~gramtile.pipeline.brackets.BracketError` becomes a CorpusFormatError whose line
+    A :class:`~gramtile.pipeline.representations.brackets.BracketError` becomes a CorpusFormatError whose line
     is the one holding the offending character (trees may span several lines).
     """
-    from gramtile.pipeline.brackets import BracketError, parse_tree
 
     if not text.strip():
         raise CorpusFormatError(f"empty {what}: no bracketed tree", path=path, line=line,
-                                fix=f"remove the record or give it a tree such as (S (NN word))")
+                                fix="remove the record or give it a tree such as (S (NN word))")
     try:
         return parse_tree(text, root_label=root_label)
     except BracketError as e:

@@ -12,12 +12,19 @@ from __future__ import annotations
 import conllu
 from conllu.exceptions import ParseException
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, HEAD_FIX, blocks, check_tokens, guarded, head_problem, make_policy, record_id,
+    DEFAULT_MAX_TOKENS,
+    HEAD_FIX,
+    blocks,
+    check_tokens,
+    guarded,
+    head_problem,
+    make_policy,
+    record_id,
     source,
 )
-from gramtile.pipeline.structures import DepTree, Document
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import DepTree, Document
 
 FIELDS = conllu.parser.DEFAULT_FIELDS
 LINE_FIX = "write 10 tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC"

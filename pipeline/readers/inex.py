@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import re
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, check_tokens, line_records, make_policy, record_id, source,
+    DEFAULT_MAX_TOKENS,
+    check_tokens,
+    line_records,
+    make_policy,
+    record_id,
+    source,
 )
-from gramtile.pipeline.structures import Document, PTree, Tree
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document, PTree, Tree
 
 FIX = "write each line as 'CLASS:label(child child ...)' with leaves as 'label($)', e.g. '3:12(7($) 9($))'"
 _TOKEN = re.compile(r"\s*(?:([^\s()$]+)|(\()|(\))|(\$))")

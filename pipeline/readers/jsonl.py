@@ -13,8 +13,8 @@ WSD instance       ``lemmas``, ``pos``, ``target`` + optional ``words``    ``"ws
 
 plus, freely combined with them, ``tree`` (a bracket string, structure ``"tree"``),
 ``ptree`` (nested ``{"label", "children": {"<position>": NODE}}``, structure ``"ptree"``),
-``relation`` (:mod:`gramtile.pipeline.relation`, structure ``"relation"``) and ``hdag``
-(:mod:`gramtile.pipeline.hdag_rep`, structure ``"hdag"``). Unknown keys and wrong types are
+``relation`` (:mod:`gramtile.pipeline.representations.relation`, structure ``"relation"``) and ``hdag``
+(:mod:`gramtile.pipeline.representations.hdag`, structure ``"hdag"``). Unknown keys and wrong types are
 errors naming the key and the line. Blank lines are not records.
 """
 from __future__ import annotations
@@ -23,15 +23,32 @@ import gzip
 import json
 from pathlib import Path
 
-from gramtile.kernels.errors import CorpusFormatError, RepresentationError
-from gramtile.pipeline.brackets import format_tree, parse_tree
-from gramtile.pipeline.hdag_rep import HDAG, hdag_from_obj, hdag_to_obj
+from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, HEAD_FIX, check_tokens, guarded, head_problem, lines, make_policy,
-    parse_bracketed, record_id, source,
+    DEFAULT_MAX_TOKENS,
+    HEAD_FIX,
+    check_tokens,
+    guarded,
+    head_problem,
+    lines,
+    make_policy,
+    parse_bracketed,
+    record_id,
+    source,
 )
-from gramtile.pipeline.relation import RelationExample, relation_from_json, relation_to_json
-from gramtile.pipeline.structures import DepTree, Document, PTree, TokenSeq, Tree, WSDInstance
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.hdag import HDAG, hdag_from_obj, hdag_to_obj
+from gramtile.pipeline.representations.relation import RelationExample, relation_from_json, relation_to_json
+from gramtile.pipeline.representations.structures import (
+    DepTree,
+    Document,
+    PTree,
+    TokenSeq,
+    Tree,
+    WSDInstance,
+    format_tree,
+)
 
 KEYS = ("id", "label", "text", "tree", "words", "heads", "lemmas", "pos", "deprels", "tokens",
         "target", "ptree", "relation", "hdag")

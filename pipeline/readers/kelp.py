@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import re
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, check_tokens, line_records, make_policy, parse_bracketed, record_id, source,
+    DEFAULT_MAX_TOKENS,
+    check_tokens,
+    line_records,
+    make_policy,
+    parse_bracketed,
+    record_id,
+    source,
 )
-from gramtile.pipeline.structures import Document
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document
 
 # the kind letters must match at both ends (|BT:x| ... |ET|), so a '|' inside a tree is harmless
 _PART = re.compile(r"\|B(T|V|S|DV):([^|]*)\|(.*?)\|E\1\|")

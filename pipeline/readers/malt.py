@@ -6,12 +6,20 @@ Each sentence becomes ``structures["dep"] = DepTree(words, heads=head-1, pos=tag
 """
 from __future__ import annotations
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, HEAD_FIX, blocks, check_tokens, files_in, guarded, head_problem, make_policy,
-    record_id, source,
+    DEFAULT_MAX_TOKENS,
+    HEAD_FIX,
+    blocks,
+    check_tokens,
+    files_in,
+    guarded,
+    head_problem,
+    make_policy,
+    record_id,
+    source,
 )
-from gramtile.pipeline.structures import DepTree, Document
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import DepTree, Document
 
 SUFFIXES = (".dp", ".dp.gz")
 LINE_FIX = "write word<TAB>tag<TAB>head (1-based, 0 for the root) [<TAB>relation] per line"

@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import re
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, check_tokens, guarded, lines, make_policy, record_id, source,
+    DEFAULT_MAX_TOKENS,
+    check_tokens,
+    guarded,
+    lines,
+    make_policy,
+    record_id,
+    source,
 )
-from gramtile.pipeline.structures import Document
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document
 
 _TREC_LABEL = re.compile(r"[^\s:]+:\S+")
 

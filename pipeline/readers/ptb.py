@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import re
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, check_tokens, files_in, guarded, lines, make_policy, parse_bracketed,
-    record_id, source,
+    DEFAULT_MAX_TOKENS,
+    check_tokens,
+    files_in,
+    guarded,
+    lines,
+    make_policy,
+    parse_bracketed,
+    record_id,
+    source,
 )
-from gramtile.pipeline.structures import Document, Tree
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document, Tree
 
 SUFFIXES = (".mrg", ".mrg.gz")
 _FUNCTION_TAG = re.compile(r"(?<=[^-=])[-=].*$")

@@ -30,9 +30,9 @@ form. ``lemmas="words"`` uses the lower-cased words as lemmas (no WordNet needed
 Each Document has ``id`` = the instance id, ``label`` = the ``senseid``, ``text`` = the
 context words joined by spaces and two structures:
 
-- ``"wsd"``: :class:`~gramtile.pipeline.structures.WSDInstance` of the target's sentence
+- ``"wsd"``: :class:`~gramtile.pipeline.representations.structures.WSDInstance` of the target's sentence
   (lemmas, pos, words, target index inside that sentence): the syntagmatic kernel's input;
-- ``"seq"``: :class:`~gramtile.pipeline.structures.TokenSeq` of the whole context (all
+- ``"seq"``: :class:`~gramtile.pipeline.representations.structures.TokenSeq` of the whole context (all
   sentences; tokens = words, lemmas, pos): the input of bag-of-words and the domain kernel.
 """
 from __future__ import annotations
@@ -40,9 +40,10 @@ from __future__ import annotations
 import html
 import re
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, check_tokens, lines, make_policy, source
-from gramtile.pipeline.structures import Document, TokenSeq, WSDInstance
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document, TokenSeq, WSDInstance
+from gramtile.pipeline.resources.similarity import load_wordnet
 
 FIX = ("write each instance as <instance id=\"...\">, one <answer instance=\"...\" senseid=\"...\"/>, "
        "<context> with <wf pos=\"TAG\">word</wf> tokens and exactly one <head>...</head>, </context>, "
@@ -63,7 +64,6 @@ class _Lemmatizer:
     """WordNet morphy lemmas per (word, Penn tag), cached (a corpus repeats its words)."""
 
     def __init__(self):
-        from gramtile.pipeline.similarity import load_wordnet
 
         try:
             self.wn = load_wordnet()

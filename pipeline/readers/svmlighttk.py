@@ -8,11 +8,17 @@ The label is kept as written (``"+1"``, ``"-1"``, ...).
 """
 from __future__ import annotations
 
-from gramtile.kernels.errors import CorpusFormatError
 from gramtile.pipeline.readers.base import (
-    DEFAULT_MAX_TOKENS, check_tokens, line_records, make_policy, parse_bracketed, record_id, source,
+    DEFAULT_MAX_TOKENS,
+    check_tokens,
+    line_records,
+    make_policy,
+    parse_bracketed,
+    record_id,
+    source,
 )
-from gramtile.pipeline.structures import Document
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document
 
 FIX = "write each line as '<label> |BT| (tree) |ET|', e.g. '+1 |BT| (S (NN word)) |ET|'"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 
 
 def _attr(tree, match):
@@ -80,7 +80,7 @@ def _cdp_table(t1, t2, alpha, match):
     w1, w2 = _attr(t1, match), _attr(t2, match)
     k1, k2 = _children(t1.heads), _children(t2.heads)
 
-    @lru_cache(maxsize=None)
+    @cache
     def cdp(n1, n2):
         if w1[n1] != w2[n2]:
             return Fraction(0)

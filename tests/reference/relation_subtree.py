@@ -14,7 +14,7 @@ from __future__ import annotations
 from fractions import Fraction
 from itertools import combinations
 
-from gramtile.pipeline.relation import node_class
+from gramtile.pipeline.representations.relation import node_class
 
 
 def t(p1, p2) -> int:

@@ -1,6 +1,6 @@
 """Slow references for the ST, SST and PT tree kernels (KERNELS.md section 5).
 
-Two independent forms of each kernel, on :class:`~gramtile.pipeline.structures.Tree` values,
+Two independent forms of each kernel, on :class:`~gramtile.pipeline.representations.structures.Tree` values,
 exact with :class:`fractions.Fraction` parameters:
 
 - the plain recursive Delta straight from the definitions (PT enumerates the child index
@@ -13,10 +13,10 @@ Only for tiny trees: the enumeration is exponential.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from functools import lru_cache
+from functools import cache
 from itertools import combinations, product
 
-from gramtile.pipeline.structures import Tree
+from gramtile.pipeline.representations.structures import Tree
 
 
 def production(t: Tree):
@@ -37,7 +37,7 @@ def _leaf_pairs(t1, t2):
 
 # ---- recursion --------------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
+@cache
 def delta_sst(n1: Tree, n2: Tree, lam, st=False):
     """SST Delta (ST when ``st``): 0 for leaves and different productions."""
     if not n1.children or not n2.children or production(n1) != production(n2):
@@ -71,7 +71,7 @@ def gap_exponent(J, gap):
     return span + 1 - len(J) if gap == "gaps" else span
 
 
-@lru_cache(maxsize=None)
+@cache
 def delta_pt(n1: Tree, n2: Tree, lam, mu, gap="gaps", tf=1, max_length=None):
     if n1.label != n2.label:
         return 0

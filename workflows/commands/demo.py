@@ -1,6 +1,8 @@
 """``gramtile demo``: the main job end to end on the embedded demo corpus."""
 from __future__ import annotations
 
+from gramtile.workflows.recipes.demo import run_demo
+
 
 def add_parser(sub):
     p = sub.add_parser("demo", help="run the end-to-end demo (parse, corpus store, Dask Gram tiles, k-fold SVM)",
@@ -18,7 +20,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gramtile.workflows.demo import run_demo
 
     run_demo(args.out, cluster=args.cluster, cluster_file=args.cluster_file, folds=args.folds, seed=args.seed,
              progress=not args.no_progress)

@@ -12,8 +12,23 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from gramtile.kernels.errors import EvaluationError
+from gramtile.pipeline.learn.crossval import (
+    evaluate,
+    learning_curve,
+    markdown_table,
+    open_gram_source,
+    parse_class_weight,
+    plot_learning_curve,
+    read_labels,
+    source_mrr,
+    store_labels,
+)
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.folds import load_or_make_folds, parse_split
+from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+from gramtile.pipeline.stores.storage import refuse_url
 
 
 def add_parser(sub):
@@ -107,10 +122,8 @@ def _sorted_by_label(labels, splits) -> bool:
 
 
 def _nystroem(source, labels, splits, args, common):
-    """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.evaluate`'s result (no per-split rows)."""
-    from types import SimpleNamespace
+    """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.crossval.evaluate`'s result (no per-split rows)."""
 
-    from gramtile.pipeline.nystroem import evaluate_nystroem
 
     rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.seed,
                              class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"])
@@ -119,10 +132,6 @@ def _nystroem(source, labels, splits, args, common):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.folds import load_or_make_folds, parse_split
-    from gramtile.pipeline.learn import (evaluate, learning_curve, markdown_table, open_gram_source,
-                                         parse_class_weight, plot_learning_curve, read_labels, source_mrr,
-                                         store_labels)
 
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
@@ -143,7 +152,6 @@ def run(args) -> int:
     else:
         k = 5 if args.folds is None else args.folds
         if not args.folds_dir:
-            from gramtile.pipeline.storage import refuse_url
 
             refuse_url(args.gram, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
         folds_dir = Path(args.folds_dir) if args.folds_dir else Path(args.gram).resolve().parent

@@ -1,6 +1,8 @@
 """``gramtile export``: write a complete Gram store's K to a .npy file."""
 from __future__ import annotations
 
+from gramtile.pipeline.stores.gram_store import GramStore, export
+
 
 def add_parser(sub):
     p = sub.add_parser("export", help="write K of a complete Gram store to .npy (refuses an incomplete store)")
@@ -12,7 +14,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.gram_store import GramStore, export
 
     st = GramStore.open(args.store)
     path = export(st, args.out, normalized=args.normalized)

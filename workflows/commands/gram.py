@@ -15,6 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.stores.storage import beside, is_url
 from gramtile.workflows.commands import CLUSTER_HELP
 
 
@@ -46,8 +49,6 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
     ``prepare`` resumes or reuses a store it already completed, so a rerun of the same
     ``gram --input`` command resumes both steps.
     """
-    from gramtile.pipeline.prepare import prepare
-    from gramtile.pipeline.storage import beside
 
     corpus = beside(out, ".corpus.zarr")
     prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress)
@@ -55,9 +56,7 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.engine import run_gram
 
-    from gramtile.pipeline.storage import is_url
 
     # a URL stays a string: Path() would fold "memory://g" into the local path "memory:/g"
     out = args.out if is_url(args.out) else Path(args.out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-import numpy as np
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 
 
 def add_parser(sub):
@@ -23,7 +23,6 @@ def _label_key(label):
 
 def report(path) -> dict:
     """The inspection report of a corpus store as a JSON-able dict."""
-    from gramtile.pipeline.corpus_store import CorpusStore
 
     store = CorpusStore.open(path)
     m = store.manifest

@@ -15,6 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from gramtile.pipeline.learn.models import SavedModel, read_documents
+
 
 def add_parser(sub):
     p = sub.add_parser("predict", help="predict labels of new examples with a saved model",
@@ -29,9 +33,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    import numpy as np
 
-    from gramtile.pipeline.models import SavedModel, read_documents
 
     t0 = time.perf_counter()
     m = SavedModel.load(args.model)

@@ -1,9 +1,13 @@
 """``gramtile prepare``: read, parse and shard a corpus into a corpus store (resumable)."""
 from __future__ import annotations
 
+from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.parsing.formats import FORMATS as _READERS
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
-
-from gramtile.pipeline.readers import FORMATS as _READERS
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.resources.keys import keys_for_option, parse_option
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.resource_store import ensure
 
 #: Every registered reader format (pipeline/readers/__init__.py).
 FORMATS = tuple(sorted(_READERS))
@@ -46,8 +50,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.prepare import prepare
-    from gramtile.pipeline.resources import parse_option
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
     reader_options = {}
@@ -55,7 +57,6 @@ def run(args) -> int:
         reader_options["encoding"] = args.encoding
     if args.trec_labels:
         if args.fmt != "trec":
-            from gramtile.kernels.errors import CorpusFormatError
 
             raise CorpusFormatError(f"--trec-labels applies to --format trec, not {args.fmt!r}",
                                     fix="drop --trec-labels")
@@ -72,8 +73,6 @@ def run(args) -> int:
 
 def build_resources(out, text: str):
     """Build the ``--resources`` items into the (complete) corpus store ``out`` and print them."""
-    from gramtile.pipeline.corpus_store import CorpusStore
-    from gramtile.pipeline.resources import ensure, keys_for_option
 
     keys = keys_for_option(text, CorpusStore.open(out).representations)
     for group, r in ensure(out, keys).items():

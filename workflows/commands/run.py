@@ -1,5 +1,5 @@
 """``gramtile run WORKFLOW.yaml --out DIR``: run a workflow file end to end (see
-:mod:`gramtile.pipeline.workflow` for the schema).
+:mod:`gramtile.workflows.runner` for the schema).
 
 Writes ``DIR/results.json`` (one row per kernel x model x setting), ``DIR/results.md`` and
 ``DIR/results.png``; the corpus and Gram stores in DIR are reused by a rerun (resumable).
@@ -9,7 +9,9 @@ from __future__ import annotations
 import sys
 import time
 
+from gramtile.pipeline.learn.crossval import markdown_table
 from gramtile.workflows.commands import CLUSTER_HELP
+from gramtile.workflows.runner import load_workflow, run_workflow
 
 
 def add_parser(sub):
@@ -27,8 +29,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.learn import markdown_table
-    from gramtile.pipeline.workflow import load_workflow, run_workflow
 
     t0 = time.perf_counter()
     wf = load_workflow(args.workflow)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from gramtile.pipeline.stores.gram_store import GramStore
+
 
 def add_parser(sub):
     p = sub.add_parser("status", help="tiles done / total and provenance of a Gram store")
@@ -13,7 +15,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.gram_store import GramStore
 
     st = GramStore.open(args.store)
     s = st.summary()

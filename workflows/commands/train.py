@@ -7,14 +7,19 @@ from them) or computed in memory. The model directory holds the kernel spec, the
 examples (JSON lines), the corpus resources the kernel read (LSA / domain spaces, WordNet
 synonymy: with ``--gram`` the corpus store's stored ones, else those built from the training
 examples), the dual coefficients and intercepts, the label map and provenance (see
-:mod:`gramtile.pipeline.models`); ``gramtile predict --model DIR`` uses it.
+:mod:`gramtile.pipeline.learn.models`); ``gramtile predict --model DIR`` uses it.
 """
 from __future__ import annotations
 
 import sys
 import time
 
-from gramtile.kernels.errors import EvaluationError
+from gramtile.kernels.spec import as_spec
+from gramtile.pipeline.learn.crossval import parse_class_weight
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.models import read_documents, train, train_from_store
+from gramtile.pipeline.learn.models import stored_kernel as _stored
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 
 
 def add_parser(sub):
@@ -40,17 +45,13 @@ def add_parser(sub):
 
 
 def stored_kernel(spec, grams, corpus_hash=None):
-    """K_spec over a square Gram store's rows and those rows (see :func:`gramtile.pipeline.models.stored_kernel`)."""
-    from gramtile.pipeline.models import stored_kernel as _stored
+    """K_spec over a square Gram store's rows and those rows (see :func:`gramtile.pipeline.learn.models.stored_kernel`)."""
 
     K, rows, _ = _stored(spec, grams, corpus_hash)
     return K, rows
 
 
 def run(args) -> int:
-    from gramtile.pipeline.evaluate import as_spec
-    from gramtile.pipeline.learn import parse_class_weight
-    from gramtile.pipeline.models import read_documents, train, train_from_store
 
     t0 = time.perf_counter()
     spec = as_spec(args.kernel)
@@ -64,7 +65,6 @@ def run(args) -> int:
     else:
         prov = {}
         if args.corpus:
-            from gramtile.pipeline.corpus_store import CorpusStore
 
             cs = CorpusStore.open(args.corpus)
             docs = cs.documents()

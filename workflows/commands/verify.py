@@ -1,6 +1,9 @@
 """``gramtile verify``: re-read every done tile (checksums, NaN); ``--repair`` recomputes bad ones."""
 from __future__ import annotations
 
+from gramtile.pipeline.compute.repair import repair
+from gramtile.pipeline.stores.gram_store import verify
+
 
 def add_parser(sub):
     p = sub.add_parser("verify", help="re-check every done tile of a Gram store; --repair recomputes bad tiles")
@@ -14,10 +17,10 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from gramtile.pipeline.gram_store import verify
-
-    rep = verify(args.store, repair=args.repair, cluster=args.cluster, cluster_file=args.cluster_file,
-                 progress=args.repair)
+    if args.repair:
+        rep = repair(args.store, cluster=args.cluster, cluster_file=args.cluster_file, progress=True)
+    else:
+        rep = verify(args.store)
     for t, why in rep.bad:
         print(f"bad tile {tuple(t)}: {why}")
     if rep.repaired:

@@ -1,0 +1,314 @@
+"""Named cluster profiles (``cluster.yaml``) and Dask clients made from them.
+
+A profile holds resources only — how many workers, how much memory, where the scheduler
+is — never a parameter that changes a stored number. ``cluster.yaml`` looks like::
+
+    profiles:
+      local: {n_workers: 2, threads_per_worker: 1, memory_limit: 2GiB}
+      scheduler: {address: "tcp://127.0.0.1:8786"}
+      big: {type: local, n_workers: 16}
+
+A profile's ``type`` (``sequential``, ``threads``, ``local``, ``scheduler``, ``slurm``,
+``kubernetes``) defaults to its name. The file is looked up in this order: an explicit ``cluster_file``
+(``--cluster-file``), ``$GRAMTILE_CLUSTER_FILE``, ``./cluster.yaml``; the built-in
+``sequential``, ``threads`` and ``local`` profiles are always available unless the file redefines
+them.
+``$GRAMTILE_SCHEDULER`` overrides the address of a ``scheduler`` profile.
+
+Profile types
+-------------
+sequential
+    No Dask: callers run their tasks in-process (:func:`open_client` yields None).
+threads
+    ``n_workers`` worker threads of the driver process. The Gram engine runs its tile tasks on a
+    plain thread pool (:func:`~gramtile.pipeline.compute.executors.run_threads`: no ``distributed``, no
+    event loop, no cluster to start); callers that need a Dask client (``gramtile prepare``,
+    recipes sharing one cluster) get a ``LocalCluster(processes=False)`` of as many threads.
+local
+    ``distributed.LocalCluster(n_workers, threads_per_worker, memory_limit, processes)``.
+scheduler
+    A running ``dask scheduler`` at ``address`` (``tcp://host:8786``), with workers started
+    by ``dask worker ADDRESS``; ``timeout`` seconds to connect.
+slurm
+    ``dask_jobqueue.SLURMCluster(**kwargs)`` scaled to ``jobs`` jobs;
+    :func:`slurm_job_script` shows the job script without SLURM.
+kubernetes
+    ``dask_kubernetes.operator.KubeCluster(**kwargs)`` (only if dask-kubernetes is installed).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from gramtile.pipeline import optional
+from gramtile.pipeline.compute.errors import ClusterConfigError
+
+TYPES = ("sequential", "threads", "local", "scheduler", "slurm", "kubernetes")
+
+BUILTIN_PROFILES = {
+    "sequential": {},
+    "local": {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"},
+    # worker threads of the driver process (every kernel core releases the GIL)
+    "threads": {"n_workers": 2},
+}
+
+_POS_INT = "a positive integer"
+# key -> (check, what it must be); None check = any value
+_KEYS = {
+    "sequential": {},
+    "threads": {"n_workers": ("posint", _POS_INT)},
+    "local": {"n_workers": ("posint", _POS_INT), "threads_per_worker": ("posint", _POS_INT),
+              "memory_limit": ("mem", "a size such as 2GiB, a number of bytes, or 'auto'"),
+              "processes": ("bool", "true or false"),
+              "dashboard_address": ("str", "an address such as ':8787' (default ':0': any free port)")},
+    "scheduler": {"address": ("addr", "an address such as tcp://127.0.0.1:8786"),
+                  "timeout": ("posnum", "a positive number of seconds")},
+    "slurm": {"cores": ("posint", _POS_INT), "processes": ("posint", _POS_INT),
+              "memory": ("mem", "a size such as 16GiB"), "walltime": ("str", "a time such as '02:00:00'"),
+              "queue": ("str", "a partition name"), "account": ("str", "an account name"),
+              "jobs": ("posint", _POS_INT), "job_extra_directives": ("strlist", "a list of strings"),
+              "job_script_prologue": ("strlist", "a list of shell lines"),
+              "worker_extra_args": ("strlist", "a list of strings"),
+              "log_directory": ("str", "a directory"), "local_directory": ("str", "a directory"),
+              "interface": ("str", "a network interface name such as ib0"), "python": ("str", "a python path"),
+              "job_name": ("str", "a job name"), "shebang": ("str", "a shebang line")},
+    "kubernetes": None,  # passed to KubeCluster as they are (its options evolve quickly)
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A validated cluster profile: ``name``, ``type``, ``options`` and where it came from."""
+
+    name: str
+    type: str
+    options: dict = field(default_factory=dict)
+    source: str = "built-in"
+
+    @property
+    def in_process(self) -> bool:
+        """Workers are threads of the driver's process (a ``threads`` profile, or a ``local`` one with
+        ``processes: false``)."""
+        return self.type == "threads" or (self.type == "local" and self.options.get("processes", True) is False)
+
+    @property
+    def n_workers(self) -> int:
+        """Expected number of worker processes (1 for sequential; a guide for read-ahead)."""
+        o = self.options
+        if self.type in ("local", "threads"):
+            return int(o.get("n_workers", 2))
+        if self.type == "slurm":
+            return int(o.get("jobs", 1)) * int(o.get("processes", 1))
+        if self.type == "kubernetes":
+            return int(o.get("n_workers", 1))
+        return 1 if self.type == "sequential" else 2
+
+
+def find_cluster_file(cluster_file=None):
+    """The cluster file to use (see module docstring), or None for the built-in profiles."""
+    if cluster_file is not None:
+        p = Path(cluster_file)
+        if not p.is_file():
+            raise ClusterConfigError(f"cluster file {p} does not exist. Fix: check --cluster-file")
+        return p
+    env = os.environ.get("GRAMTILE_CLUSTER_FILE")
+    if env:
+        p = Path(env)
+        if not p.is_file():
+            raise ClusterConfigError(f"$GRAMTILE_CLUSTER_FILE={env} does not exist. Fix: unset it or correct it")
+        return p
+    p = Path("cluster.yaml")
+    return p if p.is_file() else None
+
+
+def load_profiles(cluster_file=None) -> dict:
+    """All profiles by name, validated; file profiles override the built-in ones."""
+    profiles = {}
+    for name, opts in BUILTIN_PROFILES.items():
+        opts = dict(opts)
+        profiles[name] = Profile(name, opts.pop("type", name), opts)
+    path = find_cluster_file(cluster_file)
+    if path is None:
+        return profiles
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ClusterConfigError(f"{path}: not valid YAML ({e}). Fix: correct the syntax") from None
+    if not isinstance(data, dict) or set(data) - {"profiles"}:
+        raise ClusterConfigError(f"{path}: expected a mapping with the single key 'profiles', got "
+                                 f"{sorted(data) if isinstance(data, dict) else type(data).__name__}. "
+                                 "Fix: put every profile under 'profiles:'")
+    entries = data.get("profiles") or {}
+    if not isinstance(entries, dict):
+        raise ClusterConfigError(f"{path}: 'profiles' must map names to settings")
+    for name, opts in entries.items():
+        profiles[str(name)] = _validate(str(name), opts, path)
+    return profiles
+
+
+def _validate(name, opts, path) -> Profile:
+    where = f"{path}, profile {name!r}"
+    opts = {} if opts is None else opts
+    if not isinstance(opts, dict):
+        raise ClusterConfigError(f"{where}: settings must be a mapping, got {opts!r}")
+    opts = dict(opts)
+    ptype = opts.pop("type", name)
+    if ptype not in TYPES:
+        raise ClusterConfigError(f"{where}: type {ptype!r} is unknown. Fix: set 'type' to one of {list(TYPES)}")
+    allowed = _KEYS[ptype]
+    if allowed is not None:
+        for key, value in opts.items():
+            if key not in allowed:
+                raise ClusterConfigError(f"{where}: unknown key {key!r} for a {ptype} profile. "
+                                         f"Fix: use only {sorted(allowed) or 'no keys'}")
+            check, what = allowed[key]
+            if not _ok(check, value):
+                raise ClusterConfigError(f"{where}: {key} = {value!r} is not {what}. Fix: correct it")
+    if ptype == "scheduler" and "address" not in opts and not os.environ.get("GRAMTILE_SCHEDULER"):
+        raise ClusterConfigError(f"{where}: a scheduler profile needs 'address' (or $GRAMTILE_SCHEDULER)")
+    return Profile(name, ptype, opts, str(path))
+
+
+def _ok(check, v) -> bool:
+    if check == "posint":
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+    if check == "posnum":
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+    if check == "bool":
+        return isinstance(v, bool)
+    if check == "str":
+        return isinstance(v, str) and bool(v)
+    if check == "stropt":
+        return v is None or isinstance(v, str)
+    if check == "strlist":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if check == "mem":
+        return (isinstance(v, int) and not isinstance(v, bool) and v > 0) or (isinstance(v, str) and bool(v))
+    if check == "addr":
+        return isinstance(v, str) and "://" in v
+    return True
+
+
+def get_profile(name: str = "local", cluster_file=None) -> Profile:
+    """The profile ``name``; an unknown name raises :class:`ClusterConfigError` listing the known ones."""
+    profiles = load_profiles(cluster_file)
+    p = profiles.get(name)
+    if p is None:
+        src = find_cluster_file(cluster_file)
+        raise ClusterConfigError(f"unknown cluster profile {name!r}; known profiles: {sorted(profiles)} "
+                                 f"(from {src or 'built-in defaults'}). Fix: pick one or add it to cluster.yaml")
+    return p
+
+
+def scheduler_address(profile: Profile) -> str:
+    return os.environ.get("GRAMTILE_SCHEDULER") or profile.options["address"]
+
+
+@contextmanager
+def open_client(profile_name="local", cluster_file=None):
+    """A Dask ``distributed.Client`` for a profile, closed (with its cluster) on exit.
+
+    Parameters
+    ----------
+    profile_name : str or Profile
+    cluster_file : path, optional
+
+    Yields
+    ------
+    distributed.Client or None
+        None for a ``sequential`` profile: the caller runs in-process.
+    """
+    profile = profile_name if isinstance(profile_name, Profile) else get_profile(profile_name, cluster_file)
+    if profile.type == "sequential":
+        yield None
+        return
+    Client = optional.distributed().Client
+
+    o = dict(profile.options)
+    if profile.type == "threads":
+        o = {"n_workers": o.get("n_workers", 2), "threads_per_worker": 1, "processes": False}
+    if profile.type in ("local", "threads"):
+        LocalCluster = optional.distributed().LocalCluster
+
+        cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
+                               memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
+                               dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
+        with cluster, Client(cluster) as client:
+            yield client
+    elif profile.type == "scheduler":
+        address = scheduler_address(profile)
+        try:
+            client = Client(address, timeout=o.get("timeout", 10))
+        except OSError as e:
+            raise ClusterConfigError(
+                f"profile {profile.name!r}: cannot reach the Dask scheduler at {address} ({e}). Fix: start "
+                f"`dask scheduler` and `dask worker {address}`, or set $GRAMTILE_SCHEDULER") from None
+        with client:
+            yield client
+    elif profile.type == "slurm":
+        try:
+            SLURMCluster = optional.dask_jobqueue().SLURMCluster
+        except ImportError:
+            raise ClusterConfigError(f"profile {profile.name!r} needs dask-jobqueue. "
+                                     "Fix: pip install 'gramtile[slurm]'") from None
+        jobs = o.pop("jobs", 1)
+        with SLURMCluster(**o) as cluster:
+            cluster.scale(jobs=jobs)
+            with Client(cluster) as client:
+                yield client
+    elif profile.type == "kubernetes":
+        try:
+            KubeCluster = optional.dask_kubernetes_operator().KubeCluster
+        except ImportError:
+            raise ClusterConfigError(f"profile {profile.name!r} needs dask-kubernetes. "
+                                     "Fix: pip install dask-kubernetes, or use another profile") from None
+        with KubeCluster(**o) as cluster, Client(cluster) as client:
+            yield client
+
+
+@contextmanager
+def shared_client(cluster: str, cluster_file=None, client=None):
+    """``(profile name, client)`` for a recipe that runs many engine jobs on one cluster.
+
+    A LocalCluster per Gram store costs seconds each, so a recipe opens one here and passes it to
+    every :func:`~gramtile.pipeline.compute.engine.run_gram`. A given ``client`` is used as it is;
+    ``sequential`` (or a profile whose client is None) yields ``("sequential", None)``, and a
+    ``threads`` profile ``(name, None)``: its engine runs need no cluster.
+    """
+    if client is not None:
+        yield cluster, client
+    elif cluster == "sequential":
+        yield "sequential", None
+    elif get_profile(cluster, cluster_file).type == "threads":
+        yield cluster, None
+    else:
+        with open_client(cluster, cluster_file) as c:
+            yield ("sequential" if c is None else cluster), c
+
+
+def slurm_job_script(profile, cluster_file=None) -> str:
+    """The SLURM job script dask-jobqueue would submit for a ``slurm`` profile.
+
+    Built from dask-jobqueue's job class alone, so no SLURM and no scheduler are needed; the
+    scheduler address in the script is a placeholder (``tcp://SCHEDULER:8786``).
+
+    Parameters
+    ----------
+    profile : str or Profile
+    """
+    profile = profile if isinstance(profile, Profile) else get_profile(profile, cluster_file)
+    if profile.type != "slurm":
+        raise ClusterConfigError(f"profile {profile.name!r} has type {profile.type!r}; a job script needs a "
+                                 "slurm profile")
+    try:
+        SLURMJob = optional.load("dask_jobqueue.slurm", "dask-jobqueue").SLURMJob
+    except ImportError:
+        raise ClusterConfigError("dask-jobqueue is not installed. Fix: pip install 'gramtile[slurm]'") from None
+    o = {k: v for k, v in profile.options.items() if k != "jobs"}
+    o.setdefault("job_name", "gramtile")
+    return SLURMJob(scheduler="tcp://SCHEDULER:8786", name="gramtile-worker", **o).job_script()

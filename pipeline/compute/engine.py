@@ -1,0 +1,234 @@
+"""The tiled Gram engine: plan the tiles not yet done, execute them, record each one.
+
+:func:`run_gram` ties a corpus store, a kernel spec and a Gram store together:
+
+1. open the corpus store (it must be complete: its content hash is part of the provenance);
+2. take the Gram store's writer lock, then create the store or reopen it (a different kernel,
+   corpus, selection or tile size raises :class:`StoreMismatchError`);
+3. plan = all tiles of the grid minus those marked done;
+4. execute the plan with the ``sequential`` executor, on worker threads of this process
+   (``threads``) or on Dask (``--cluster`` profile of cluster.yaml); for every finished tile the
+   driver writes its diagonal chunks and its done bit and appends a line to ``<store>/log.jsonl``
+   (``{"event": "tile", "run": RUN_ID, "tile": [i, j], "evaluations", "seconds", "cpu_seconds",
+   "time", "worker"}``);
+5. log a ``"start"`` and an ``"end"`` line per run and print a summary.
+
+The numbers in the store depend only on the spec, the corpus and the selections: executor,
+cluster profile, worker count and tile size change speed, never a value beyond float64
+round-off of the kernel's own pair evaluation order (tests: bitwise equal across executors).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+from tqdm import tqdm
+
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.spec import as_spec
+from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.gram_store import GramStore, selection_hash, store_lock
+from gramtile.pipeline.stores.resource_store import ensure_for_spec
+from gramtile.pipeline.stores.storage import location
+from gramtile.pipeline.stores.tiles import TileGrid, as_selection, choose_tile, parse_selection, plan
+
+
+def _open_corpus(corpus):
+
+    cs = corpus if isinstance(corpus, CorpusStore) else CorpusStore.open(corpus)
+    if not cs.complete or not cs.content_hash:
+        raise StoreError(f"corpus store {cs.path} is incomplete (no content hash yet); finish it by rerunning "
+                         f"`gramtile prepare` with the same arguments")
+    return cs
+
+
+def _selection(sel, n, name):
+    if isinstance(sel, str):
+        return parse_selection(sel, n, f"--{name}")
+    return as_selection(sel, n, name)
+
+
+def _start_warm_up(job, ridx):
+    """Warm the kernel in a daemon thread while an in-process Dask cluster starts (see
+    :func:`~gramtile.pipeline.compute.executors.warm_up`); a failure there is left to the tiles to report."""
+
+
+    def run():
+        try:
+            warm_up(job, ridx)
+        except Exception:  # noqa: BLE001  (the first tile raises the same error with its context)
+            pass
+
+    threading.Thread(target=run, name="gramtile-warm-up", daemon=True).start()
+
+
+def _check_out(out):
+    if out.exists() and not out.exists("zarr.json"):
+        junk = [name for name in out.listdir() if name != "gramtile.lock"]
+        if junk:
+            raise StoreError(f"--out {out} exists and is not a Gram store (it holds {junk[:3]}); "
+                             f"choose another --out")
+
+
+def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local", cluster_file=None,
+             progress=True, memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
+             on_tile=None, client=None) -> GramStore:
+    """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
+
+    Parameters
+    ----------
+    corpus : path, fsspec URL or CorpusStore
+        A complete corpus store (at a URL, every worker must be able to read that URL).
+    spec : KernelSpec, dict, or JSON string (``@file`` allowed)
+    out : path or fsspec URL
+        The Gram store (created, or resumed when it exists for the same inputs). With workers
+        on other machines, both stores must be on storage they share (a URL or a shared mount).
+    rows, cols : None, "all", "a:b", "@file.txt", slice, or array of corpus indices
+        Row and column examples; ``cols=None`` means cols = rows, a symmetric Gram matrix of
+        which only tiles i <= j are computed.
+    tile : int, optional
+        Tile edge; default: the existing store's, else :func:`~gramtile.pipeline.stores.tiles.choose_tile`.
+    cluster : str
+        Profile of cluster.yaml; ``"sequential"`` runs in-process without Dask.
+    cluster_file : path, optional
+    progress : bool
+        Show a tqdm bar over tiles and print a summary (to stderr).
+    memory_budget : int
+        Bytes per task for :func:`~gramtile.pipeline.stores.tiles.choose_tile`.
+    max_in_flight : int, optional
+        Tasks submitted at a time (Dask: default 2 x worker threads, at least 4; ``threads``:
+        2 x threads).
+    on_tile : callable, optional
+        Called with each :class:`~gramtile.pipeline.compute.executors.TileResult` after it is recorded.
+    client : distributed.Client, optional
+        An already connected client to run on (``cluster`` is then only recorded in the log).
+
+    Returns
+    -------
+    GramStore
+    """
+
+    spec = as_spec(spec)
+    profile = None
+    if client is None and cluster != "sequential":
+
+        profile = get_profile(cluster, cluster_file)  # a bad profile fails before any work
+    cs = _open_corpus(corpus)
+    reps = tuple(sorted({b.rep_name for b in spec.base_specs()}))
+    have = cs.representations
+    for r in reps:
+        if r not in have:
+            raise KernelSpecError(f"kernel {spec.to_json()} reads representation {r!r}, but corpus store {cs.path} "
+                                  f"holds {sorted(have)}; set the kernel's 'rep' to one of those or prepare the "
+                                  f"corpus with that representation")
+    n = cs.n
+    r_idx = _selection(rows, n, "rows")
+    symmetric = cols is None or (not isinstance(cols, str) and cols is rows)
+    c_idx = r_idx if symmetric else _selection(cols, n, "cols")
+    if not symmetric and np.array_equal(r_idx, c_idx):
+        symmetric, c_idx = True, r_idx
+    out = location(out)
+    _check_out(out)
+    # provenance and tasks name the corpus by its absolute path, or by its URL as given
+    corpus_at = location(cs.path).canonical()
+    if client is None and profile is not None and profile.type != "sequential" and not profile.in_process:
+        unseen = [str(loc) for loc in (location(cs.path), out) if loc.process_local]
+        if unseen:
+            raise StoreError(f"{unseen[0]} lives in this process's memory, which the worker processes of cluster "
+                             f"profile {cluster!r} cannot see. Fix: use --cluster threads or sequential, or put the "
+                             f"stores on storage the workers share (a path, file:// or s3:// URL)")
+    out.makedirs()
+    ids = None
+    if cs.n <= 200_000:
+        all_ids = cs.ids
+        ids = ([all_ids[i] for i in r_idx], [all_ids[i] for i in c_idx])
+
+    with store_lock(out):
+        # the corpus resources the kernel reads (similarity matrices, domain spaces): built now,
+        # in the driver, if the corpus store lacks them; their content hashes join the provenance
+        resources = ensure_for_spec(corpus_at, spec)
+        store = GramStore.create_or_open(
+            out, spec=spec, corpus_hash=cs.content_hash, corpus_path=corpus_at, resources=resources,
+            rows=r_idx, cols=c_idx, tile=tile, symmetric=symmetric,
+            row_ids=None if ids is None else ids[0], col_ids=None if ids is None else ids[1],
+            default_tile=choose_tile(len(r_idx), len(c_idx), memory_budget, len(spec.base_specs())))
+        grid = TileGrid(r_idx, c_idx, store.tile, symmetric=symmetric)
+        done = store.done_mask()
+        todo = plan(grid, done)
+        total_tiles = len(grid.tiles())
+        run_id = uuid.uuid4().hex[:12]
+        job = TileJob(corpus_path=corpus_at, corpus_hash=cs.content_hash,
+                      spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
+                      store_path=out.canonical(), tile=store.tile, symmetric=symmetric,
+                      token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
+                      store_uid=store.meta.get("uid"))
+        executor = "dask" if client is not None else \
+            "sequential" if profile is None or profile.type == "sequential" else \
+            "threads" if profile.type == "threads" else "dask"
+        store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
+                   "tiles_total": total_tiles, "executor": executor, "cluster": cluster})
+        store.touch()
+        todo_evals = sum(grid.evaluations(t) for t in todo)
+        bar = None
+        if progress:
+
+            bar = tqdm(total=len(todo), unit="tile", desc=f"gram {spec.kind}", file=sys.stderr,
+                       initial=0, dynamic_ncols=True)
+        state = {"evals": 0, "t0": time.perf_counter(), "tiles": 0}
+
+        def record(res):
+            store.mark_done(res.tile, res.diag_r, res.diag_c)
+            store.log({"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
+                       "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),
+                       "cpu_seconds": round(res.cpu_seconds, 6), "time": time.time(),
+                       "worker": res.worker})
+            state["evals"] += res.evaluations
+            state["tiles"] += 1
+            if bar is not None:
+                el = max(time.perf_counter() - state["t0"], 1e-9)
+                bar.set_postfix_str(f"{state['evals'] / el:,.0f} evals/s, {state['evals']:,}/{todo_evals:,} evals")
+                bar.update(1)
+            if on_tile is not None:
+                on_tile(res)
+
+        try:
+            if executor == "sequential":
+                run_sequential(job, grid, todo, record)
+            elif executor == "threads":
+                run_threads(job, grid, todo, record, profile.n_workers, max_in_flight=max_in_flight)
+            elif client is not None:
+                run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
+            elif todo:
+                if profile.in_process:
+                    _start_warm_up(job, grid.row_index(todo[0].i))
+                with open_client(profile) as client:
+                    if client is None:
+                        run_sequential(job, grid, todo, record)
+                    else:
+                        if bar is not None:
+                            link = getattr(client, "dashboard_link", None)
+                            bar.write(f"gramtile gram: Dask cluster {cluster!r}"
+                                      + (f", dashboard {link}" if link else ""), file=sys.stderr)
+                        run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
+        finally:
+            if bar is not None:
+                bar.close()
+            el = time.perf_counter() - state["t0"]
+            d = store.done_mask()
+            n_done = sum(bool(d[t.i, t.j]) for t in grid.tiles())
+            store.log({"event": "end", "run": run_id, "time": time.time(), "tiles_computed": state["tiles"],
+                       "evaluations": state["evals"], "seconds": round(el, 3), "tiles_done": n_done,
+                       "tiles_total": total_tiles})
+            store.touch()
+        if progress:
+            rate = state["evals"] / el if el > 0 else 0.0
+            print(f"gramtile gram: {state['tiles']} tile(s) computed this run ({state['evals']:,} evaluations, "
+                  f"{el:.1f} s, {rate:,.0f} evals/s); {n_done}/{total_tiles} tiles done; "
+                  f"K {grid.n_rows} x {grid.n_cols}, tile {store.tile}, store {out}", file=sys.stderr)
+    return GramStore.open(out)

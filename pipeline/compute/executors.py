@@ -1,0 +1,349 @@
+"""Executors: run tile tasks in-process (``sequential``, the reference), on worker threads of
+the driver (``threads``) or on Dask (``dask``).
+
+All three call the same task, :func:`compute_tile`, which
+
+1. loads the row and column examples of its tile from the corpus store through two per-process
+   LRUs, of assembled tile ranges and of shards, keyed by (corpus path, content hash,
+   representation(s), range), so a Dask worker reads each shard once and assembles each tile
+   row's examples once, not once per tile,
+2. evaluates the spec on them with :func:`~gramtile.pipeline.compute.inmemory.evaluate_block`,
+3. **writes its whole tile into the Gram store itself** (symmetric stores keep tiles i <= j only),
+4. returns only the tile's diagonals and timing to the driver.
+
+The driver then writes the diagonal chunks and the tile's done bit (driver-side done bits:
+the done array then has one writer, and a tile is marked done only after its chunk write has
+returned). So K chunks have exactly one writer each (the task of their tile), and ``done``/diag
+chunks have exactly one writer (the driver).
+
+``threads`` runs the tasks on a plain thread pool of the driver process. Every gramtile kernel
+core releases the GIL, so two threads compute two tiles at once; in one process Dask would add
+nothing a pool lacks (there is no worker to lose and no data to move) but its import, cluster
+start and event loop, which on a small machine cost as much as several tiles (BENCHMARKS.md).
+
+Dask task keys are deterministic: ``gram-<spec_hash[:16]>-<store token>-<i>-<j>``. The store
+token (a hash of corpus content hash, selections and tile size) keeps two runs of the same
+kernel over different corpora on one shared scheduler from ever sharing a key. At most
+``max_in_flight`` tasks are submitted at a time, so the driver's memory does not grow with n.
+Worker loss is survived by Dask's rescheduling plus ``retries=3``; a re-run task rewrites the
+same chunk with the same numbers.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+import numpy as np
+
+from gramtile.kernels.batches import Batch
+from gramtile.kernels.spec import parse_spec
+from gramtile.pipeline import optional
+from gramtile.pipeline.compute.inmemory import evaluate_block
+from gramtile.pipeline.resources.keys import resource_names
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreMismatchError
+from gramtile.pipeline.stores.gram_store import write_tile
+from gramtile.pipeline.stores.resource_store import load_for_spec
+from gramtile.pipeline.stores.tiles import Tile, TileGrid
+
+#: Shards kept per process (all representations together).
+SHARD_CACHE_SIZE = 16
+#: Assembled tile ranges kept per process (a row range serves a whole tile row).
+RANGE_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True)
+class TileJob:
+    """Everything a tile task needs, small enough to send with every task."""
+
+    corpus_path: str
+    corpus_hash: str
+    spec_json: str
+    spec_hash: str
+    reps: tuple
+    store_path: str
+    tile: int
+    symmetric: bool
+    token: str
+    store_uid: str | None = None
+
+    def key(self, t: Tile) -> str:
+        """Deterministic Dask key of tile ``t``."""
+        return f"gram-{self.spec_hash[:16]}-{self.token}-{t.i}-{t.j}"
+
+
+def store_token(corpus_hash: str, rows_sha: str, cols_sha: str, tile: int) -> str:
+    return hashlib.sha256(f"{corpus_hash}|{rows_sha}|{cols_sha}|{tile}".encode()).hexdigest()[:8]
+
+
+@dataclass
+class TileResult:
+    """What a task returns to the driver (the tile itself is already in the store)."""
+
+    tile: Tile
+    diag_r: np.ndarray
+    diag_c: np.ndarray
+    evaluations: int
+    seconds: float
+    worker: str
+    cpu_seconds: float = 0.0
+
+
+# ---- per-process caches --------------------------------------------------------------------
+
+_lock = threading.Lock()
+_corpora: dict = {}
+_shards: OrderedDict = OrderedDict()
+_ranges: OrderedDict = OrderedDict()
+_specs: dict = {}
+_resources: dict = {}
+stats = {"shard_loads": 0, "shard_hits": 0, "range_hits": 0}
+
+
+def _corpus(path: str, content_hash: str):
+
+    key = (path, content_hash)
+    with _lock:
+        cs = _corpora.get(key)
+    if cs is None:
+        cs = CorpusStore.open(path)
+        if cs.content_hash != content_hash:
+            raise StoreMismatchError(
+                f"corpus store {path} changed: content hash {cs.content_hash}, the Gram run expects "
+                f"{content_hash}; rerun against the corpus the store was created from, or use a new --out")
+        with _lock:
+            _corpora[key] = cs
+    return cs
+
+
+def _spec(spec_json: str):
+    s = _specs.get(spec_json)
+    if s is None:
+
+        s = _specs[spec_json] = parse_spec(spec_json)
+    return s
+
+
+def _shard(cs, path, content_hash, rep, a, b) -> Batch:
+    key = (path, content_hash, rep, a, b)
+    with _lock:
+        bt = _shards.get(key)
+        if bt is not None:
+            _shards.move_to_end(key)
+            stats["shard_hits"] += 1
+            return bt
+    bt = cs.load(rep, a, b)
+    with _lock:
+        stats["shard_loads"] += 1
+        _shards[key] = bt
+        while len(_shards) > SHARD_CACHE_SIZE:
+            _shards.popitem(last=False)
+    return bt
+
+
+def _shard_ranges(cs) -> list:
+    rngs = [(int(a), int(b)) for a, b in cs.shard_ranges]
+    return rngs if rngs else [(0, int(cs.n))]
+
+
+def _range_key(idx: np.ndarray):
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size and (idx.size == 1 or bool(np.all(np.diff(idx) == 1))):
+        return ("range", int(idx[0]), int(idx[-1]) + 1)
+    return ("index", hashlib.sha1(idx.tobytes()).hexdigest())
+
+
+def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
+    """Examples ``idx`` (corpus indices, any order) of each representation.
+
+    Two per-process LRUs serve it: tile ranges already assembled (a tile row's examples are
+    reused by every tile of that row), and the corpus shards they are cut from.
+
+    Returns
+    -------
+    dict representation name -> Batch with ``len(idx)`` examples in the order of ``idx``.
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    key = (corpus_path, content_hash, tuple(reps), _range_key(idx))
+    with _lock:
+        hit = _ranges.get(key)
+        if hit is not None:
+            _ranges.move_to_end(key)
+            stats["range_hits"] += 1
+            return hit
+    out = _assemble(corpus_path, content_hash, reps, idx)
+    with _lock:
+        _ranges[key] = out
+        while len(_ranges) > RANGE_CACHE_SIZE:
+            _ranges.popitem(last=False)
+    return out
+
+
+def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
+    cs = _corpus(corpus_path, content_hash)
+    rngs = _shard_ranges(cs)
+    starts = np.asarray([a for a, _ in rngs], dtype=np.int64)
+    sh = np.searchsorted(starts, idx, side="right") - 1
+    needed = np.unique(sh)
+    out = {}
+    for rep in reps:
+        parts, base, pos = [], {}, 0
+        for s in needed:
+            a, b = rngs[int(s)]
+            bt = _shard(cs, corpus_path, content_hash, rep, a, b)
+            base[int(s)] = pos - a
+            pos += bt.n
+            parts.append(bt)
+        whole = parts[0] if len(parts) == 1 else Batch.concat(parts)
+        local = idx + np.asarray([base[int(s)] for s in sh], dtype=np.int64)
+        if local.size == whole.n and np.array_equal(local, np.arange(whole.n)):
+            out[rep] = whole
+        else:
+            out[rep] = whole.take(local)
+    return out
+
+
+def corpus_resources(corpus_path: str, content_hash: str, spec, reps) -> dict:
+    """The corpus resources a spec's kernels name (soft-matching similarity matrices, domain
+    spaces), **loaded** from the corpus store's ``resources/`` groups (:mod:`gramtile.pipeline.resources.build`)
+    once per process. Tasks never build them: the driver did, before submitting tiles (the Gram
+    store's creation calls :func:`~gramtile.pipeline.resources.build.ensure_for_spec`), or
+    ``gramtile prepare --resources`` did. ``{}`` when the spec needs none."""
+
+    if not any(resource_names(b) for b in spec.base_specs()):
+        return {}
+    key = (corpus_path, content_hash, spec.spec_hash)
+    with _lock:
+        res = _resources.get(key)
+    if res is None:
+        _corpus(corpus_path, content_hash)  # the store must still be the one the run expects
+        res = load_for_spec(corpus_path, spec)
+        with _lock:
+            _resources[key] = res
+    return res
+
+
+def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> TileResult:
+    """Compute tile ``t`` and write it into the store (see module docstring)."""
+
+    t = Tile(int(t[0]), int(t[1]))
+    t0, c0 = time.perf_counter(), time.thread_time()
+    spec = _spec(job.spec_json)
+    X = load_examples(job.corpus_path, job.corpus_hash, job.reps, ridx)
+    res = corpus_resources(job.corpus_path, job.corpus_hash, spec, job.reps)
+    if res:
+        X = {**X, **res}  # a copy: the cached tile range stays resource-free
+    if job.symmetric and t.i == t.j:
+        K, dr, dc = evaluate_block(spec, X)
+        n = len(ridx)
+        evals = n * (n + 1) // 2
+    else:
+        Y = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
+        K, dr, dc = evaluate_block(spec, X, Y)
+        evals = len(ridx) * len(cidx)
+    write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid)
+    return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
+                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0)
+
+
+def warm_up(job: TileJob, ridx: np.ndarray):
+    """Evaluate the spec on the first (at most two) row examples, writing nothing.
+
+    This loads the kernel's compiled cores (Numba's on-disk cache) and the first shard into this
+    process. The engine runs it in a thread while the in-process cluster of a ``local`` profile
+    with ``processes: false`` starts, so its worker threads find both ready instead of waiting
+    for them. (The ``threads`` executor starts no cluster, so there is nothing to overlap.)
+    Kernels with corpus resources are skipped (building those belongs to the first tile).
+    """
+
+    spec = _spec(job.spec_json)
+    if any(resource_names(b) for b in spec.base_specs()) or len(ridx) == 0:
+        return
+    evaluate_block(spec, load_examples(job.corpus_path, job.corpus_hash, job.reps, np.asarray(ridx[:2])))
+
+
+# ---- executors -----------------------------------------------------------------------------
+
+def run_sequential(job: TileJob, grid: TileGrid, tiles, on_result):
+    """Reference executor: compute ``tiles`` one after the other in this process."""
+    for t in tiles:
+        on_result(compute_tile(job, t, grid.row_index(t.i), grid.col_index(t.j)))
+
+
+def run_threads(job: TileJob, grid: TileGrid, tiles, on_result, n_threads: int, max_in_flight: int | None = None):
+    """Thread executor: ``n_threads`` worker threads of this process compute ``tiles``.
+
+    Tasks are submitted in plan order, at most ``max_in_flight`` (default ``2 * n_threads``) at a
+    time; ``on_result`` runs in the calling thread, in completion order. When a task or
+    ``on_result`` raises, tasks not yet started are cancelled, running ones finish (a compiled
+    kernel cannot be interrupted; their tiles are written but not marked done, so a rerun
+    computes them again), and the exception propagates.
+    """
+
+    max_in_flight = max_in_flight or 2 * n_threads
+    it = iter(tiles)
+    pending = set()
+    with ThreadPoolExecutor(n_threads, thread_name_prefix="gramtile-tile") as pool:
+        def submit(t):
+            pending.add(pool.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j)))
+
+        try:
+            for t in it:
+                submit(t)
+                if len(pending) >= max_in_flight:
+                    break
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    on_result(fut.result())
+                    nxt = next(it, None)
+                    if nxt is not None:
+                        submit(nxt)
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+
+
+def run_dask(job: TileJob, grid: TileGrid, tiles, on_result, client, max_in_flight: int | None = None):
+    """Dask executor: submit tile tasks with deterministic keys, at most ``max_in_flight`` at once.
+
+    ``on_result`` runs in the driver for each finished task, in completion order.
+    """
+    as_completed = optional.distributed().as_completed
+
+    if max_in_flight is None:
+        threads = sum(client.nthreads().values()) or 1
+        max_in_flight = max(4, 2 * threads)
+    it = iter(tiles)
+
+    def submit(t):
+        return client.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j),
+                             key=job.key(t), retries=3)
+
+    first = []
+    for t in it:
+        first.append(submit(t))
+        if len(first) >= max_in_flight:
+            break
+    if not first:
+        return
+    ac = as_completed(first)
+    try:
+        for fut in ac:
+            res = fut.result()
+            fut.release()
+            on_result(res)
+            nxt = next(it, None)
+            if nxt is not None:
+                ac.add(submit(nxt))
+    except BaseException:
+        # leave no task of this run behind on a shared scheduler
+        for f in list(ac.futures):
+            f.cancel()
+        raise

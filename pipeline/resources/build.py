@@ -1,0 +1,135 @@
+"""Building corpus resources, and their array form: WordNet synonymy, LSA and domain spaces.
+
+:func:`build_value` is the one builder of both paths, in-memory examples
+(:func:`gramtile.pipeline.compute.inmemory.add_resources`) and corpus stores
+(:func:`gramtile.pipeline.stores.resource_store.ensure`). :func:`arrays_of` / :func:`value_of`
+give a value's arrays for storage and back; :func:`content_hash` hashes them; :func:`map_value`
+re-indexes a value onto another vocabulary (saved models).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import scipy.sparse as sp
+
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.pipeline.resources.domain import domain_resource
+from gramtile.pipeline.resources.similarity import similarity_resource
+
+# ---- building ------------------------------------------------------------------------------
+
+def build_value(name: str, vocab_strings, structs):
+    """Build resource ``name`` over the symbols ``vocab_strings`` from the structures ``structs``.
+
+    The one builder of both paths: :func:`gramtile.pipeline.compute.inmemory.add_resources` (in-memory
+    examples) and :func:`ensure` (every example of a corpus store).
+
+    Parameters
+    ----------
+    name : str
+        ``similarity/wordnet``, ``similarity/lsa/<field>`` or ``domain/lsa/<dims>``.
+    vocab_strings : sequence of str
+        Symbol strings in id order (``Vocabularies.sym.strings``).
+    structs : list of structures
+        The examples of the representation the kernel reads (unused by WordNet).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix (WordNet) or ndarray of shape (V, k) (LSA / domain factors)
+    """
+    if name.startswith("domain/"):
+
+        return domain_resource(name, vocab_strings, structs)
+
+    docs = None
+    if name.startswith("similarity/lsa/"):
+        field = name.rsplit("/", 1)[1]
+        docs = [list(getattr(x, field) or ()) for x in structs]
+    return similarity_resource(name, vocab_strings, docs)
+
+
+#: The arrays that store a resource value of each kind.
+ARRAY_NAMES = {"csr": ("indptr", "indices", "data"), "dense": ("value",)}
+
+
+def arrays_of(value) -> tuple:
+    """(kind, {array name: ndarray}) of a resource value, in the stored order (inverse of
+    :func:`value_of`)."""
+
+    if sp.issparse(value):
+        A = value.tocsr()
+        return "csr", {"indptr": np.asarray(A.indptr, dtype=np.int64),
+                       "indices": np.asarray(A.indices, dtype=np.int32),
+                       "data": np.asarray(A.data, dtype=np.float64)}
+    return "dense", {"value": np.ascontiguousarray(value, dtype=np.float64)}
+
+
+def value_of(kind: str, shape, arrays: dict):
+    """The resource value stored as ``arrays`` (a CSR matrix of ``shape``, or the dense factor)."""
+    if kind == "csr":
+
+        return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(shape))
+    return arrays["value"]
+
+
+def content_hash(kind: str, shape, arrays: dict) -> str:
+    """sha256 over kind, shape and each array's name, dtype, shape and little-endian bytes."""
+    h = hashlib.sha256(json.dumps({"kind": kind, "shape": [int(s) for s in shape]}).encode())
+    for name in sorted(arrays):
+        a = np.asarray(arrays[name])
+        a = a.astype(a.dtype.newbyteorder("<"))
+        h.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+# ---- re-indexing (saved models) ------------------------------------------------------------------
+
+def map_value(value, strings, onto):
+    """Re-index a resource value built over the symbols ``strings`` onto the symbols ``onto``.
+
+    A saved model carries the resources its kernel read at training, indexed by the training
+    vocabulary; prediction encodes its examples over another vocabulary. A symbol of ``onto``
+    seen at training keeps its row (dense factor) or its entries with every other seen symbol
+    (CSR similarity). A symbol unseen at training is *out of the space*, as a word outside the
+    corpus in LSA / domain models: a zero factor row (zero domain vector; in soft matching it
+    then matches only itself, since the kernel takes 1 on the diagonal of an LSA factor) or, for
+    a CSR matrix, a unit diagonal entry and nothing else (exact matching).
+
+    Parameters
+    ----------
+    value : scipy.sparse matrix (V, V) or ndarray (V, k)
+    strings : sequence of str
+        The symbols indexing ``value`` (length V), in id order.
+    onto : sequence of str
+        The target symbols in id order.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix (n, n) with sorted indices, or ndarray (n, k); n = len(onto).
+    """
+
+    index = {s: i for i, s in enumerate(strings)}
+    src = np.fromiter((index.get(s, -1) for s in onto), dtype=np.int64, count=len(onto))
+    seen = src >= 0
+    n = len(onto)
+    if sp.issparse(value):
+        A = value.tocsr()
+        if A.shape != (len(index), len(index)):
+            raise KernelSpecError(f"resource matrix of shape {A.shape} does not match its {len(index)} symbols")
+        new = np.flatnonzero(seen)
+        P = sp.csr_matrix((np.ones(new.size), (new, src[seen])), shape=(n, A.shape[0]))
+        M = (P @ A @ P.T).tocsr()
+        # unseen symbols: exact matching only (unit diagonal), as a word without synsets
+        M = (M + sp.diags((~seen).astype(np.float64), format="csr")).tocsr()
+        M.sum_duplicates()
+        M.sort_indices()
+        return M
+    F = np.asarray(value, dtype=np.float64)
+    if F.ndim != 2 or F.shape[0] != len(index):
+        raise KernelSpecError(f"resource factor of shape {F.shape} does not match its {len(index)} symbols")
+    out = np.zeros((n, F.shape[1]))
+    out[seen] = F[src[seen]]
+    return out

@@ -1,0 +1,578 @@
+"""The corpus store: parsed, encoded examples in a sharded Zarr v3 group on disk.
+
+Layout::
+
+    CORPUS.zarr/
+      zarr.json            attributes: "manifest" (below)
+      ids                  string array (n,), chunks = shard_size
+      labels, texts,       string arrays (n,): JSON of each example's label / text / source
+      sources              ("null" when absent)
+      vocab/sym, vocab/prod, vocab/pprod
+                           string arrays: Vocabularies.to_dict(), append-only
+      reps/<name>/<k>/     one group per representation and shard k, holding
+                           Batch.arrays(): "offsets" (int64) and the kind's node columns
+                           (int32; "weight" of bags float64)
+      resources/<name>-<param hash>/
+                           corpus resources (similarity matrices, domain spaces) built after
+                           completion, with provenance and content hash (pipeline/resources/build.py)
+      .lock                held by the one writer (pid and host; at a URL also a token)
+
+A store can be written and read at an fsspec URL (``s3://bucket/c.zarr``,
+``file:///shared/c.zarr``) as well as at a path: every byte goes through
+:mod:`gramtile.pipeline.stores.storage` (Zarr's ``FsspecStore`` at a URL, the path string otherwise),
+and the writer lock is a :class:`~gramtile.pipeline.stores.locks.UrlLock` there.
+
+Bags (``dict`` feature -> weight structures, e.g. KeLP's ``bow``) are batches of kind
+``"bag"``: ``offsets`` (n+1,), ``feat`` (sym-vocabulary ids, sorted per example) and
+``weight`` (float64). ``load("bow", a, b)`` returns such a batch; :func:`bag_arrays` is the
+small loader for code that wants the three CSR arrays.
+
+Manifest (group attribute ``manifest``)::
+
+    {format_version, gramtile_version, source, input_format, shard_size,
+     n_examples (None while incomplete), complete,
+     shards: [{index, start, stop, done, vocab_sizes, run}],
+     representations: {name: kind}, parser: {model, model_version, spacy_version} or None,
+     content_hash (None while incomplete), skipped: [{source, error}], options,
+     runs: [{run, started, finished, parsed_shards, reused_shards, cluster, ...}],
+     expected_shards (prepare's estimate from the input, or None)}
+
+Crash safety: a shard is written in this order — its manifest entry with ``done: false``,
+its arrays, its ids/labels/texts/sources, the vocabulary strings it added, and only then its
+``done: true`` flag together with the vocabulary sizes after it. Each Zarr metadata write is
+atomic (write-then-rename at paths and file:// URLs, one PUT on object stores), so a killed
+writer leaves at worst an entry with ``done: false``.
+Shards are written strictly in order, so the done shards are always a prefix; on reopening,
+the vocabularies are cut to the sizes recorded with the last done shard and the next shard
+overwrites whatever a killed run left behind. Ids are therefore deterministic.
+
+The content hash (sha256) is computed when the store is completed, by reading back every
+stored array. It covers the ids, labels, texts, vocabularies, the kind of each
+representation, its per-example sizes and node columns, but not the source path, the run
+history or ``resources/`` (adding a resource keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
+which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections import OrderedDict
+from datetime import datetime, timezone
+from importlib.metadata import version
+
+import numpy as np
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+
+from gramtile.kernels.batches import KIND_COLUMNS, Batch
+from gramtile.kernels.errors import RepresentationError
+from gramtile.pipeline.representations.encode import decode, encode, kind_of
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import Document
+from gramtile.pipeline.representations.vocab import Vocabularies
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.storage import location
+
+FORMAT_VERSION = 1
+_COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
+_TEXT_ARRAYS = ("ids", "labels", "texts", "sources")
+#: Shards kept decoded in memory per store object (tiles reuse a row shard many times).
+CACHE_SHARDS = 8
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def bag_arrays(batch: Batch) -> tuple:
+    """The CSR arrays of a ``"bag"`` batch.
+
+    Returns
+    -------
+    offsets : ndarray of int64, shape (n+1,)
+    feat : ndarray of int32, shape (nnz,)
+        Feature ids in the ``sym`` vocabulary, increasing within each example.
+    weight : ndarray of float64, shape (nnz,)
+    """
+    if batch.kind != "bag":
+        raise StoreError(f"bag_arrays needs a batch of kind 'bag', got {batch.kind!r}")
+    return batch.offsets, batch.columns["feat"], batch.columns["weight"]
+
+
+def _split_source(src):
+    """``"path:line"`` -> (path, line) for error messages."""
+    if not src:
+        return None, None
+    path, _, line = str(src).rpartition(":")
+    if path and line.isdigit():
+        return path, int(line)
+    return src, None
+
+
+class CorpusStore:
+    """A corpus store on disk (layout, manifest and write order in the module docstring).
+
+    Use :meth:`create` or :meth:`open`; ``open(path)`` is read-only. Readers (the Gram engine)
+    use :attr:`n`, :attr:`ids`, :attr:`labels`, :attr:`representations`, :attr:`vocabs`,
+    :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
+    """
+
+    def __init__(self, group, path, writable: bool, lock=None):
+        self._g = group
+        self.path = path
+        self.writable = writable
+        self._lock = lock
+        try:
+            self._manifest = json.loads(json.dumps(group.attrs["manifest"]))
+        except KeyError:
+            raise StoreCorruptError(f"{path} is a Zarr group without a gramtile manifest; "
+                                    "it is not a corpus store. Fix: point at a store made by `gramtile prepare`") from None
+        fv = self._manifest.get("format_version")
+        if fv != FORMAT_VERSION:
+            raise StoreMismatchError(f"{path} has corpus store format version {fv}, this gramtile reads "
+                                     f"version {FORMAT_VERSION}. Fix: prepare the corpus again into a new store")
+        self._vocabs = None
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_lock = threading.Lock()  # executors may load from several threads
+
+    # ---- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path, *, source=None, input_format=None, shard_size: int = 1000, options=None,
+               overwrite: bool = False) -> CorpusStore:
+        """Create an empty, writable store at ``path``.
+
+        Parameters
+        ----------
+        path : str or Path
+            A local path or an fsspec URL (:mod:`gramtile.pipeline.stores.storage`).
+        source : str, optional
+            Input path, recorded in the manifest.
+        input_format : str, optional
+        shard_size : int
+            Examples per shard (the last shard may be smaller).
+        options : dict, optional
+            Reading options to record (e.g. ``on_error``, ``max_tokens``).
+        overwrite : bool
+            Replace an existing store; otherwise an existing path is an error.
+        """
+        loc = location(path)
+        path = loc.path
+        if not isinstance(shard_size, int) or isinstance(shard_size, bool) or shard_size < 1:
+            raise StoreError(f"shard_size={shard_size!r} must be a positive integer. Fix: pass e.g. --shard-size 1000")
+        if loc.exists() and not overwrite:
+            raise StoreMismatchError(f"{path} already exists. Fix: open it to resume, or choose another --out")
+        group = zarr.open_group(loc.zarr_store(), mode="w" if overwrite else "w-")
+        manifest = {
+            "format_version": FORMAT_VERSION, "gramtile_version": version("gramtile"),
+            "source": None if source is None else str(source), "input_format": input_format,
+            "shard_size": shard_size, "n_examples": None, "complete": False, "shards": [],
+            "representations": {}, "parser": None, "content_hash": None, "skipped": [], "runs": [],
+            "options": dict(options or {}), "created": now(),
+        }
+        for name in _TEXT_ARRAYS:
+            group.create_array(name, shape=(0,), dtype=str, chunks=(shard_size,), compressors=_COMPRESSORS)
+        vg = group.require_group("vocab")
+        for name in Vocabularies.NAMES:
+            vg.create_array(name, shape=(0,), dtype=str, chunks=(65536,), compressors=_COMPRESSORS)
+        group.require_group("reps")
+        group.attrs["manifest"] = manifest
+        lock = loc.lock(".lock", f"corpus store {path}")
+        lock.acquire()
+        return cls(group, path, True, lock)
+
+    @classmethod
+    def open(cls, path, mode: str = "r") -> CorpusStore:
+        """Open an existing store; ``mode="r"`` (default) reads, ``"r+"`` resumes writing.
+
+        ``path`` may be an fsspec URL (:mod:`gramtile.pipeline.stores.storage`).
+        """
+        if mode not in ("r", "r+"):
+            raise StoreError(f"mode={mode!r}; use 'r' to read or 'r+' to resume writing")
+        loc = location(path)
+        path = loc.path
+        if not loc.exists("zarr.json"):
+            raise StoreError(f"no corpus store at {path}. Fix: create it with `gramtile prepare --out {path}`")
+        group = zarr.open_group(loc.zarr_store(), mode=mode)
+        lock = None
+        if mode == "r+":
+            lock = loc.lock(".lock", f"corpus store {path}")
+            lock.acquire()
+        try:
+            return cls(group, path, mode == "r+", lock)
+        except Exception:
+            if lock:
+                lock.release()
+            raise
+
+    def close(self):
+        """Release the writer's lock (reading needs no close)."""
+        if self._lock:
+            self._lock.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- reading -------------------------------------------------------------------------
+
+    @property
+    def manifest(self) -> dict:
+        """A copy of the manifest."""
+        return json.loads(json.dumps(self._manifest))
+
+    @property
+    def complete(self) -> bool:
+        return bool(self._manifest["complete"])
+
+    def _done(self) -> list:
+        return [s for s in self._manifest["shards"] if s["done"]]
+
+    @property
+    def n(self) -> int:
+        """Number of stored examples (those of done shards while incomplete)."""
+        done = self._done()
+        return done[-1]["stop"] if done else 0
+
+    @property
+    def shard_ranges(self) -> list:
+        """``[(start, stop), ...]`` of the done shards, in order."""
+        return [(s["start"], s["stop"]) for s in self._done()]
+
+    @property
+    def representations(self) -> dict:
+        """Representation name -> batch kind."""
+        return dict(self._manifest["representations"])
+
+    @property
+    def content_hash(self):
+        """sha256 hex digest of the stored content; None while incomplete."""
+        return self._manifest["content_hash"]
+
+    @property
+    def parser(self):
+        return self._manifest.get("parser")
+
+    @property
+    def vocabs(self) -> Vocabularies:
+        """The vocabularies as of the last done shard."""
+        if self._vocabs is None:
+            done = self._done()
+            sizes = done[-1]["vocab_sizes"] if done else {k: 0 for k in Vocabularies.NAMES}
+            v = {}
+            for name in Vocabularies.NAMES:
+                size = sizes.get(name, 0)
+                v[name] = self._g["vocab"][name][:size].tolist() if size else []
+            self._vocabs = Vocabularies.from_dict(v)
+        return self._vocabs
+
+    def _strings(self, name, start=0, stop=None) -> list:
+        stop = self.n if stop is None else stop
+        if stop <= start:
+            return []
+        return self._g[name][start:stop].tolist()
+
+    @property
+    def ids(self) -> list:
+        return self._strings("ids")
+
+    @property
+    def labels(self) -> list:
+        return [json.loads(s) for s in self._strings("labels")]
+
+    def _check_range(self, start, stop):
+        if not (0 <= start <= stop):
+            raise StoreError(f"example range [{start}, {stop}) is invalid; need 0 <= start <= stop")
+        if stop > self.n:
+            more = "" if self.complete else " (the store is incomplete: rerun `gramtile prepare` to finish it)"
+            raise StoreError(f"example range [{start}, {stop}) ends beyond the {self.n} stored examples{more}")
+
+    def _shard_batch(self, rep: str, index: int) -> Batch:
+        key = (rep, index)
+        with self._cache_lock:
+            b = self._cache.get(key)
+            if b is not None:
+                self._cache.move_to_end(key)
+                return b
+        kind = self._manifest["representations"][rep]
+        g = self._g["reps"][rep][str(index)]
+        arrays = {}
+        for name in ("offsets",) + KIND_COLUMNS[kind]:
+            a = g[name][:]
+            a.setflags(write=False)  # cached and shared: callers must not modify it
+            arrays[name] = a
+        b = Batch.from_arrays(kind, arrays)
+        with self._cache_lock:
+            self._cache[key] = b
+            while len(self._cache) > CACHE_SHARDS:
+                self._cache.popitem(last=False)
+        return b
+
+    def load(self, rep: str, start: int, stop: int) -> Batch:
+        """Examples ``start:stop`` of representation ``rep`` as one batch.
+
+        Only the shards overlapping the range are read. Node ids refer to :attr:`vocabs`.
+
+        Parameters
+        ----------
+        rep : str
+            A name of :attr:`representations`.
+        start, stop : int
+            ``0 <= start <= stop <= n``.
+
+        Returns
+        -------
+        Batch
+            ``stop - start`` examples of kind ``representations[rep]``.
+        """
+        if rep not in self._manifest["representations"]:
+            raise StoreError(f"representation {rep!r} is not in corpus store {self.path}; "
+                             f"it holds {sorted(self._manifest['representations'])}")
+        start, stop = int(start), int(stop)
+        self._check_range(start, stop)
+        parts = []
+        for s in self._done():
+            a, b = max(start, s["start"]), min(stop, s["stop"])
+            if a >= b:
+                continue
+            batch = self._shard_batch(rep, s["index"])
+            if a == s["start"] and b == s["stop"]:
+                parts.append(batch)
+            else:
+                parts.append(batch.slice(a - s["start"], b - s["start"]))
+        if not parts:
+            kind = self._manifest["representations"][rep]
+            return Batch.from_arrays(kind, {"offsets": np.zeros(1, np.int64),
+                                            **{c: np.zeros(0) for c in KIND_COLUMNS[kind]}})
+        return parts[0] if len(parts) == 1 else Batch.concat(parts)
+
+    def sizes(self, rep: str) -> np.ndarray:
+        """Nodes (tokens, bag entries) per stored example of ``rep``, shape (n,); reads only offsets."""
+        if rep not in self._manifest["representations"]:
+            raise StoreError(f"representation {rep!r} is not in corpus store {self.path}; "
+                             f"it holds {sorted(self._manifest['representations'])}")
+        parts = [np.diff(self._g["reps"][rep][str(s["index"])]["offsets"][:]) for s in self._done()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def documents(self, start: int = 0, stop: int | None = None) -> list:
+        """Examples ``start:stop`` decoded back to :class:`Document` values."""
+        stop = self.n if stop is None else stop
+        self._check_range(start, stop)
+        ids = self._strings("ids", start, stop)
+        labels = [json.loads(s) for s in self._strings("labels", start, stop)]
+        texts = [json.loads(s) for s in self._strings("texts", start, stop)]
+        sources = [json.loads(s) for s in self._strings("sources", start, stop)]
+        structs = {rep: decode(self.load(rep, start, stop), self.vocabs)
+                   for rep in self._manifest["representations"]}
+        return [Document(id=ids[i], label=labels[i], text=texts[i],
+                         structures={rep: structs[rep][i] for rep in structs}, source=sources[i])
+                for i in range(stop - start)]
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def _need_writable(self):
+        if not self.writable:
+            raise StoreError(f"corpus store {self.path} is open read-only; open it with mode='r+' to write")
+        if self.complete:
+            raise StoreError(f"corpus store {self.path} is complete; it cannot be extended. "
+                             "Fix: prepare into a new store")
+
+    def _save_manifest(self):
+        self._g.attrs["manifest"] = self._manifest
+
+    def update_manifest(self, **fields):
+        """Set top-level manifest fields (e.g. ``parser``, ``runs``) and save."""
+        if not self.writable:
+            raise StoreError(f"corpus store {self.path} is open read-only")
+        self._manifest.update(json.loads(json.dumps(fields)))
+        self._save_manifest()
+
+    def begin_run(self, info: dict) -> int:
+        """Append a run record to the manifest; return its 1-based number."""
+        self._need_writable()
+        runs = self._manifest["runs"]
+        run = len(runs) + 1
+        runs.append({"run": run, "started": now(), "pid": os.getpid(), "parsed_shards": [],
+                     "reused_shards": 0, **info})
+        self._save_manifest()
+        return run
+
+    def _run_record(self, run):
+        return self._manifest["runs"][run - 1] if run else None
+
+    def write_shard(self, index: int, docs, run: int | None = None, parsed: bool = False):
+        """Encode and write shard ``index`` (the next one in order); then mark it done.
+
+        Parameters
+        ----------
+        index : int
+            Must equal the number of done shards (shards are written in order).
+        docs : list of Document
+            At most ``shard_size`` examples, every one holding the same structure names
+            (only the last shard may be smaller).
+        run : int, optional
+            Run number from :meth:`begin_run`, recorded with the shard.
+        parsed : bool
+            Whether this run parsed the shard's documents (recorded in the run log).
+        """
+        self._need_writable()
+        docs = list(docs)
+        done = self._done()
+        if index != len(done):
+            raise StoreError(f"shard {index} written out of order: {len(done)} shard(s) are done, "
+                             f"so the next shard is {len(done)}")
+        S = self._manifest["shard_size"]
+        if not docs or len(docs) > S:
+            raise StoreError(f"shard {index} has {len(docs)} examples; a shard holds 1..{S}")
+        if done and done[-1]["stop"] - done[-1]["start"] < S:
+            raise StoreError(f"shard {index - 1} is a short (last) shard, so no shard can follow it. "
+                             "Fix: the input changed since the store was written; prepare into a new store")
+        start = done[-1]["stop"] if done else 0
+        stop = start + len(docs)
+        reps = self._manifest["representations"] or self._representations_of(docs[0])
+        cols = self._columns(docs, reps)
+        vocabs = self.vocabs
+        before = vocabs.sizes()
+        try:
+            batches = {rep: self._encode(rep, kind, [d.structures[rep] for d in docs], docs, vocabs)
+                       for rep, kind in reps.items()}
+        except Exception:
+            vocabs.truncate(before)  # a failed shard must not leave strings behind
+            raise
+        entry = {"index": index, "start": start, "stop": stop, "done": False, "vocab_sizes": None, "run": run}
+        shards = self._manifest["shards"]
+        del shards[index:]  # a stale not-done entry of a killed run
+        shards.append(entry)
+        self._save_manifest()
+        try:
+            rg = self._g["reps"]
+            for rep, batch in batches.items():
+                sg = rg.require_group(rep).require_group(str(index))
+                for name, arr in batch.arrays().items():
+                    sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
+                                    compressors=_COMPRESSORS, overwrite=True)
+            for name, values in cols.items():
+                a = self._g[name]
+                a.resize((stop,))
+                a[start:stop] = np.array(values, dtype=object)
+            after = vocabs.sizes()
+            for name in Vocabularies.NAMES:
+                a = self._g["vocab"][name]
+                a.resize((after[name],))
+                if after[name] > before[name]:
+                    a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
+        except BaseException:
+            vocabs.truncate(before)
+            raise
+        entry.update(done=True, vocab_sizes=after)
+        if not self._manifest["representations"]:
+            self._manifest["representations"] = dict(reps)
+        rec = self._run_record(run)
+        if rec is not None and parsed:
+            rec["parsed_shards"].append(index)
+        self._save_manifest()
+
+    def note_reused(self, run: int, count: int):
+        """Record in the run log how many done shards this run found and did not redo."""
+        rec = self._run_record(run)
+        if rec is not None:
+            rec["reused_shards"] = count
+            self._save_manifest()
+
+    @staticmethod
+    def _representations_of(doc) -> dict:
+        if not doc.structures:
+            path, line = _split_source(doc.source)
+            raise CorpusFormatError(f"document {doc.id!r} has no structures to store", path=path, line=line,
+                                    fix="text formats must be parsed first (gramtile prepare does it)")
+        reps = {}
+        for name, s in doc.structures.items():
+            try:
+                reps[name] = kind_of(s)
+            except TypeError as e:
+                path, line = _split_source(doc.source)
+                raise CorpusFormatError(f"structure {name!r} of document {doc.id!r}: {e}", path=path, line=line,
+                                        fix="store only trees, dependency trees, sequences, positional trees, "
+                                            "WSD instances or bags") from None
+        return reps
+
+    @staticmethod
+    def _columns(docs, reps) -> dict:
+        want = sorted(reps)
+        for d in docs:
+            if sorted(d.structures) != want:
+                path, line = _split_source(d.source)
+                raise CorpusFormatError(
+                    f"document {d.id!r} has structures {sorted(d.structures)}, but this corpus stores {want}",
+                    path=path, line=line, fix="give every record the same representations")
+            if not isinstance(d.id, str):
+                raise CorpusFormatError(f"document id {d.id!r} is not a string", fix="use string ids")
+        return {"ids": [d.id for d in docs],
+                "labels": [json.dumps(d.label, ensure_ascii=False) for d in docs],
+                "texts": [json.dumps(d.text, ensure_ascii=False) for d in docs],
+                "sources": [json.dumps(d.source, ensure_ascii=False) for d in docs]}
+
+    @staticmethod
+    def _encode(rep, kind, structs, docs, vocabs) -> Batch:
+        for s, d in zip(structs, docs):
+            try:
+                k = kind_of(s)
+            except TypeError:
+                k = type(s).__name__
+            if k != kind:
+                path, line = _split_source(d.source)
+                raise CorpusFormatError(f"structure {rep!r} of document {d.id!r} is a {k}, but this "
+                                        f"corpus stores {rep!r} as {kind}", path=path, line=line,
+                                        fix=f"give every record a {kind} under {rep!r}")
+        try:
+            return encode(structs, vocabs, kind=kind)
+        except RepresentationError as e:
+            raise CorpusFormatError(f"representation {rep!r}: {e}", path=_split_source(docs[0].source)[0],
+                                    fix="correct the structure") from None
+
+    def finish(self, skipped=()):
+        """Mark the store complete: record ``n_examples``, skipped records and the content hash."""
+        self._need_writable()
+        shards = self._manifest["shards"]
+        if not shards or not all(s["done"] for s in shards):
+            raise StoreError(f"corpus store {self.path} cannot be completed: not every shard is done")
+        self._manifest["skipped"] = list(skipped)
+        self._manifest["n_examples"] = self.n
+        self._manifest["content_hash"] = self.compute_content_hash()
+        self._manifest["complete"] = True
+        self._manifest["completed"] = now()
+        self._save_manifest()
+
+    def compute_content_hash(self) -> str:
+        """sha256 over the stored content, read back from disk (see module docstring)."""
+        parts = {"format_version": FORMAT_VERSION}
+        n = self.n
+        for name in ("ids", "labels", "texts"):
+            h = hashlib.sha256()
+            for s in self._strings(name, 0, n):
+                b = s.encode("utf-8")
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
+            parts[name] = h.hexdigest()
+        for name, strings in self.vocabs.to_dict().items():
+            parts[f"vocab/{name}"] = hashlib.sha256(json.dumps(strings, ensure_ascii=False).encode()).hexdigest()
+        for rep, kind in sorted(self._manifest["representations"].items()):
+            hs = {c: hashlib.sha256() for c in ("sizes",) + KIND_COLUMNS[kind]}
+            for s in self._done():
+                g = self._g["reps"][rep][str(s["index"])]
+                hs["sizes"].update(np.diff(g["offsets"][:]).astype("<i8").tobytes())
+                for c in KIND_COLUMNS[kind]:
+                    a = g[c][:]
+                    hs[c].update(a.astype(a.dtype.newbyteorder("<")).tobytes())
+            parts[f"reps/{rep}"] = {"kind": kind, **{c: h.hexdigest() for c, h in hs.items()}}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def verify(self) -> bool:
+        """Recompute the content hash of a complete store and compare it with the recorded one."""
+        if not self.complete:
+            raise StoreError(f"corpus store {self.path} is incomplete; rerun `gramtile prepare` to finish it")
+        return self.compute_content_hash() == self.content_hash

@@ -1,0 +1,23 @@
+"""Errors of corpus stores and Gram stores: mismatch, lock, incomplete tile, corruption."""
+
+from gramtile.kernels.errors import GramtileError
+
+
+class StoreError(GramtileError):
+    """Base class of corpus-store and Gram-store errors."""
+
+
+class StoreMismatchError(StoreError):
+    """A store reopened with a different kernel spec or corpus than it was created with."""
+
+
+class StoreLockedError(StoreError):
+    """Another writer holds the store's lock."""
+
+
+class IncompleteTileError(StoreError):
+    """A read touched a tile that is not marked done."""
+
+
+class StoreCorruptError(StoreError):
+    """A chunk failed its checksum or a store's metadata is inconsistent."""

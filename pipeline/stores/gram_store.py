@@ -1,0 +1,650 @@
+"""The Gram store: a Zarr v3 group holding one (possibly partial) Gram matrix and its provenance.
+
+Layout of ``GRAM.zarr/``::
+
+    zarr.json        group attributes "gramtile": provenance (kernel spec JSON and hash, corpus
+                     content hash and path, selections' sha256 and sizes, row/col example ids,
+                     tile size, symmetric flag, gramtile version, created/updated times)
+    K/               float64 (n_rows, n_cols), chunks (tile, tile), fill NaN,
+                     codecs bytes -> crc32c (every chunk carries its checksum)
+    diag_rows/       float64 (n_rows,), self-kernels of the row examples, chunks (tile,)
+    diag_cols/       float64 (n_cols,)
+    done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete
+    row_index/       int64 corpus indices of the row examples; col_index/ likewise
+    log.jsonl        one JSON line per computed tile and per run start/end
+    gramtile.lock    present while a run writes (pid, host, time)
+
+Rules (uniform, relied on by every reader):
+
+- **Symmetric matrices store the upper tile triangle only.** The task computing tile (i, j),
+  i <= j, writes chunk (i, j); chunk (j, i) is never written (it stays NaN on disk) and both done
+  bits are set. Every reader goes through :class:`GramView`, which serves a block below the
+  diagonal by reading chunk (j, i) and transposing it. (Format 1 stores also hold the mirrored
+  chunks; format 2 stopped writing them: half the bytes written and stored, and half the
+  checksum work, for the price of a transpose on read. Both formats read identically.)
+- **Write order.** Metadata first (attributes, then arrays); a task writes its whole tile; only
+  then the driver writes the tile's diagonal chunks and its done bit(s). A tile
+  whose done bit is unset is recomputed on resume, so a crash at any point loses no finished
+  tile and never exposes a partial one.
+- **One writer per chunk.** ``K`` chunks are written by the task owning the tile; ``done``
+  and the diagonals only by the driver, which holds ``gramtile.lock``.
+
+The lock is a file created with ``O_CREAT | O_EXCL`` (local filesystems); a lock whose pid is
+no longer alive on this host is stale and taken over.
+
+A store may also live at an fsspec URL (``file://``, ``s3://``, ``memory://``, ...): every byte
+then goes through :mod:`gramtile.pipeline.stores.storage` (Zarr's ``FsspecStore``, a lock object
+:class:`~gramtile.pipeline.stores.locks.UrlLock`, and on object stores, which cannot append, one log
+object per run ``log/<run>.jsonl`` instead of ``log.jsonl``; :meth:`GramStore.read_log` merges them).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec
+
+from gramtile.kernels.composite import normalize_block
+from gramtile.kernels.spec import spec_from_dict
+from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.storage import jsonl_log, location, read_jsonl_log
+from gramtile.pipeline.stores.tiles import Tile, TileGrid
+
+FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (see above)
+LOCK_NAME = "gramtile.lock"
+LOG_NAME = "log.jsonl"
+_DONE_CHUNK = 256
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def selection_hash(idx: np.ndarray) -> str:
+    """sha256 of a selection's int64 little-endian bytes."""
+    return hashlib.sha256(np.ascontiguousarray(idx, dtype="<i8").tobytes()).hexdigest()
+
+
+def _crc_array(group, name, shape, chunks, dtype, fill):
+    return group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
+                              serializer=BytesCodec(), compressors=[Crc32cCodec()], filters=None,
+                              overwrite=True)
+
+
+# ---- lock ----------------------------------------------------------------------------------
+
+@contextmanager
+def store_lock(path):
+    """Hold the Gram store's exclusive writer lock for the duration of the block.
+
+    Raises
+    ------
+    StoreLockedError
+        When another live process holds it (see :mod:`gramtile.pipeline.stores.locks`).
+    """
+    loc = location(path)
+    with loc.lock(LOCK_NAME, f"Gram store {loc}"):
+        yield
+
+
+# ---- the store -----------------------------------------------------------------------------
+
+class GramStore:
+    """A Gram store on disk or at an fsspec URL (see module docstring).
+
+    Open with :meth:`open` or :meth:`create_or_open`. ``path`` is a :class:`Path` for a local
+    store and the URL string for a store at a URL; ``loc`` is its storage location.
+    """
+
+    _ARRAYS = ("row_index", "col_index", "K", "diag_rows", "diag_cols", "done")
+
+    def __init__(self, path, group):
+        self.loc = location(path)
+        self.path = self.loc.path
+        self.group = group
+        self.meta = dict(group.attrs["gramtile"])
+        self.K = self.diag_rows = self.diag_cols = self.done = None
+        if not self._missing_arrays():
+            self._bind()
+
+    def _missing_arrays(self) -> list:
+        # existence by file, not by listing the group: listing warns about log.jsonl and the lock
+        return [name for name in self._ARRAYS if not self.loc.exists(f"{name}/zarr.json")]
+
+    def _bind(self):
+        g = self.group
+        self.K, self.diag_rows, self.diag_cols, self.done = g["K"], g["diag_rows"], g["diag_cols"], g["done"]
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path, mode: str = "r") -> GramStore:
+        """Open an existing store (``mode`` "r" or "r+") at a path or URL."""
+        loc = location(path)
+        p = loc.path
+        try:
+            g = zarr.open_group(loc.zarr_store(), mode=mode)
+            if "gramtile" not in g.attrs:
+                raise KeyError("gramtile")
+            st = cls(loc, g)
+        except (FileNotFoundError, KeyError, zarr.errors.BaseZarrError):
+            raise StoreError(f"{p} is not a gramtile Gram store (no 'gramtile' attributes); "
+                             f"create it with `gramtile gram --out {p}`") from None
+        if st.K is None and mode == "r":
+            raise StoreError(f"Gram store {p} was not fully created (missing {st._missing_arrays()}); rerun the "
+                             f"`gramtile gram` command that created it")
+        return st
+
+    @classmethod
+    def create_or_open(cls, path, *, spec, corpus_hash: str, corpus_path: str, rows: np.ndarray,
+                       cols: np.ndarray, tile: int | None, symmetric: bool, row_ids=None, col_ids=None,
+                       default_tile: int = 100, resources: dict | None = None) -> GramStore:
+        """Create a store, or reopen one created for exactly this kernel, corpus and selection.
+
+        ``resources`` maps the corpus-resource groups the kernel reads to their content hashes
+        (:func:`gramtile.pipeline.stores.resource_store.ensure_for_spec`, called by the engine
+        before the store is opened); they join the provenance, so a store reopened after a
+        resource changed is a mismatch.
+
+        Raises
+        ------
+        StoreMismatchError
+            The existing store holds another kernel, corpus, selection or tile size.
+        """
+        loc = location(path)
+        want = {
+            "kernel_hash": spec.spec_hash,
+            "corpus_hash": corpus_hash,
+            "rows_sha256": selection_hash(rows),
+            "cols_sha256": selection_hash(cols),
+            "symmetric": bool(symmetric),
+        }
+        if resources:
+            want["resources"] = resources
+        if loc.exists("zarr.json"):
+            st = cls.open(loc, mode="r+")
+            st._check_same(want, tile)
+            st._ensure_arrays(rows, cols)
+            return st
+        t = int(tile or default_tile)
+        meta = {
+            "format": FORMAT_VERSION,
+            "gramtile_version": version("gramtile"),
+            "kernel": spec.to_dict(),
+            "kernel_json": spec.to_json(),
+            **want,
+            "corpus_path": str(corpus_path),
+            "n_rows": int(rows.shape[0]),
+            "n_cols": int(cols.shape[0]),
+            "row_ids": None if row_ids is None else [str(x) for x in row_ids],
+            "col_ids": None if (col_ids is None or symmetric) else [str(x) for x in col_ids],
+            "tile": t,
+            "mirror": "symmetric stores write tiles i <= j only; tile (j, i) is read as tile (i, j) transposed",
+            "uid": uuid.uuid4().hex,
+            "created": _now(),
+            "updated": _now(),
+        }
+        # metadata first: attributes, then the arrays (their creation is idempotent on resume)
+        # create_group keeps files already in the directory (the lock taken before creation)
+        st = cls(loc, zarr.create_group(loc.zarr_store(), attributes={"gramtile": meta}))
+        st._ensure_arrays(rows, cols)
+        return st
+
+    def _ensure_arrays(self, rows, cols):
+        g, t = self.group, self.tile
+        nr, nc = self.meta["n_rows"], self.meta["n_cols"]
+        gshape = (-(-nr // t), -(-nc // t))
+        have = set(self._ARRAYS) - set(self._missing_arrays())
+        if "row_index" not in have:
+            g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True)
+        if "col_index" not in have:
+            g.create_array("col_index", data=np.asarray(cols, dtype=np.int64), chunks=(max(1, nc),), overwrite=True)
+        if "K" not in have:
+            _crc_array(g, "K", (nr, nc), (t, t), "float64", np.nan)
+        if "diag_rows" not in have:
+            _crc_array(g, "diag_rows", (nr,), (t,), "float64", np.nan)
+        if "diag_cols" not in have:
+            _crc_array(g, "diag_cols", (nc,), (t,), "float64", np.nan)
+        if "done" not in have:
+            _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool", False)
+        self._bind()
+
+    def _check_same(self, want: dict, tile):
+        m = self.meta
+        what = {"kernel_hash": "kernel spec", "corpus_hash": "corpus content",
+                "rows_sha256": "row selection", "cols_sha256": "column selection", "symmetric": "symmetric flag",
+                "resources": "corpus resource content (similarity matrix / domain space)"}
+        for key, label in what.items():
+            if m.get(key) != want.get(key):
+                raise StoreMismatchError(
+                    f"Gram store {self.path} was created for another {label}: stored {key} {m.get(key)!r}, "
+                    f"this run has {want.get(key)!r}. Use a new --out for this run, or delete {self.path} "
+                    f"to recompute it from scratch.")
+        if tile is not None and int(tile) != self.tile:
+            raise StoreMismatchError(
+                f"Gram store {self.path} was created with tile size {self.tile}, this run asks for {tile}; "
+                f"tiles are the store's chunks and cannot change: omit --tile (or pass --tile {self.tile}) to "
+                f"resume, or use a new --out")
+
+    # -- provenance ------------------------------------------------------------------------
+    @property
+    def tile(self) -> int:
+        return int(self.meta["tile"])
+
+    @property
+    def symmetric(self) -> bool:
+        return bool(self.meta["symmetric"])
+
+    @property
+    def kernel_hash(self) -> str:
+        return self.meta["kernel_hash"]
+
+    @property
+    def corpus_hash(self) -> str:
+        return self.meta["corpus_hash"]
+
+    @property
+    def shape(self) -> tuple:
+        return (int(self.meta["n_rows"]), int(self.meta["n_cols"]))
+
+    @property
+    def spec(self):
+
+        return spec_from_dict(self.meta["kernel"])
+
+    def rows(self) -> np.ndarray:
+        """Corpus indices of the row examples."""
+        return np.asarray(self.group["row_index"][:], dtype=np.int64)
+
+    def cols(self) -> np.ndarray:
+        return np.asarray(self.group["col_index"][:], dtype=np.int64)
+
+    def grid(self) -> TileGrid:
+        r = self.rows()
+        c = r if self.symmetric else self.cols()
+        return TileGrid(r, c, self.tile, symmetric=self.symmetric)
+
+    def touch(self, **extra):
+        """Update the ``updated`` time (and any extra provenance) in the attributes."""
+        self.meta.update(extra)
+        self.meta["updated"] = _now()
+        self.group.attrs["gramtile"] = self.meta
+
+    # -- tiles -----------------------------------------------------------------------------
+    def done_mask(self) -> np.ndarray:
+        """bool array (n_tile_rows, n_tile_cols)."""
+        return np.asarray(self.done[...], dtype=bool)
+
+    def tiles_done(self) -> tuple:
+        """(tiles done, tiles to compute) counting only planned tiles (i <= j when symmetric)."""
+        g = self.grid()
+        d = self.done_mask()
+        planned = g.tiles()
+        return sum(bool(d[t.i, t.j]) for t in planned), len(planned)
+
+    @property
+    def complete(self) -> bool:
+        done, total = self.tiles_done()
+        return done == total
+
+    def spans(self, t: Tile) -> tuple:
+        """(r0, r1, c0, c1) array positions of tile ``t``."""
+        nr, nc = self.shape
+        s = self.tile
+        return t.i * s, min((t.i + 1) * s, nr), t.j * s, min((t.j + 1) * s, nc)
+
+    def mark_done(self, t: Tile, diag_r: np.ndarray, diag_c: np.ndarray):
+        """Driver side: write the tile's diagonal chunks, then its done bit (and the mirror's).
+
+        Each diagonal chunk is written once per store object (its values do not depend on the
+        tile that computed them); the done bits go out as one write per touched ``done`` chunk.
+        """
+        r0, r1, c0, c1 = self.spans(t)
+        if not hasattr(self, "_diag_written"):
+            self._diag_written, self._done_mem = set(), self.done_mask()
+        todo = [("r", t.i, r0, r1, diag_r), ("c", t.j, c0, c1, diag_c)]
+        if self.symmetric:
+            # the column examples are the row examples: keep both diagonals complete
+            todo += [("r", t.j, c0, c1, diag_c), ("c", t.i, r0, r1, diag_r)]
+        for which, k, a, b, vals in todo:
+            if (which, k) not in self._diag_written:
+                (self.diag_rows if which == "r" else self.diag_cols)[a:b] = vals
+                self._diag_written.add((which, k))
+        cells = [(t.i, t.j)] + ([(t.j, t.i)] if self.symmetric and t.i != t.j else [])
+        for i, j in cells:
+            self._done_mem[i, j] = True
+        ci, cj = self.done.chunks
+        for bi, bj in {(i // ci, j // cj) for i, j in cells}:
+            sl = (slice(bi * ci, (bi + 1) * ci), slice(bj * cj, (bj + 1) * cj))
+            self.done[sl] = self._done_mem[sl]
+
+    def clear_done(self, tiles):
+        """Unset the done bits of ``tiles`` (and their mirrors in a symmetric store)."""
+        for t in tiles:
+            self.done[t.i, t.j] = False
+            if self.symmetric:
+                self.done[t.j, t.i] = False
+        self.__dict__.pop("_done_mem", None)
+        self.__dict__.pop("_diag_written", None)
+
+    def chunk_path(self, t: Tile) -> Path:
+        """File holding K's chunk for tile ``t`` (local stores, default chunk key encoding)."""
+        return self.path / self.chunk_key(t)
+
+    @staticmethod
+    def chunk_key(t: Tile) -> str:
+        """Key of K's chunk for tile ``t`` inside the store (default chunk key encoding)."""
+        return f"K/c/{t.i}/{t.j}"
+
+    def log(self, record: dict):
+        """Record one JSON line: appended to ``log.jsonl`` (one write call per line), or on an
+        object store into this run's object ``log/<run>.jsonl`` (:mod:`gramtile.pipeline.stores.storage`)."""
+        w = self.__dict__.get("_log_writer")
+        if w is None:
+            w = self._log_writer = jsonl_log(self.loc, LOG_NAME)
+        w.write(record)
+
+    def read_log(self) -> list:
+        """The records of ``log.jsonl`` (and of per-run log objects), oldest first.
+
+        A line torn by a driver killed mid-write does not parse and is skipped (the next run
+        starts on a fresh line): the log is a record of work, the done mask is the truth.
+        """
+        w = self.__dict__.get("_log_writer")
+        if w is not None:
+            w.flush()
+        return read_jsonl_log(self.loc, LOG_NAME)
+
+    def view(self) -> GramView:
+        return GramView(self)
+
+    def summary(self) -> dict:
+        done, total = self.tiles_done()
+        m = self.meta
+        return {"path": str(self.path), "tiles_done": done, "tiles_total": total, "complete": done == total,
+                "shape": list(self.shape), "tile": self.tile, "symmetric": self.symmetric,
+                "kernel": m["kernel_json"], "kernel_hash": m["kernel_hash"], "corpus_path": m["corpus_path"],
+                "corpus_hash": m["corpus_hash"], "gramtile_version": m["gramtile_version"],
+                "created": m["created"], "updated": m["updated"]}
+
+
+_open_K: dict = {}
+
+
+def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool, uid: str | None = None):
+    """Worker side: write tile ``t``'s whole chunk of K (the upper-triangle chunk only when symmetric).
+
+    Opens the ``K`` array by path or URL so it can run in any process that sees the store; the handle
+    is kept per process under (path, store uid), so a store recreated at the same path is reopened.
+    ``write_empty_chunks`` is on because a computed tile is never the NaN fill value: zarr's
+    check for it would scan every chunk for nothing.
+    """
+    key = (str(store_path), uid)
+    K = _open_K.get(key) if uid is not None else None
+    if K is None:
+        K = zarr.open_array(location(store_path).zarr_store("K"), mode="r+").with_config({"write_empty_chunks": True})
+        if uid is not None:
+            if len(_open_K) > 64:
+                _open_K.clear()
+            _open_K[key] = K
+    nr, nc = K.shape
+    r0, r1 = t.i * tile, min((t.i + 1) * tile, nr)
+    c0, c1 = t.j * tile, min((t.j + 1) * tile, nc)
+    if block.shape != (r1 - r0, c1 - c0):
+        raise StoreError(f"tile {tuple(t)} block has shape {block.shape}, expected {(r1 - r0, c1 - c0)}")
+    if symmetric and t.i > t.j:
+        raise StoreError(f"tile {tuple(t)} is below the diagonal of a symmetric store; only tiles i <= j are written")
+    K[r0:r1, c0:c1] = block
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def _positions(sel, n: int, what: str) -> np.ndarray:
+    if sel is None:
+        return np.arange(n, dtype=np.int64)
+    if isinstance(sel, slice):
+        return np.arange(n, dtype=np.int64)[sel]
+    arr = np.asarray(sel, dtype=np.int64).reshape(-1)
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        bad = arr[(arr < 0) | (arr >= n)][0]
+        raise StoreError(f"{what} position {int(bad)} is outside the stored matrix ({n} {what}s); "
+                         f"positions index the store's own row/column selection, 0..{n - 1}")
+    return arr
+
+
+class GramView:
+    """Lazy reader of a Gram store: :meth:`block` reads only the chunks it needs.
+
+    ``chunk_reads`` counts chunks of K read so far (tests assert laziness with it).
+    """
+
+    def __init__(self, store: GramStore):
+        self.store = store
+        self.chunk_reads = 0
+        self._done = store.done_mask()
+
+    @property
+    def shape(self):
+        return self.store.shape
+
+    def _read_chunk(self, a: int, b: int) -> np.ndarray:
+        """Tile (a, b) of K; below the diagonal of a symmetric store, tile (b, a) transposed."""
+        if self.store.symmetric and a > b:
+            return self._read_chunk(b, a).T
+        r0, r1, c0, c1 = self.store.spans(Tile(a, b))
+        self.chunk_reads += 1
+        try:
+            return np.asarray(self.store.K[r0:r1, c0:c1])
+        except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
+            raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
+                                    f"`gramtile verify {self.store.path} --repair`") from None
+
+    def __getitem__(self, key):
+        """``view[rows, cols]`` (or ``view[rows]`` for every column): :meth:`block`, unnormalised."""
+        rows, cols = key if isinstance(key, tuple) else (key, None)
+        return self.block(rows, cols)
+
+    def diag(self, rows=None, cols=None) -> tuple:
+        """(diag over the row positions, diag over the column positions)."""
+        nr, nc = self.shape
+        r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
+        return np.asarray(self.store.diag_rows[...])[r], np.asarray(self.store.diag_cols[...])[c]
+
+    def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
+        """K[rows][:, cols] as a dense float64 array.
+
+        Parameters
+        ----------
+        rows, cols : None (all), slice, or integer positions into the store's row/column selection
+        normalized : bool
+            Divide by sqrt(K(x,x) K(y,y)) (0 where either self-kernel is 0).
+
+        Returns
+        -------
+        ndarray, shape (len(rows), len(cols))
+
+        Raises
+        ------
+        IncompleteTileError
+            A needed tile is not marked done.
+        """
+        nr, nc = self.shape
+        t = self.store.tile
+        r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
+        ti, tj = r // t, c // t
+        uti, utj = np.unique(ti), np.unique(tj)
+        for a in uti:
+            for b in utj:
+                if not self._done[a, b]:
+                    d, tot = self.store.tiles_done()
+                    raise IncompleteTileError(
+                        f"tile {(int(a), int(b))} of {self.store.path} is not computed yet ({d} of {tot} tiles "
+                        f"done); finish it by rerunning the same `gramtile gram` command")
+        out = np.empty((r.size, c.size), dtype=np.float64)
+        col_groups = [(b, np.nonzero(tj == b)[0]) for b in utj]
+        for a in uti:
+            ri = np.nonzero(ti == a)[0]
+            lr = r[ri] - a * t
+            for b, ci in col_groups:
+                chunk = self._read_chunk(int(a), int(b))
+                out[np.ix_(ri, ci)] = chunk[np.ix_(lr, c[ci] - b * t)]
+        if normalized:
+            dr, dc = self.diag(r, c)
+            out = normalize_block(out, dr, dc)
+        return out
+
+    def export(self, out_npy, normalized: bool = False):
+        """Write the full matrix to ``out_npy`` (.npy), tile by tile; refuses an incomplete store."""
+        done, total = self.store.tiles_done()
+        if done != total:
+            raise IncompleteTileError(
+                f"{self.store.path} is incomplete ({done} of {total} tiles done); finish it by rerunning the "
+                f"same `gramtile gram` command before exporting")
+        nr, nc = self.shape
+        t = self.store.tile
+        mm = np.lib.format.open_memmap(str(out_npy), mode="w+", dtype=np.float64, shape=(nr, nc))
+        dr, dc = self.diag() if normalized else (None, None)
+        for a in range(-(-nr // t)):
+            r0, r1 = a * t, min((a + 1) * t, nr)
+            for b in range(-(-nc // t)):
+                c0, c1 = b * t, min((b + 1) * t, nc)
+                blk = self._read_chunk(a, b)
+                if normalized:
+                    blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
+                mm[r0:r1, c0:c1] = blk
+        mm.flush()
+        del mm
+        return Path(out_npy)
+
+
+def export(store, out_npy, normalized: bool = False):
+    """Write a complete store's K (optionally normalized) to ``out_npy``; see :meth:`GramView.export`."""
+    st = store if isinstance(store, GramStore) else GramStore.open(store)
+    return st.view().export(out_npy, normalized=normalized)
+
+
+class ComposedView:
+    """A composite kernel read from stored base matrices, without recomputing any pair.
+
+    Parameters
+    ----------
+    spec : KernelSpec
+        The composite (or base) spec.
+    stores : mapping base spec_hash -> GramStore
+        One store per distinct base spec of ``spec``, all over the same corpus and selections.
+    """
+
+    def __init__(self, spec, stores: dict):
+        self.spec = spec
+        bases = spec.base_specs()
+        missing = [b for b in bases if b.spec_hash not in stores]
+        if missing:
+            raise StoreMismatchError(
+                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash}); "
+                f"compute it with `gramtile gram --kernel '{missing[0].to_json()}'`")
+        self.views = {}
+        ref = None
+        for b in bases:
+            st = stores[b.spec_hash]
+            if st.kernel_hash != b.spec_hash:
+                raise StoreMismatchError(f"store {st.path} holds kernel hash {st.kernel_hash}, "
+                                         f"not {b.spec_hash} ({b.to_json()}); pass the right store for it")
+            key = (st.corpus_hash, st.meta["rows_sha256"], st.meta["cols_sha256"])
+            if ref is None:
+                ref = (key, st.path)
+            elif key != ref[0]:
+                raise StoreMismatchError(f"stores {ref[1]} and {st.path} cover different corpora or selections "
+                                         f"(corpus hashes {ref[0][0]} vs {key[0]}); compute both over the same "
+                                         f"--corpus/--rows/--cols")
+            self.views[b.spec_hash] = GramView(st)
+
+    @property
+    def shape(self):
+        return next(iter(self.views.values())).shape
+
+    @property
+    def chunk_reads(self) -> int:
+        return sum(v.chunk_reads for v in self.views.values())
+
+    def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
+        base = {}
+        for h, v in self.views.items():
+            dr, dc = v.diag(rows, cols)
+            base[h] = (v.block(rows, cols), dr, dc)
+        K, dr, dc = self.spec.combine(base)
+        K = np.asarray(K, dtype=np.float64)
+        return normalize_block(K, dr, dc) if normalized else K
+
+
+# ---- verification --------------------------------------------------------------------------
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`verify`: tiles checked and the bad ones with reasons."""
+
+    path: str
+    checked: int = 0
+    bad: list = field(default_factory=list)  # [(Tile, reason)]
+    repaired: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no bad tile was found, or every bad tile was recomputed."""
+        return not self.bad or bool(self.repaired)
+
+
+def verify(store) -> VerifyReport:
+    """Re-read every done chunk; report checksum / decode failures and NaN inside done tiles.
+
+    Only checks: recomputing the bad tiles is :func:`gramtile.pipeline.compute.repair.repair`.
+
+    Parameters
+    ----------
+    store : GramStore, path or URL
+
+    Returns
+    -------
+    VerifyReport
+    """
+    st = store if isinstance(store, GramStore) else GramStore.open(store)
+    rep = VerifyReport(str(st.path))
+    done = st.done_mask()
+    nr, nc = st.shape
+
+    diag_bad_rows, diag_bad_cols = set(), set()
+    for name, n, bad in (("diag_rows", nr, diag_bad_rows), ("diag_cols", nc, diag_bad_cols)):
+        arr = st.group[name]
+        for a in range(-(-n // st.tile)):
+            if not (done[a, :].any() if name == "diag_rows" else done[:, a].any()):
+                continue
+            s0, s1 = a * st.tile, min((a + 1) * st.tile, n)
+            try:
+                v = np.asarray(arr[s0:s1])
+                if np.isnan(v).any():
+                    bad.add(a)
+            except Exception:  # noqa: BLE001
+                bad.add(a)
+
+    for a, b in zip(*np.nonzero(done)):
+        if st.symmetric and a > b:
+            continue  # stored once, as tile (b, a)
+        t = Tile(int(a), int(b))
+        r0, r1, c0, c1 = st.spans(t)
+        rep.checked += 1
+        try:
+            v = np.asarray(st.K[r0:r1, c0:c1])
+        except Exception as e:  # noqa: BLE001  (checksum mismatch, truncated chunk, ...)
+            rep.bad.append((t, f"unreadable chunk: {type(e).__name__}: {e}"))
+            continue
+        if np.isnan(v).any():
+            rep.bad.append((t, "NaN inside a done tile (chunk missing or partly written)"))
+        elif t.i in diag_bad_rows or t.j in diag_bad_cols:
+            rep.bad.append((t, "diagonal chunk of this tile's rows/columns unreadable or NaN"))
+
+    return rep

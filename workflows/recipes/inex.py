@@ -1,0 +1,349 @@
+"""INEX 2005 tree classification, the protocol of Aiolli, Da San Martino & Sperduti (ICML 2009).
+
+The recipe behind ``workflows/inex2005.yaml`` (``recipe: gramtile.workflows.recipes.inex:run``):
+
+1. one corpus store over the 4,820 training and 4,811 test trees (``inex`` reader: ordered
+   ``tree`` for ST/SST/PT, positional ``ptree`` for the route kernels);
+2. ONE symmetric Gram store per base kernel and parameter value (every lam, and mu for PT) over
+   all 9,631 trees, through the engine -- the train/validation/test blocks are read from it;
+3. hyper-parameter selection: every variant (lam, mu, polynomial degree, normalised or not) is
+   derived from the stored base matrices (``spec.combine``, as :class:`ComposedView`), and each
+   (variant, C) is fitted on the first ``fit`` training trees (3,397) and scored on the rest
+   (1,423): the grid costs SVM fits, not kernel evaluations;
+4. the best (variant, C) by validation accuracy (ties: first in grid order) is refitted on all
+   training trees and scored on the test trees with one-vs-all SVMs.
+
+Unnormalised variants are divided by the mean training self-kernel before the SVM; that only
+reparametrises the C grid (an SVM with kernel s K and cost C equals one with K and cost s C), so
+the grid is relative to SVM-Light's default C = 1 / mean K(x, x), and huge unnormalised tree
+kernel values stay in a range libsvm handles. Polynomial variants are (K + offset)^degree of
+the (normalised or raw) base kernel.
+
+``options`` of the workflow file::
+
+    options:
+      fit: 3397                 # first N training examples fit, the rest of train validates
+      offset: 1                 # polynomial offset
+      grid:                     # one entry per kernel name of `kernels:`; lists are swept
+        PT: {lam: [0.1, 0.4], mu: [0.4], degree: [1], normalized: [true, false]}
+      paper: {PT: 2.96}         # published test error (%) printed beside ours
+      paper_valid: {PT: 2.96}   # published validation error (%) of the selected setting
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from gramtile.kernels.composite import Normalized, Polynomial
+from gramtile.kernels.spec import spec_from_dict
+from gramtile.pipeline import optional
+from gramtile.pipeline.compute.cluster import shared_client
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.learn.crossval import markdown_table
+from gramtile.pipeline.stores.errors import StoreLockedError
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
+from gramtile.workflows.errors import WorkflowError
+from gramtile.workflows.runner import build_corpus, load_workflow
+
+_GRID_KEYS = {"lam", "mu", "degree", "normalized"}
+_OPTIONS = {"fit", "offset", "grid", "paper", "paper_valid"}
+
+
+def reject(wf, key, value, fix):
+    raise WorkflowError(f"{wf.path}: key '{key}' = {value!r}: {fix}")
+
+
+def load_recipe_workflow(raw: dict, path):
+    """The declarative part of a recipe workflow file, validated like any workflow.
+
+    Returns
+    -------
+    (Workflow, dict)
+        The workflow without ``recipe`` and ``options`` (data, kernels, protocol, report), and
+        the ``options`` mapping (validated by the recipe).
+    """
+
+
+
+    path = Path(path)
+    rest = {k: v for k, v in raw.items() if k not in ("recipe", "options")}
+    options = raw.get("options") or {}
+    if not isinstance(options, dict):
+        raise WorkflowError(f"{path}: key 'options' = {options!r}: a mapping of the recipe's options")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / path.name
+        tmp.write_text(yaml.safe_dump(rest, sort_keys=False), encoding="utf-8")
+        try:
+            wf = load_workflow(tmp)
+        except WorkflowError as e:
+            # name the user's file, not the temporary copy
+            raise WorkflowError(str(e).replace(str(tmp), str(path))) from None
+    wf.path = path
+    return wf, options
+
+
+def check_options(wf, options) -> dict:
+    """Validate the recipe's ``options`` (see the module docstring); returns them with defaults."""
+    o = dict(options)
+    for k in o:
+        if k not in _OPTIONS:
+            reject(wf, f"options.{k}", o[k], f"unknown key; allowed keys are {sorted(_OPTIONS)}")
+    fit = o.get("fit")
+    if isinstance(fit, bool) or not isinstance(fit, int) or fit < 2:
+        reject(wf, "options.fit", fit, "give the number of training examples to fit on (the rest validate), "
+              "e.g. 3397")
+    off = o.get("offset", 1)
+    if isinstance(off, bool) or not isinstance(off, (int, float)) or off < 0:
+        reject(wf, "options.offset", off, "must be a number >= 0")
+    grid = o.get("grid") or {}
+    if not isinstance(grid, dict):
+        reject(wf, "options.grid", grid, "a mapping kernel name -> {lam: [...], mu: [...], degree: [...], "
+              "normalized: [...]}")
+    for name, g in grid.items():
+        if name not in wf.kernels:
+            reject(wf, f"options.grid.{name}", g, f"no kernel of that name; the kernels are {sorted(wf.kernels)}")
+        if not isinstance(g, dict):
+            reject(wf, f"options.grid.{name}", g, "a mapping of lists, e.g. {lam: [0.1, 0.5]}")
+        for k, v in g.items():
+            if k not in _GRID_KEYS:
+                reject(wf, f"options.grid.{name}.{k}", v, f"unknown key; allowed keys are {sorted(_GRID_KEYS)}")
+            if not isinstance(v, list) or not v:
+                reject(wf, f"options.grid.{name}.{k}", v, "a non-empty list")
+        for k in ("lam", "mu"):
+            if k in g and not hasattr(wf.kernels[name], k):
+                reject(wf, f"options.grid.{name}.{k}", g[k], f"kernel {wf.kernels[name].kind!r} has no {k!r}")
+    published = {}
+    for key in ("paper", "paper_valid"):
+        p = o.get(key) or {}
+        if not isinstance(p, dict):
+            reject(wf, f"options.{key}", p, "a mapping kernel name -> published error in %, e.g. {PT: 2.96}")
+        for name, v in p.items():
+            if name not in wf.kernels:
+                reject(wf, f"options.{key}.{name}", v, f"no kernel of that name; the kernels are {sorted(wf.kernels)}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 100:
+                reject(wf, f"options.{key}.{name}", v, "give the published error in %, a number in [0, 100]")
+        published[key] = p
+    return {"fit": fit, "offset": float(off), "grid": grid, **published}
+
+
+def variants(name, base, g, offset) -> list:
+    """Every (spec, description) of one kernel's grid: base parameter values x degree x normalised."""
+
+    out = []
+    swept = [k for k in ("lam", "mu") if k in g]
+    for values in itertools.product(*[g[k] for k in swept]):
+        d = base.to_dict()
+        d.update(dict(zip(swept, values)))
+        b = spec_from_dict(d)
+        for norm in g.get("normalized", [True]):
+            k = Normalized(kernel=b) if norm else b
+            for deg in g.get("degree", [1]):
+                s = k if deg == 1 else Polynomial(kernel=k, degree=int(deg), offset=offset)
+                out.append((s, {**dict(zip(swept, values)), "normalized": bool(norm), "degree": int(deg)}))
+    return out
+
+
+class _Blocks:
+    """Base Gram blocks over fixed rows x cols, read once from their stores and shared by variants."""
+
+    def __init__(self, stores, rows, cols):
+        self.rows, self.cols = rows, cols
+        self.views, self.cache = {}, {}
+        for h, st in stores.items():
+            self.add(h, st)
+
+    def add(self, h, store):
+
+        self.views[h] = GramView(store)
+
+    def get(self, spec):
+        base = {}
+        for b in spec.base_specs():
+            h = b.spec_hash
+            if h not in self.cache:
+                v = self.views[h]
+                dr, dc = v.diag(self.rows, self.cols)
+                self.cache[h] = (v.block(self.rows, self.cols), dr, dc)
+            base[h] = self.cache[h]
+        K, dr, _ = spec.combine(base)
+        return np.asarray(K, dtype=np.float64), np.asarray(dr, dtype=np.float64)
+
+
+def _fit_score(K_tr, y_tr, K_te, y_te, C, scale):
+    OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
+    SVC = optional.sklearn("svm").SVC
+
+    m = OneVsRestClassifier(SVC(kernel="precomputed", C=C)).fit(K_tr / scale, y_tr)
+    return float(np.mean(m.predict(K_te / scale) == y_te))
+
+
+def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list:
+    """Run the INEX protocol of a workflow file (see the module docstring); writes ``out/results.*``.
+
+    Parameters
+    ----------
+    raw : dict
+        The workflow file's mapping (``recipe: gramtile.workflows.recipes.inex:run``).
+    path : path
+        The workflow file (for messages).
+    out : path
+        Output folder; its corpus and Gram stores are reused by a rerun.
+    cluster, cluster_file, tile, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`
+
+    Returns
+    -------
+    list of dict
+        One row per kernel name: chosen parameters and C, validation accuracy, test error,
+        the paper's test and validation errors, Gram and selection seconds.
+    """
+
+    with shared_client(cluster, cluster_file, client) as (cluster, client):
+        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
+
+
+def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
+
+    wf, options = load_recipe_workflow(raw, path)
+    opts = check_options(wf, options)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda s: print(f"inex: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
+    t_start = time.perf_counter()
+    corpus, parts = build_corpus(wf, out / "corpus.zarr", progress=progress)
+    if "test" not in parts:
+        reject(wf, "data.test", None, "the INEX protocol needs data.train and data.test")
+    (a, b), (c, d) = parts["train"], parts["test"]
+    if not a + 1 < a + opts["fit"] < b:
+        reject(wf, "options.fit", opts["fit"], f"must leave validation examples: the training part has {b - a}")
+    y = np.asarray([str(v) for v in corpus.labels])
+    fit, val, train, test = (np.arange(a, a + opts["fit"]), np.arange(a + opts["fit"], b), np.arange(a, b),
+                             np.arange(c, d))
+    Cs = wf.protocol["C"]
+    if Cs == "svmlight":
+        Cs = [1.0]
+    plan = {name: variants(name, spec, opts["grid"].get(name, {}), opts["offset"])
+            for name, spec in wf.kernels.items()}
+    # every distinct base spec once: its Gram store covers all examples, computed by the engine;
+    # kernels are handled one after the other so each row is reported as soon as it is known
+    stores, gram_seconds = {}, {}
+    n_bases = len({bs.spec_hash for vs in plan.values() for s, _ in vs for bs in s.base_specs()})
+    sel_blocks = (_Blocks(stores, fit, fit), _Blocks(stores, val, fit))
+    rows, trials = [], []
+    # validation scores by (variant, split sizes, C), so a rerun resumes the selection too
+    cache = out / "selection-cache.json"
+    done = json.loads(cache.read_text()) if cache.exists() else {}
+    for name, vs in plan.items():
+        for s, _ in vs:
+            for bs in s.base_specs():
+                h = bs.spec_hash
+                if h in stores:
+                    continue
+                path = out / f"gram-{bs.kind}-{h[:12]}.zarr"
+                t1 = time.perf_counter()
+                _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster, cluster_file=cluster_file,
+                                progress=False, client=client)
+                gram_seconds[h] = time.perf_counter() - t1
+                stores[h] = GramStore.open(path)
+                sel_blocks[0].add(h, stores[h])
+                sel_blocks[1].add(h, stores[h])
+                say(f"Gram store {len(stores)}/{n_bases} {bs.to_json()}: {gram_seconds[h]:.1f} s")
+        t_sel = time.perf_counter()
+        best = None
+        for spec, params in vs:
+            keys = [f"{spec.spec_hash}|{fit.size}|{val.size}|{C!r}" for C in Cs]
+            if all(k in done for k in keys):  # scored by an earlier (interrupted) run
+                for C, k in zip(Cs, keys):
+                    trials.append({"kernel": name, **params, "C": C, "valid_accuracy": done[k]})
+                    if best is None or done[k] > best[0]:
+                        best = (done[k], spec, params, C)
+                continue
+            K_fit, d_fit = sel_blocks[0].get(spec)
+            K_val, _ = sel_blocks[1].get(spec)
+            if not (np.all(np.isfinite(K_fit)) and np.all(np.isfinite(K_val))):
+                trials.append({"kernel": name, **params, "skipped": "non-finite kernel values"})
+                continue
+            scale = float(np.mean(d_fit)) if not params["normalized"] and np.mean(d_fit) > 0 else 1.0
+            for C in Cs:
+                acc = _fit_score(K_fit, y[fit], K_val, y[val], C, scale)
+                trials.append({"kernel": name, **params, "C": C, "valid_accuracy": acc})
+                done[f"{spec.spec_hash}|{fit.size}|{val.size}|{C!r}"] = acc
+                if best is None or acc > best[0]:
+                    best = (acc, spec, params, C)
+            cache.write_text(json.dumps(done))
+        if best is None:
+            raise WorkflowError(f"{wf.path}: every variant of kernel {name!r} gave non-finite values; "
+                                "lower lam or the polynomial degree in options.grid")
+        acc_v, spec, params, C = best
+        view = ComposedView(spec, stores)
+        K_tr = view.block(train, train)
+        K_te = view.block(test, train)
+        scale = float(np.mean(np.diag(K_tr))) if not params["normalized"] else 1.0
+        acc_t = _fit_score(K_tr, y[train], K_te, y[test], C, scale)
+        paper = opts["paper"].get(name)
+        paper_valid = opts["paper_valid"].get(name)
+        mine = {bs.spec_hash for v, _ in vs for bs in v.base_specs()}
+        row = {"kernel": name, **{k: params.get(k) for k in ("lam", "mu", "degree", "normalized")}, "C": C,
+               "valid_accuracy": acc_v, "valid_error": round(100 * (1 - acc_v), 2), "paper_valid_error": paper_valid,
+               "accuracy": acc_t, "test_error": round(100 * (1 - acc_t), 2),
+               "paper_error": paper, "difference": None if paper is None else round(100 * (1 - acc_t) - paper, 2),
+               "spec": spec.to_dict(), "n_fit": int(fit.size), "n_valid": int(val.size),
+               "n_train": int(train.size), "n_test": int(test.size), "variants": len(vs),
+               "gram_seconds": round(sum(store_time(stores[h])[0] for h in mine), 1),
+               "gram_cpu_seconds": round(sum(store_time(stores[h])[1] for h in mine), 1),
+               "selection_seconds": round(time.perf_counter() - t_sel, 1)}
+        rows.append(row)
+        say(f"{name}: best {params} C={C:g} valid {acc_v:.4f} -> test error {row['test_error']:.2f}% "
+            f"(paper {paper}) [Gram {row['gram_seconds']} s, selection {row['selection_seconds']} s]")
+        _write(out, wf, rows, trials, fit, val, train, test, len(stores), corpus.n, Cs, t_start)
+        for blocks in sel_blocks:  # the next kernel reads other bases: free ~130 MB per base
+            blocks.cache.clear()
+    return rows
+
+
+def _gram_when_free(run_gram, *args, patience: float = 3600.0, **kwargs):
+    """:func:`run_gram`, waiting while another live process holds the store's writer lock (a
+    second run may precompute stores of the same workflow directory); then resume or reuse it."""
+
+    t0 = time.monotonic()
+    while True:
+        try:
+            return run_gram(*args, **kwargs)
+        except StoreLockedError:
+            if time.monotonic() - t0 > patience:
+                raise
+            time.sleep(5.0)
+
+
+def store_time(store) -> tuple:
+    """(wall seconds of the runs that computed tiles, CPU seconds of the tile tasks) from a store's log,
+    so a resumed run still reports what its stores cost."""
+    wall = cpu = 0.0
+    for e in store.read_log():
+        if e.get("event") == "end" and e.get("tiles_computed"):
+            wall += float(e.get("seconds", 0.0))
+        elif e.get("event") == "tile":
+            cpu += float(e.get("cpu_seconds", 0.0))
+    return wall, cpu
+
+
+def _write(out, wf, rows, trials, fit, val, train, test, n_stores, n, Cs, t_start):
+    """results.json, results.md (the Table 1 layout) and selection.json (every validation score)."""
+
+    (out / "selection.json").write_text(json.dumps(trials, indent=0))
+    (out / "results.json").write_text(json.dumps(rows, indent=1))
+    cols = ["kernel", "paper_error", "test_error", "difference", "paper_valid_error", "valid_error", "lam", "mu",
+            "degree", "normalized", "C", "variants", "gram_seconds", "gram_cpu_seconds", "selection_seconds"]
+    title = wf.report.get("title") or wf.name
+    md = [f"# {title}\n",
+          f"Workflow `{wf.path.name}`: fit {fit.size}, validate {val.size}, retrain {train.size}, "
+          f"test {test.size}; one-vs-all SVMs; {n_stores} base Gram stores over {n} trees; "
+          f"C grid {Cs}; {time.perf_counter() - t_start:.0f} s in all.\n",
+          markdown_table(rows, columns=cols, floatfmt="g"), ""]
+    (out / "results.md").write_text("\n".join(md))
