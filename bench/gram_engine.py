@@ -74,7 +74,7 @@ def _kernel_only_command(args):
     same interpreter start, numpy/numba/zarr imports and Numba initialisation as a ``gramtile gram``
     command, so command / kernel-only command isolates what Dask, the Gram store and the second
     worker add or save."""
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
     from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     cs = CorpusStore.open(args.corpus)
@@ -94,7 +94,7 @@ def _time_kernel_only_command(corpus, tile: int, repeats: int) -> float:
 
 
 def part1(work: Path, tiles, workers: int, profiles=("local", "threads"), repeats: int = 1):
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
     from gramtile.pipeline.compute.engine import run_gram
     from gramtile.pipeline.stores.corpus_store import CorpusStore
     from gramtile.pipeline.stores.gram_store import GramStore
@@ -273,7 +273,7 @@ def part2(work: Path, sizes, tile: int, workers: int, kernel_only: bool = False,
         shutil.rmtree(out, ignore_errors=True)
     print()
     if kernel_only:
-        from gramtile.kernels.spec import as_spec
+        from gramtile.kernels.registry import as_spec
         from gramtile.pipeline.stores.corpus_store import CorpusStore
 
         n, wall = last

@@ -5,7 +5,7 @@ ones; this one needs no spaCy model): the words (lower-cased) and lengths of the
 ``data/trec_qc/train.txt``; each word carries 3 attributes (word, a random PoS tag out of 12,
 a random NE type out of 4 or none); consecutive words are grouped into chunks of 1-3 words
 (chain edges inside, one chunk label attribute out of 6); the chunks of a question are linked
-by a random dependency tree (head -> dependent) in the top graph. The structure of HDAG.md
+by a random dependency tree (head -> dependent) in the top graph. The structure of docs/kernels.md (HDAG kernel)
 section 1 / the paper's Figure 1.
 
     .venv/bin/python bench/hdag.py [--n 400] [--p 3] [--lam 0.5]

@@ -25,7 +25,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402  (after the thread settings)
 
 import gramtile.kernels.registry  # noqa: F401  (registers the kernels)
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import TokenSeq
 from gramtile.pipeline.representations.vocab import Vocabularies

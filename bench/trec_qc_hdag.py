@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--p", type=int, default=3)
     ap.add_argument("--lam", type=float, default=0.5)
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--exact", action="store_true", help="HDAG.md's exact variant (length p only)")
+    ap.add_argument("--exact", action="store_true", help="docs/kernels.md's HDAG exact variant (length p only)")
     args = ap.parse_args()
     hs = question_hdags(2 * args.n)
     v = Vocabularies()

@@ -22,7 +22,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402  (after the thread settings)
 
 import gramtile.kernels.registry  # noqa: F401,E402  (registers the kernels)
-from gramtile.kernels.spec import spec_from_dict  # noqa: E402
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.readers.senseval import read_senseval  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "senseval_hard_line_serve"

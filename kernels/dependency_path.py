@@ -1,6 +1,6 @@
 """Dependency-based word subsequence kernel: common paths of two dependency trees.
 
-Kate (2008), "A dependency-based word subsequence kernel", EMNLP 2008. KERNELS.md section 1::
+Kate (2008), "A dependency-based word subsequence kernel", EMNLP 2008. docs/kernels.md, "Dependency path kernel"::
 
     K(T1, T2)   = sum_{n1 in T1, n2 in T2, w(n1) = w(n2)} (1 + CPP(n1, n2))
     CDP(n1, n2) = sum_{c1 in C(n1), c2 in C(n2), w(c1) = w(c2)} alpha (1 + CDP(c1, c2))
@@ -12,7 +12,7 @@ Kate (2008), "A dependency-based word subsequence kernel", EMNLP 2008. KERNELS.m
 read as words with arrows from child to parent; it rises to a unique peak and descends, and a
 common path of l edges weighs alpha^l. CDP counts common downward paths starting at (n1, n2),
 CPP the common paths peaking there, and the 1 in K counts the common words. The paper prints
-the two-arm terms as ``alpha * CDP``; KERNELS.md fixes them to alpha^2 (1 + CDP)(1 + CDP') so
+the two-arm terms as ``alpha * CDP``; docs/kernels.md fixes them to alpha^2 (1 + CDP)(1 + CDP') so
 every path weighs alpha^(edges). A path with two identical arms (x -> w <- x) is counted once
 per alignment, as the recursion does. ``w`` is the word id, or the lemma id (``match="lemma"``).
 

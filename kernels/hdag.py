@@ -1,19 +1,19 @@
 """HDAG kernel (Suzuki, Hirao, Sasaki, Maeda 2003, "Hierarchical directed acyclic graph kernel:
 methods for structured natural language data", ACL; Suzuki, Sasaki, Maeda 2003, NIPS), as
-specified in /work/shared/HDAG.md sections 3-6 (KERNELS.md section 6).
+specified in docs/kernels.md, "HDAG kernel".
 
 Features are attribute sequences read along directed sub-paths of any graph of the hierarchy
 (chunk brackets kept, skipped nodes costing their skip cost D); lengths 1..p are summed::
 
     K(G1, G2) = sum_{m=1..p} sum_{s in G1, t in G2} ([m = 1] Gamma(s, t) + M_m(s, t))
 
-Skip costs, per node inside the graph holding it (HDAG.md section 3)::
+Skip costs, per node inside the graph holding it (docs/kernels.md, "HDAG kernel: Skip costs")::
 
     D(v) = lam (terminated)  |  sum over complete inner paths of prod D (chunk)
     U(v) = 1 if pa(v) empty else sum_{u in pa(v)} U(u) D(u)
     B(v) = 1 if ch(v) empty else sum_{w in ch(v)} D(w) B(w),        c(v) = U(v) B(v)
 
-Node-pair recursion (HDAG.md section 5), i, k = lengths 1..p::
+Node-pair recursion (docs/kernels.md, "HDAG kernel: Recursion"), i, k = lengths 1..p::
 
     S_i(s,t)  = [i=1] Gamma(s,t) + [i>=2] sum_{s' in in(s), t' in in(t)} B(s') B(t') L_i(s',t')
     E_i(s,t)  = S_i(s,t) + sum_{t' in in(t)} c(t') E_i(s,t')
@@ -33,7 +33,7 @@ its edges, told apart by ``role``::
 
 Node indices are the example's own numbering: node rows come first, node v being the example's
 row v (any order of the attribute and edge rows after them is fine). Per block, :func:`_prepare`
-renumbers each example into a *processing order* (HDAG.md section 6: a topological order of the
+renumbers each example into a *processing order* (docs/kernels.md, "HDAG kernel: Evaluation order and cost": a topological order of the
 in-graph edges together with "inner node before its chunk", by Kahn's algorithm), sorts each
 node's attribute ids, builds in-graph parent lists and inner-node lists in CSR form and computes
 D, U, B, c. The pair core then fills, for every node pair in processing order, tables of shape
@@ -239,7 +239,7 @@ def _prepare(offsets, role, a, b, lam):
 
 
 def skip_costs(X, lam):
-    """D, U and B (HDAG.md section 3) of every node of an ``hdag`` batch, in the examples' own
+    """D, U and B (docs/kernels.md, "HDAG kernel: Skip costs") of every node of an ``hdag`` batch, in the examples' own
     node numbering: entry ``nodes[e] + v`` belongs to node v of example e.
 
     Returns
@@ -540,7 +540,7 @@ def _diag(p, exact, nptr, P):
 @register
 @dataclass(frozen=True)
 class HDAGKernel(BaseSpec):
-    """HDAG kernel over hierarchical DAGs of attribute sets (HDAG.md).
+    """HDAG kernel over hierarchical DAGs of attribute sets (docs/kernels.md (HDAG kernel)).
 
     Parameters
     ----------
@@ -549,7 +549,7 @@ class HDAGKernel(BaseSpec):
     p : int >= 1
         Largest number of attributes in a feature; lengths 1..p are summed.
     exact : bool
-        HDAG.md's ``exact`` variant: only features of exactly p attributes (shorter lengths are
+        docs/kernels.md's HDAG ``exact`` variant: only features of exactly p attributes (shorter lengths are
         still computed, as the longer ones are built from them, but not summed).
     rep : str
         Corpus representation read (an ``hdag`` batch).

@@ -1,29 +1,26 @@
-"""Import every kernel family so that each registers its spec classes.
+"""Every kernel family, imported so that each registers its spec classes; the spec builders.
 
-``REGISTRY`` maps the stable ``kind`` id to the spec class. Import this module (or call
-:func:`kinds`) before building specs from JSON.
+``REGISTRY`` (in :mod:`gramtile.kernels.spec`) maps the stable ``kind`` id to the spec class;
+a family module fills it when imported. Build specs from JSON through this module
+(:func:`spec_from_dict`, :func:`parse_spec`, :func:`as_spec`), which guarantees every kind is
+registered; :mod:`gramtile.kernels.spec` alone knows only the families already imported.
 """
 from __future__ import annotations
 
-import importlib
+from gramtile.kernels import (  # noqa: F401  (each family registers its specs on import)
+    bag_kernels,
+    composite,
+    dependency_path,
+    hdag,
+    relation_subtree,
+    route,
+    subsequence,
+    tree_kernels,
+    wsd_kernels,
+)
+from gramtile.kernels.spec import REGISTRY, as_spec, parse_spec, spec_from_dict
 
-from gramtile.kernels.spec import REGISTRY, spec_from_dict  # noqa: F401
-
-#: Kernel family modules; each registers its specs on import. Missing modules are skipped
-#: only while a family is being written (listed in ``_optional``).
-_FAMILIES = ("composite", "tree_kernels", "bag_kernels", "subsequence", "dependency_path", "relation_subtree", "route", "hdag", "wsd_kernels")
-
-
-def _load():
-    for name in _FAMILIES:
-        try:
-            importlib.import_module(f"gramtile.kernels.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"gramtile.kernels.{name}":
-                raise
-
-
-_load()
+__all__ = ["REGISTRY", "as_spec", "kinds", "parse_spec", "spec_from_dict"]
 
 
 def kinds() -> list:

@@ -1,7 +1,7 @@
 """Relation-example subtree kernels: contiguous and sparse (Zelenko, Aone & Richardella 2003).
 
 Zelenko, Aone, Richardella (2003), "Kernel methods for relation extraction", JMLR 3,
-sections 5.1, 5.2 and Appendix B; KERNELS.md section 2. For relation examples P1, P2
+sections 5.1, 5.2 and Appendix B; docs/kernels.md, "Relation subtree kernels". For relation examples P1, P2
 (shallow-parse trees whose nodes have Type, Role and Text)::
 
     K(P1, P2) = 0                                   if t(P1.p, P2.p) = 0
@@ -43,7 +43,7 @@ pairs, and only those are computed). With m, n children, T[a, b] = t and Kab = K
   ``F(a, b) = T (1 + lam^2 D(a-1, b-1))``, ``D(a, b) = sum_{a' <= a, b' <= b} lam^{(a-a') + (b-b')} F(a', b')``
   (and G, E mirrored). D is built as a row recurrence plus a column recurrence, so every step
   adds non-negative terms (no cancellation). tests/reference/relation_subtree.py checks it
-  against the explicit sum of the definition and against Appendix B with KERNELS.md's two
+  against the explicit sum of the definition and against Appendix B with docs/kernels.md's two
   corrections (``C'_q`` recurses over (i-1, j); ``K_{c,q}`` has no leading lam), plus the same
   (i-1, j) correction in ``C'_{q,r}``, which is misprinted like ``C'_q``.
 """

@@ -1,5 +1,5 @@
 """Route kernel for positional trees (Aiolli, Da San Martino, Sperduti 2009, "Route kernels for
-trees", ICML; KERNELS.md section 4).
+trees", ICML; docs/kernels.md, "Route kernel").
 
 The route from a node v_i to a descendant-or-self v_j is the sequence of child positions along
 the path (``rho(v, v) = ()``, ``rho(v_i, v_j) = rho(v_i, pa(v_j)) . chpos(v_j)``). A feature is a

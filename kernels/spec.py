@@ -185,7 +185,7 @@ def _to_json(v):
 
 
 def spec_from_dict(d) -> KernelSpec:
-    """Build a spec from its JSON dict (FORMATS.md); nested specs are built recursively."""
+    """Build a spec from its JSON dict (docs/formats.md); nested specs are built recursively."""
     if isinstance(d, KernelSpec):
         return d
     if not isinstance(d, dict):

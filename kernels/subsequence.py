@@ -1,5 +1,5 @@
 """Gap-weighted subsequence kernel with optional soft matching (Lodhi et al. 2002; Cancedda et al.
-2003; Giuliano, Gliozzo, Strapparava 2006). KERNELS.md section 3.
+2003; Giuliano, Gliozzo, Strapparava 2006). docs/kernels.md, "Gap-weighted subsequence kernel and soft matching".
 
 With l(i) = i_p - i_1 + 1 the span of an increasing index tuple i of length p::
 

@@ -1,7 +1,7 @@
 """Convolution tree kernels: subtree (ST), subset tree (SST) and partial tree (PT).
 
 All three count common tree fragments, ``K(T1, T2) = sum_{n1 in T1, n2 in T2} Delta(n1, n2)``,
-with leaves being childless nodes labelled by their word (KERNELS.md section 5):
+with leaves being childless nodes labelled by their word (docs/kernels.md, "Tree kernels: ST, SST, PT"):
 
 - ST (Vishwanathan & Smola 2002, "Fast kernels for string and tree matching"; SVM-Light-TK's
   SST recursion with sigma = 0)::

@@ -1,5 +1,5 @@
 """Syntagmatic and domain kernels for word sense disambiguation (Giuliano, Gliozzo, Strapparava
-2006; Gliozzo et al. 2005). KERNELS.md section 3.
+2006; Gliozzo et al. 2005). docs/kernels.md, "Gap-weighted subsequence kernel and soft matching".
 
 An example is a target word in its sentence (a ``wsd`` batch: lemma, pos, word, target flag).
 With W(x) the window of positions target-w .. target+w of x, cut at the sentence edges (no

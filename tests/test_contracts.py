@@ -1,4 +1,4 @@
-"""Contract tests run for every registered kernel instance (DESIGN.md section 5).
+"""Contract tests run for every registered kernel instance (docs/ARCHITECTURE.md, "Tests and checks").
 
 Each kernel family adds a module ``tests/instances_<family>.py`` defining ``INSTANCES`` (a list
 of ``(spec dict, generator name)``) and ``GENERATORS`` (generator name -> ``f(random.Random) ->
@@ -16,8 +16,7 @@ import pytest
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.kernels.registry import REGISTRY, kinds
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import REGISTRY, kinds, spec_from_dict
 from gramtile.pipeline.representations.structures import TokenSeq, Tree
 
 LABELS = ["A", "B", "C"]

@@ -11,7 +11,7 @@ from reference.dependency_path import cdp, kernel_by_paths, kernel_by_recursion,
 from gramtile.kernels.batches import Batch
 from gramtile.kernels.dependency_path import DependencyPathKernel
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import DepTree
 from gramtile.pipeline.representations.vocab import Vocabularies

@@ -7,7 +7,7 @@ import pytest
 from conftest import corpus_store_of, lock_holder, num_trees
 
 import gramtile
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.stores.corpus_store import CorpusStore

@@ -1,5 +1,5 @@
-"""HDAG kernel (kernels/hdag.py) against the explicit enumeration of HDAG.md section 4
-(tests/reference/hdag.py), HDAG.md's worked example and its hierarchy-free special cases; the
+"""HDAG kernel (kernels/hdag.py) against the explicit enumeration of docs/kernels.md, "HDAG kernel: Features"
+(tests/reference/hdag.py), docs/kernels.md's HDAG worked example and its hierarchy-free special cases; the
 HDAG representation (pipeline/representations/hdag.py)."""
 import json
 import random
@@ -18,7 +18,7 @@ from gramtile.pipeline.representations.encode import decode, encode
 from gramtile.pipeline.representations.hdag import HDAG, hdag_from_obj, hdag_to_obj
 from gramtile.pipeline.representations.vocab import Vocabularies
 
-# HDAG.md section 8. G1: P -> z, P = chunk{x -> y}. G2: Q -> m -> z, Q = chunk{x -> k -> y}.
+# docs/kernels.md, "HDAG kernel: Worked example (HDAG)". G1: P -> z, P = chunk{x -> y}. G2: Q -> m -> z, Q = chunk{x -> k -> y}.
 G1 = HDAG([[], ["z"], ["x"], ["y"]], [-1, -1, 0, 0], [(0, 1), (2, 3)])
 G2 = HDAG([[], ["m"], ["z"], ["x"], ["k"], ["y"]], [-1, -1, -1, 0, 0, 0], [(0, 1), (1, 2), (3, 4), (4, 5)])
 
@@ -115,7 +115,7 @@ def test_exact_lengths_add_up_to_the_sum_over_lengths():
 
 
 def test_worked_example_exact_variant():
-    # HDAG.md section 8's table by length: 3 (x, y, z), lam + 2 lam^4 (x-y, x-z, y-z), lam^2 ((x-y)-z)
+    # docs/kernels.md, "HDAG kernel: Worked example (HDAG)"'s table by length: 3 (x, y, z), lam + 2 lam^4 (x-y, x-z, y-z), lam^2 ((x-y)-z)
     lam = Fraction(1, 2)
     want = {1: 3, 2: lam + 2 * lam ** 4, 3: lam ** 2}
     for p, v in want.items():
@@ -253,7 +253,7 @@ def test_exact_default_keeps_the_spec_hash_of_stored_matrices():
     import hashlib
     import json
 
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
 
     old = json.dumps({"kind": "hdag", "lam": 0.5, "p": 3, "rep": "hdag"}, sort_keys=True, separators=(",", ":"))
     assert as_spec({"kind": "hdag", "lam": 0.5, "p": 3}).spec_hash == hashlib.sha256(old.encode()).hexdigest()

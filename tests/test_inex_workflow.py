@@ -127,7 +127,7 @@ def test_test_error_matches_an_independent_fit(ran):
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import SVC
 
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
     from gramtile.pipeline.readers.inex import read_inex
     from gramtile.pipeline.representations.encode import encode
     from gramtile.pipeline.representations.vocab import Vocabularies

@@ -13,19 +13,7 @@ from sklearn.svm import SVC
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import gram
-from gramtile.pipeline.learn.crossval import (
-    ArrayKernelSource,
-    evaluate,
-    learning_curve,
-    markdown_table,
-    nested_order,
-    open_gram_source,
-    parse_class_weight,
-    plot_learning_curve,
-    read_labels,
-    source_mrr,
-    store_labels,
-)
+from gramtile.pipeline.learn.crossval import evaluate, learning_curve, nested_order, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import (
     Split,
@@ -37,6 +25,8 @@ from gramtile.pipeline.learn.folds import (
 )
 from gramtile.pipeline.learn.metrics import neighbour_mrr
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
+from gramtile.pipeline.learn.sources import ArrayKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -395,8 +385,8 @@ def test_cli_evaluate_errors(num_store, tmp_path, capsys):
 
 
 def test_cli_nystroem_equals_the_api_and_refuses_what_it_cannot_do(num_store, num_y, tmp_path, capsys):
-    from gramtile.pipeline.learn.crossval import open_gram_source
     from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+    from gramtile.pipeline.learn.sources import open_gram_source
 
     out = tmp_path / "ny"
     argv = ["evaluate", "--gram", str(num_store), "--model", "nystroem", "--landmarks", "60", "--folds", "3",

@@ -15,7 +15,7 @@ from conftest import require_data
 from sklearn.svm import SVC
 
 import gramtile
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute import executors
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources

@@ -62,7 +62,7 @@ def test_hdag_numbers_match_a_direct_computation(ran):
     from sklearn.svm import SVC
 
     from gramtile.kernels.composite import normalize_block
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
     from gramtile.pipeline.learn.metrics import neighbour_mrr
     from gramtile.pipeline.stores.corpus_store import CorpusStore
 

@@ -160,7 +160,7 @@ def test_svmlighttk_num_trees(name, n, positive, vocabs):
     assert_encode_round_trip(trees, vocabs)
     assert_bracket_round_trip(trees)
     if name == "NUM_train.dat":
-        # KERNELS.md 5: two training trees hold '(VB ask a)', one leaf 'ask a'
+        # docs/kernels.md, "Tree kernels: ST, SST, PT": two training trees hold '(VB ask a)', one leaf 'ask a'
         merged = [d.id for d in docs for leaf in d.structures["tree"].leaves() if " " in leaf]
         assert merged == ["NUM_train:102", "NUM_train:226"]
         assert max(len(t) - len(t.leaves()) for t in trees) == 78  # README: max 78 internal nodes

@@ -12,8 +12,8 @@ from reference.relation_subtree import FIXES, kc_appendix_b, kc_explicit, kernel
 import gramtile
 from gramtile.kernels.batches import Batch
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.kernels.relation_subtree import RelationSubtreeKernel
-from gramtile.kernels.spec import spec_from_dict
 from gramtile.pipeline.representations.encode import decode, encode
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.relation import RelationExample as R
@@ -330,7 +330,7 @@ def test_type_weight_default_keeps_the_spec_hash_of_stored_matrices():
     import hashlib
     import json
 
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
 
     old = json.dumps({"kind": "relation_subtree", "lam": 0.5, "mode": "sparse", "rep": "relation"},
                      sort_keys=True, separators=(",", ":"))
@@ -341,7 +341,7 @@ def test_type_weight_default_keeps_the_spec_hash_of_stored_matrices():
 
 
 def test_name_text_default_keeps_the_spec_hash():
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
 
     base = as_spec({"kind": "relation_subtree", "type_weight": 0.25})
     assert as_spec({"kind": "relation_subtree", "type_weight": 0.25, "name_text": True}) == base

@@ -11,7 +11,7 @@ from test_wsd_workflow import _senseval_head
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute import executors
 from gramtile.pipeline.compute.cluster import open_client
 from gramtile.pipeline.compute.engine import run_gram

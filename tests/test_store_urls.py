@@ -369,7 +369,7 @@ def test_memory_urls_are_refused_for_worker_processes_before_any_work(mem, clust
 
 
 def test_evaluate_reads_a_url_store_given_a_folds_directory(corpus, tmp_path, capsys, monkeypatch):
-    from gramtile.pipeline.learn.crossval import store_labels
+    from gramtile.pipeline.learn.sources import store_labels
     from gramtile.workflows.cli import main
 
     monkeypatch.chdir(tmp_path)  # a URL mistaken for a relative path would land here, and be seen

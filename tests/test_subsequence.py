@@ -10,7 +10,7 @@ from reference.subsequence import subsequence_kernel
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.compute.inmemory import evaluate_block
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import TokenSeq
@@ -27,7 +27,7 @@ def spec(**kw):
     return spec_from_dict({"kind": "subsequence", **kw})
 
 
-# ---- paper checks (KERNELS.md section 3) ------------------------------------------------
+# ---- paper checks (docs/kernels.md, "Gap-weighted subsequence kernel and soft matching") ------------------------------------------------
 
 @pytest.mark.parametrize("lam", [Fraction(1, 2), Fraction(1, 3), Fraction(9, 10), Fraction(1)])
 def test_cat_car_on_characters(lam):

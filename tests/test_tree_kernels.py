@@ -21,7 +21,7 @@ from reference.tree_kernels import (
 from strategies import tree_lists, tree_pairs
 
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.kernels.tree_kernels import PartialTreeKernel, SubsetTreeKernel, SubtreeKernel
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.encode import encode

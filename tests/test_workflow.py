@@ -151,7 +151,8 @@ def test_C_selected_inside_the_training_part(tmp_path):
     """select_C picks C by k-fold on the training examples only; the test part is never read for it."""
     import numpy as np
 
-    from gramtile.pipeline.learn.crossval import ArrayKernelSource, select_C
+    from gramtile.pipeline.learn.crossval import select_C
+    from gramtile.pipeline.learn.sources import ArrayKernelSource
 
     wf = _write(tmp_path, KELP.replace("  C: [1, 3]\n", "  C: [0.01, 1, 100]\n  select_C: {folds: 3}\n")
                 .replace("model: [svm, perceptron]", "model: svm")

@@ -10,7 +10,7 @@ from reference.subsequence import subsequence_kernel_p
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.kernels.wsd_kernels import windows
 from gramtile.pipeline.compute.inmemory import add_resources, evaluate_block
 from gramtile.pipeline.representations.encode import encode

@@ -11,8 +11,9 @@ import yaml
 from conftest import require_data
 
 import gramtile
-from gramtile.pipeline.learn.crossval import ArrayKernelSource, evaluate
+from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.folds import stratified_kfold
+from gramtile.pipeline.learn.sources import ArrayKernelSource
 from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.recipes.wsd import _config, load_word
@@ -200,11 +201,11 @@ def _senseval_head(src: Path, dst: Path, k: int) -> Path:
 def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
     """`gramtile gram` path: tiles of soft syntagmatic and domain kernels from a corpus store equal
     an in-memory evaluation with resources built from the same (whole) corpus."""
-    from gramtile.kernels.spec import as_spec
+    from gramtile.kernels.registry import as_spec
     from gramtile.pipeline.compute.engine import run_gram
     from gramtile.pipeline.compute.inmemory import add_resources, evaluate_block
     from gramtile.pipeline.compute.prepare import prepare
-    from gramtile.pipeline.learn.crossval import open_gram_source
+    from gramtile.pipeline.learn.sources import open_gram_source
     from gramtile.pipeline.readers.senseval import read_senseval
     from gramtile.pipeline.representations.encode import encode
     from gramtile.pipeline.representations.vocab import Vocabularies

@@ -52,15 +52,17 @@ import numpy as np
 import yaml
 
 from gramtile.kernels.errors import GramtileError
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import get_profile
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import write_shards
-from gramtile.pipeline.learn.crossval import ViewKernelSource, evaluate, markdown_table, prediction_scores, select_C
+from gramtile.pipeline.learn.crossval import evaluate, prediction_scores, select_C
 from gramtile.pipeline.learn.folds import fixed_split, load_or_make_folds
 from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+from gramtile.pipeline.learn.report import markdown_table
+from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.formats import FORMATS, read
 from gramtile.pipeline.parsing.parse import default_model_name
 from gramtile.pipeline.stores.corpus_store import CorpusStore

@@ -28,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
 from gramtile.pipeline.stores.corpus_store import CorpusStore

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gramtile.kernels.batches import Batch
-from gramtile.kernels.spec import parse_spec
+from gramtile.kernels.registry import parse_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import evaluate_block
 from gramtile.pipeline.resources.keys import resource_names

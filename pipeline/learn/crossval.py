@@ -1,8 +1,8 @@
 """Train and evaluate kernel machines over a kernel source: k-fold, fixed split, learning curves.
 
 A *kernel source* is anything with ``n`` (examples) and ``block(rows, cols) -> ndarray``:
-an in-memory matrix (:class:`ArrayKernelSource`) or a Gram store's lazy reader
-(:func:`open_gram_source`). For each split the learner reads exactly two blocks,
+an in-memory matrix (:class:`~gramtile.pipeline.learn.sources.ArrayKernelSource`) or a Gram store's lazy reader
+(:func:`gramtile.pipeline.learn.sources.open_gram_source`). For each split the learner reads exactly two blocks,
 K[train][:, train] to fit and K[test][:, train] to predict, so a store only loads the chunks
 those rows and columns touch; every setting of a C grid reuses the two blocks.
 
@@ -19,169 +19,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from gramtile.kernels.composite import normalize_block
 from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
-from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
-from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.learn.sources import ArrayKernelSource
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
-
-
-@runtime_checkable
-class KernelSource(Protocol):
-    """Read access to an n x n kernel matrix by blocks."""
-
-    n: int
-
-    def block(self, rows, cols) -> np.ndarray:
-        """K[rows][:, cols] as a float64 array of shape (len(rows), len(cols))."""
-
-
-class ArrayKernelSource:
-    """A kernel source over an in-memory matrix.
-
-    Parameters
-    ----------
-    K : ndarray, shape (n, n)
-    normalized : bool
-        Serve K(x, y) / sqrt(K(x, x) K(y, y)) (0 where a self-similarity is 0).
-
-    Attributes
-    ----------
-    reads : int
-        Number of :meth:`block` calls so far.
-    """
-
-    def __init__(self, K, normalized: bool = False):
-        K = np.asarray(K, dtype=np.float64)
-        if K.ndim != 2 or K.shape[0] != K.shape[1]:
-            raise EvaluationError(f"ArrayKernelSource: K has shape {K.shape}; pass a square Gram matrix")
-        if normalized:
-            # the same arithmetic as a Gram store's normalized reads, so both give equal numbers
-            K = normalize_block(K, np.diag(K), np.diag(K))
-        self.K = K
-        self.n = K.shape[0]
-        self.reads = 0
-
-    def block(self, rows, cols) -> np.ndarray:
-        self.reads += 1
-        return self.K[np.ix_(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))]
-
-
-class StoreKernelSource:
-    """A kernel source over a square Gram store (:class:`~gramtile.pipeline.stores.gram_store.GramView`).
-
-    Row/column positions are positions in the store's own row selection. ``chunk_reads``
-    counts the K chunks read so far.
-    """
-
-    def __init__(self, store, normalized: bool = False):
-        self.store = store
-        self.view = store.view()
-        self.normalized = bool(normalized)
-        nr, nc = self.view.shape
-        if not store.symmetric or nr != nc:
-            raise EvaluationError(f"Gram store {store.path} is rectangular ({nr} x {nc}); learning needs a square "
-                                  "store over the labelled examples (gramtile gram without --cols)")
-        self.n = int(nr)
-
-    @property
-    def chunk_reads(self) -> int:
-        return self.view.chunk_reads
-
-    def block(self, rows, cols) -> np.ndarray:
-        return np.asarray(self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
-                                          normalized=self.normalized), dtype=np.float64)
-
-
-class ViewKernelSource:
-    """A kernel source over any view with ``block(rows, cols)`` (a :class:`GramView` or a
-    :class:`ComposedView` of stored base matrices), optionally over the examples ``idx`` of the
-    view renumbered 0..len(idx)-1, or its first ``n`` examples."""
-
-    def __init__(self, view, idx=None, n: int | None = None):
-        self.view = view
-        self.idx = None if idx is None else np.asarray(idx, dtype=np.int64)
-        self.n = int(len(self.idx) if self.idx is not None else n if n is not None else view.shape[0])
-
-    @property
-    def chunk_reads(self) -> int:
-        return self.view.chunk_reads
-
-    def block(self, rows, cols) -> np.ndarray:
-        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-        if self.idx is not None:
-            rows, cols = self.idx[rows], self.idx[cols]
-        return self.view.block(rows, cols)
-
-
-def open_gram_source(path, normalized: bool = False) -> StoreKernelSource:
-    """A kernel source over the Gram store at ``path`` (reads only the chunks each block needs)."""
-
-    return StoreKernelSource(GramStore.open(path), normalized)
-
-
-def check_labels(labels, where):
-    for i, y in enumerate(labels):
-        if y is None or isinstance(y, (list, tuple, dict)) or (isinstance(y, str) and not y.strip()):
-            raise EvaluationError(f"{where}: example {i} has label {y!r}; learning needs one non-empty label "
-                                  "per example (multi-label and unlabelled examples are not supported)")
-    return list(labels)
-
-
-def store_labels(store) -> list:
-    """Labels of a Gram store's row examples, from the corpus store named in its provenance.
-
-    Raises
-    ------
-    StoreMismatchError
-        If that corpus store's content hash is not the one the Gram store was computed from.
-    """
-
-    path = store.meta.get("corpus_path")
-    if not path:
-        raise StoreError(f"{store.path} names no corpus store in its provenance; pass --labels FILE")
-    try:
-        cs = CorpusStore.open(path)
-    except StoreError as e:
-        raise StoreError(f"the corpus store {path} named by {store.path} cannot be opened ({e}); "
-                         "pass --labels FILE, or restore the corpus store at that path") from None
-    if cs.content_hash != store.corpus_hash:
-        raise StoreMismatchError(f"corpus store {path} has content hash {cs.content_hash}, but {store.path} was "
-                                 f"computed from {store.corpus_hash}; restore the original corpus store or pass "
-                                 "--labels FILE with the labels of the store's rows")
-    labels = cs.labels
-    return check_labels([labels[i] for i in store.rows()], f"corpus store {path}")
-
-
-def read_labels(path, n: int | None = None) -> list:
-    """One label per line (UTF-8, surrounding blanks stripped), in the order of the store's rows."""
-
-    try:
-        lines = open(path, encoding="utf-8").read().splitlines()
-    except OSError as e:
-        raise CorpusFormatError(f"cannot read labels file ({e.strerror})", path=path,
-                                fix="pass an existing file with one label per line") from None
-    while lines and not lines[-1].strip():
-        lines.pop()
-    for i, t in enumerate(lines):
-        if not t.strip():
-            raise CorpusFormatError("empty label", path=path, line=i + 1, fix="write one label on every line")
-    if n is not None and len(lines) != n:
-        raise CorpusFormatError(f"{len(lines)} labels for a Gram store of {n} examples", path=path,
-                                fix=f"give exactly {n} lines, one per row of the store, in row order")
-    return [t.strip() for t in lines]
 
 
 def parse_class_weight(text):
@@ -500,72 +349,6 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
                      "n_train": float(np.mean(ms)), "n_test": int(idx.size), **row,
                      "accuracy_std": float(accs.std(ddof=1)) if accs.size > 1 else 0.0})
     return rows
-
-
-def plot_learning_curve(rows, path, metric: str = "accuracy", title: str | None = None) -> None:
-    """Write a PNG of ``metric`` against training-set size, one line per model setting.
-
-    Error bars show ``accuracy_std`` (the spread over splits) when plotting accuracy.
-    """
-    plt = optional.pyplot()
-
-    if not rows:
-        raise EvaluationError("no learning-curve rows to plot")
-    if metric not in rows[0]:
-        raise EvaluationError(f"metric {metric!r} is not in the rows; use one of "
-                              f"{[k for k, v in rows[0].items() if isinstance(v, float)]}")
-    lines = {}
-    for r in rows:
-        lab = f"{r['kernel']} {r['model']}" + (f" C={r['C']:g}" if r.get("C") is not None else "")
-        lines.setdefault(lab, []).append(r)
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    for lab, rs in lines.items():
-        rs = sorted(rs, key=lambda r: r["n_train"])
-        x = [r["n_train"] for r in rs]
-        yv = [r[metric] for r in rs]
-        err = [r.get("accuracy_std", 0.0) for r in rs] if metric == "accuracy" else None
-        ax.errorbar(x, yv, yerr=err, marker="o", capsize=3, label=lab)
-    ax.set_xlabel("training examples")
-    ax.set_ylabel(metric)
-    ax.set_title(title or f"learning curve ({metric})")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-DEFAULT_COLUMNS = ("kernel", "model", "C", "epochs", "class_weight", "fraction", "n_train", "n_test",
-                   "accuracy", "accuracy_std", "precision", "recall", "f1", "macro_f1", "micro_f1")
-
-
-_GENERAL = ("C", "fraction", "n_train")  # grid values: shown as given, not padded to floatfmt
-
-
-def _cell(col, v, floatfmt):
-    if v is None:
-        return "-"
-    if isinstance(v, (float, np.floating)) and col in _GENERAL:
-        return format(float(v), "g")
-    if isinstance(v, (float, np.floating)):
-        return format(float(v), floatfmt)
-    return str(v).replace("|", "\\|")
-
-
-def markdown_table(rows, columns=None, floatfmt: str = ".4f") -> str:
-    """Render result rows as a GitHub markdown table.
-
-    ``columns`` defaults to those of :data:`DEFAULT_COLUMNS` present in any row; a row
-    without a column shows ``-``.
-    """
-    rows = list(rows)
-    if columns is None:
-        present = set().union(*(r.keys() for r in rows)) if rows else set()
-        columns = [c for c in DEFAULT_COLUMNS if c in present and any(r.get(c) is not None for r in rows)]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join(_cell(c, r.get(c), floatfmt) for c in columns) + " |")
-    return "\n".join(lines)
 
 
 def select_C(source, labels, train, C, folds: int = 3, seed: int = 0, class_weight=None, multiclass: str = "ovr",

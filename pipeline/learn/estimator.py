@@ -32,7 +32,8 @@ import hashlib
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from gramtile.kernels.spec import DEFAULT_REP, as_spec
+from gramtile.kernels.registry import as_spec
+from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.models import TrainedResources, kernel_reps, train

@@ -10,7 +10,7 @@ A model directory holds
   version, date);
 - ``support-<rep>.jsonl``: the support examples, one file per representation the kernel reads
   or builds a space from (``space_rep``, :func:`kernel_reps`), in the JSON-lines interchange
-  format (FORMATS.md; the structure is written under its JSON-lines key and renamed back on
+  format (docs/formats.md; the structure is written under its JSON-lines key and renamed back on
   load). A sparse bag (KeLP vector) is written as ``{"id", "bag"}``;
 - ``resources.npz`` and ``resource-strings.json`` (format version 2, kernels that read corpus
   resources): the resources the kernel read at training (LSA soft-matching space, domain space,
@@ -62,13 +62,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, gram_with_resources, resources_for
 from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
-from gramtile.pipeline.learn.crossval import Setting, check_labels
+from gramtile.pipeline.learn.crossval import Setting
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
+from gramtile.pipeline.learn.sources import check_labels
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import parse_derive_shard

@@ -13,7 +13,7 @@ function. All readers are generators taking ``policy`` (or ``on_error``), ``max_
 =============  =====================================================  ==========================
 format         input                                                  Document
 =============  =====================================================  ==========================
-``jsonl``      gramtile JSON lines (FORMATS.md)                       id, label, text, structures
+``jsonl``      gramtile JSON lines (docs/formats.md)                       id, label, text, structures
 ``ptb``        PTB ``.mrg`` file or directory, multi-line trees       ``"tree"``
 ``svmlighttk`` ``<label> |BT| (tree) |ET|``                           label, ``"tree"``
 ``kelp``       KeLP ``.klp``/``.klp.gz``                              label, text, named trees, bow

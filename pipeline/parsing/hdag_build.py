@@ -1,6 +1,6 @@
 """HDAGs from a dependency parse: the chunked structure of Suzuki et al. (2003), Figure 1.
 
-The HDAG kernel (KERNELS.md section 6, HDAG.md) reads attribute sequences over a graph whose
+The HDAG kernel (docs/kernels.md, "HDAG kernel") reads attribute sequences over a graph whose
 nodes may contain graphs. A parsed sentence becomes a three-level HDAG:
 
 * **words** are terminated nodes with the attributes ``lower-cased form``, ``PoS tag`` and,

@@ -1,4 +1,4 @@
-"""JSON lines: gramtile's own interchange format (FORMATS.md), read and written.
+"""JSON lines: gramtile's own interchange format (docs/formats.md), read and written.
 
 One object per line. Keys: ``id`` (string, unique in the file), ``label`` (string or list of
 strings), ``text`` (string), and the keys of at most one of the word-level representations
@@ -102,7 +102,7 @@ def _document(text, path, line, number, max_tokens, ids):
     for key in obj:
         if key not in KEYS:
             raise CorpusFormatError(f"unknown key {key!r}", path=path, line=line,
-                                    fix=f"use only the keys {list(KEYS)} (FORMATS.md, JSON lines)")
+                                    fix=f"use only the keys {list(KEYS)} (docs/formats.md, JSON lines)")
     get = _Getter(obj, path, line)
     doc_id = get.str("id")
     if doc_id is not None:
@@ -133,7 +133,7 @@ def _document(text, path, line, number, max_tokens, ids):
             hdag = hdag_from_obj(obj["hdag"])
         except RepresentationError as e:
             raise CorpusFormatError(str(e), path=path, line=line,
-                                    fix="see FORMATS.md (HDAG) and HDAG.md for the structure") from None
+                                    fix="see docs/formats.md (HDAG) and docs/kernels.md (HDAG kernel) for the structure") from None
         check_tokens(len(hdag), max_tokens, path, line, "HDAG")
         structures["hdag"] = hdag
     structures.update(_word_level(obj, get, path, line, max_tokens))
@@ -159,7 +159,7 @@ def _word_level(obj, get, path, line, max_tokens):
             raise CorpusFormatError(
                 f"key {key!r} without the keys of a representation that uses it", path=path, line=line,
                 fix="a dependency tree needs 'words' and 'heads', a token sequence 'tokens', a WSD instance "
-                    "'lemmas', 'pos' and 'target' (FORMATS.md)")
+                    "'lemmas', 'pos' and 'target' (docs/formats.md)")
     try:
         if kind == "dep":
             words, heads = get.strs("words", required="a dependency tree"), get.ints("heads")

@@ -3,7 +3,7 @@
 One example per line. The first tree becomes ``structures["tree"]``, further trees
 ``"tree2"``, ``"tree3"``, ...; the optional vector after ``|ET|`` becomes ``structures["bow"]``
 (feature -> float). Consecutive bare tokens inside one node form a single leaf, as
-SVM-Light-TK reads them (``(VB ask a)`` has the one leaf ``ask a``; KERNELS.md section 5).
+SVM-Light-TK reads them (``(VB ask a)`` has the one leaf ``ask a``; docs/kernels.md, "Tree kernels: ST, SST, PT").
 The label is kept as written (``"+1"``, ``"-1"``, ...).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Penn-Treebank bracket trees: parsing and formatting.
 
-Conventions (KERNELS.md section 5): a leaf is a bare token; consecutive bare tokens inside one
+Conventions (docs/kernels.md, "Tree kernels: ST, SST, PT"): a leaf is a bare token; consecutive bare tokens inside one
 node form a single leaf (``(VB ask a)`` has the one leaf ``ask a``), as SVM-Light-TK reads them.
 Whitespace between brackets is optional (KeLP writes ``(A(B c)(D e))``). Parsing is iterative,
 so very deep or long trees cannot exhaust Python's recursion limit.

@@ -1,4 +1,4 @@
-"""Hierarchical directed acyclic graphs (HDAG.md section 1): structure, batch encoding, JSON form.
+"""Hierarchical directed acyclic graphs (docs/kernels.md, "HDAG kernel: Input"): structure, batch encoding, JSON form.
 
 An :class:`HDAG` has N >= 1 nodes numbered 0..N-1. Node i has its own attributes
 ``attrs[i]`` (distinct strings, possibly none) and lies in the inner graph of chunk
@@ -18,7 +18,7 @@ edges, told apart by ``role`` (``sizes()`` counts rows, not nodes)::
 Node rows come in node order; attribute rows in node order and, within a node, in the order
 given; edge rows in the order given. ``decode(encode(h)) == h`` exactly.
 
-JSON lines (FORMATS.md): ``{"hdag": {"attrs": [[str, ...], ...], "parent": [int, ...],
+JSON lines (docs/formats.md): ``{"hdag": {"attrs": [[str, ...], ...], "parent": [int, ...],
 "edges": [[u, v], ...]}}``; :func:`hdag_from_obj` and :func:`hdag_to_obj` convert the inner
 object (``parent`` defaults to all -1, ``edges`` to none).
 """
@@ -67,7 +67,7 @@ class HDAG:
 
 
 def validate_hdag(attrs, parent, edges):
-    """Raise :class:`RepresentationError` unless the arrays describe an HDAG (HDAG.md section 1)."""
+    """Raise :class:`RepresentationError` unless the arrays describe an HDAG (docs/kernels.md, "HDAG kernel: Input")."""
     n = len(attrs)
     if n == 0:
         raise RepresentationError("empty HDAG: give at least one node")
@@ -159,7 +159,7 @@ register_kind("hdag", HDAG, HDAG_COLUMNS, _enc_hdag, _dec_hdag)
 # ---- JSON form --------------------------------------------------------------------------
 
 def hdag_from_obj(obj) -> HDAG:
-    """Build an HDAG from the JSON object of FORMATS.md (the value of the ``"hdag"`` key).
+    """Build an HDAG from the JSON object of docs/formats.md (the value of the ``"hdag"`` key).
 
     Raises
     ------
@@ -185,5 +185,5 @@ def hdag_from_obj(obj) -> HDAG:
 
 
 def hdag_to_obj(h: HDAG) -> dict:
-    """The JSON object of FORMATS.md for ``h`` (inverse of :func:`hdag_from_obj`)."""
+    """The JSON object of docs/formats.md for ``h`` (inverse of :func:`hdag_from_obj`)."""
     return {"attrs": [list(a) for a in h.attrs], "parent": list(h.parent), "edges": [list(e) for e in h.edges]}

@@ -5,7 +5,7 @@ mentions; every node carries ``Type`` (a phrase or entity type such as ``PNP``, 
 ``Verb``), ``Role`` (the node's part in the relation, e.g. ``member`` / ``affiliation`` /
 ``none``, or ``arg1`` / ``arg2`` / ``none``) and optionally ``Text`` (its head text).
 
-JSON lines (FORMATS.md): ``{"relation": NODE}`` with
+JSON lines (docs/formats.md): ``{"relation": NODE}`` with
 ``NODE = {"Type": str, "Role": str, "Text": str (optional), "children": [NODE, ...]}``;
 :func:`relation_from_json` and :func:`relation_to_json` convert one NODE.
 
@@ -111,7 +111,7 @@ def relation_from_json(node, path=None, line=None, where="relation") -> Relation
         for key in obj:
             if key not in NODE_KEYS:
                 _fail(f"unknown key {key!r} in relation node", at, path, line,
-                      f"a node has only the keys {list(NODE_KEYS)} (FORMATS.md)")
+                      f"a node has only the keys {list(NODE_KEYS)} (docs/formats.md)")
         for key in ("Type", "Role"):
             v = obj.get(key)
             if not isinstance(v, str) or not v:

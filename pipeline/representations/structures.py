@@ -160,7 +160,7 @@ class PTree:
 
 @dataclass(frozen=True)
 class WSDInstance:
-    """A target word in context (FORMATS.md "WSD instance"): lemmas and PoS per token, the
+    """A target word in context (docs/formats.md "WSD instance"): lemmas and PoS per token, the
     target's index, optional surface words."""
 
     lemmas: tuple

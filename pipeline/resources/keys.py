@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 
 
 def resource_names(base) -> tuple:

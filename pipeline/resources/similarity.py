@@ -1,7 +1,7 @@
 """Symbol-similarity matrices for soft matching: WordNet synonymy and LSA domain proximity.
 
 Both are positive semidefinite with a unit diagonal, indexed by the corpus symbol ids (the
-``sym`` vocabulary), as the soft subsequence kernel expects (KERNELS.md section 3):
+``sym`` vocabulary), as the soft subsequence kernel expects (docs/kernels.md, "Gap-weighted subsequence kernel and soft matching"):
 
 - WordNet: A = S S^T, S the term-by-synset incidence matrix with rows scaled to unit length,
   so A[u, v] = |syn(u) & syn(v)| / sqrt(|syn(u)| |syn(v)|); a term without synsets keeps a

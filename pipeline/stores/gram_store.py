@@ -52,7 +52,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec
 
 from gramtile.kernels.composite import normalize_block
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.pipeline.stores.storage import jsonl_log, location, read_jsonl_log
 from gramtile.pipeline.stores.tiles import Tile, TileGrid

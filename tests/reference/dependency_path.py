@@ -1,4 +1,4 @@
-"""Slow, obviously correct dependency-path kernel (Kate 2008; KERNELS.md section 1).
+"""Slow, obviously correct dependency-path kernel (Kate 2008; docs/kernels.md, "Dependency path kernel").
 
 Two independent forms, both exact with ``fractions.Fraction`` alpha:
 
@@ -108,7 +108,7 @@ def cdp(t1, n1, t2, n2, alpha, match="word"):
 
 
 def kernel_by_recursion(t1, t2, alpha, match="word"):
-    """K(T1, T2) = sum over equal-word node pairs of 1 + CPP (KERNELS.md section 1)."""
+    """K(T1, T2) = sum over equal-word node pairs of 1 + CPP (docs/kernels.md, "Dependency path kernel")."""
     alpha = Fraction(alpha)
     w1, w2 = _attr(t1, match), _attr(t2, match)
     _, cpp = _cdp_table(t1, t2, alpha, match)

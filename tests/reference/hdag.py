@@ -1,4 +1,4 @@
-"""Slow, obviously correct HDAG kernel: the explicit feature enumeration of HDAG.md section 4.
+"""Slow, obviously correct HDAG kernel: the explicit feature enumeration of docs/kernels.md, "HDAG kernel: Features".
 
 Every occurrence of every feature is listed with its weight (exact with Fraction ``lam``):
 
@@ -12,7 +12,7 @@ Every occurrence of every feature is listed with its weight (exact with Fraction
 
 D is computed by enumerating paths too (no U/B recursion), and parallel edges give distinct
 paths. Also here: the plain gap-weighted DAG kernel and the gap-weighted subsequence kernel, by
-direct formulas, for the hierarchy-free checks of HDAG.md section 9.
+direct formulas, for the hierarchy-free checks of docs/kernels.md, "HDAG kernel: Conventions where the papers are not certain".
 """
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def items(h, lam, p):
 
 def features(h, lam, p, exact=False) -> dict:
     """phi(G): dict feature (tuple of items) -> summed occurrence weight, lengths 1..p (only
-    length p when ``exact``: HDAG.md section 2's exact variant)."""
+    length p when ``exact``: docs/kernels.md, "HDAG kernel: Features"'s exact variant)."""
     out = _out_edges(h)
     D = skip_costs(h, lam)
     its = items(h, lam, p)

@@ -1,11 +1,11 @@
-"""Slow, obviously correct relation-example subtree kernels (Zelenko et al. 2003; KERNELS.md 2).
+"""Slow, obviously correct relation-example subtree kernels (Zelenko et al. 2003; docs/kernels.md, "Relation subtree kernels").
 
 Exact with ``fractions.Fraction`` lam. :func:`kernel` applies definition (1) recursively; the
 children sum Kc is either the explicit sum of definition (2) over all pairs of child index
 sequences (:func:`kc_explicit`, sparse or contiguous) or the paper's Appendix B dynamic
-programme (:func:`kc_appendix_b`), written with KERNELS.md's corrections or, leaving any out of ``fixes``,
+programme (:func:`kc_appendix_b`), written with docs/kernels.md's corrections or, leaving any out of ``fixes``,
 as printed: ``"cq_prime"``: ``C'_q(i, j)`` recurses over (i-1, j), not (i, j-1);
-``"cqr_prime"``: the same misprint in ``C'_{q,r}(i, j)``, which KERNELS.md does not list but which
+``"cqr_prime"``: the same misprint in ``C'_{q,r}(i, j)``, which docs/kernels.md does not list but which
 its definition in Appendix B (a sum over the last index in P1) requires just the same;
 ``"kcq"``: ``K_{c,q}(i, j) = K_{c,q}(i, j-1) + ...`` has no leading lam.
 """

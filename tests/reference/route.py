@@ -1,4 +1,4 @@
-"""Slow, obviously correct route kernel (Aiolli, Da San Martino, Sperduti 2009; KERNELS.md 4).
+"""Slow, obviously correct route kernel (Aiolli, Da San Martino, Sperduti 2009; docs/kernels.md, "Route kernel").
 
 Each tree is turned into its explicit feature multiset: for every node v and every ancestor-or-
 self a of v, the feature ``(route(a, v), end(v))``, where the route is the tuple of child

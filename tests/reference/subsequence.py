@@ -1,4 +1,4 @@
-"""Slow, obviously correct gap-weighted subsequence kernel (KERNELS.md section 3).
+"""Slow, obviously correct gap-weighted subsequence kernel (docs/kernels.md, "Gap-weighted subsequence kernel and soft matching").
 
 Enumerates every pair of increasing index tuples of length p explicitly and sums
 lam^(l(i) + l(j)) prod_k A(s[i_k], t[j_k]); exact with ``fractions.Fraction`` inputs.

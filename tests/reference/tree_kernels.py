@@ -1,4 +1,4 @@
-"""Slow references for the ST, SST and PT tree kernels (KERNELS.md section 5).
+"""Slow references for the ST, SST and PT tree kernels (docs/kernels.md, "Tree kernels: ST, SST, PT").
 
 Two independent forms of each kernel, on :class:`~gramtile.pipeline.representations.structures.Tree` values,
 exact with :class:`fractions.Fraction` parameters:

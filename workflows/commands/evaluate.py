@@ -14,20 +14,12 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from gramtile.pipeline.learn.crossval import (
-    evaluate,
-    learning_curve,
-    markdown_table,
-    open_gram_source,
-    parse_class_weight,
-    plot_learning_curve,
-    read_labels,
-    source_mrr,
-    store_labels,
-)
+from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import load_or_make_folds, parse_split
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
+from gramtile.pipeline.learn.sources import open_gram_source, read_labels, store_labels
 from gramtile.pipeline.stores.storage import refuse_url
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from gramtile.pipeline.learn.crossval import markdown_table
+from gramtile.pipeline.learn.report import markdown_table
 from gramtile.workflows.commands import CLUSTER_HELP
 from gramtile.workflows.runner import load_workflow, run_workflow
 

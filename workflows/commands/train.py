@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.models import read_documents, train, train_from_store

@@ -15,19 +15,14 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
-from gramtile.pipeline.learn.crossval import (
-    ViewKernelSource,
-    evaluate,
-    learning_curve,
-    markdown_table,
-    plot_learning_curve,
-    store_labels,
-)
+from gramtile.pipeline.learn.crossval import evaluate, learning_curve
 from gramtile.pipeline.learn.folds import load_or_make_folds
+from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
+from gramtile.pipeline.learn.sources import ViewKernelSource, store_labels
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 
 #: Base kernels computed tile by tile into Gram stores (unnormalised: normalisation and sums

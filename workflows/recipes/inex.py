@@ -42,11 +42,11 @@ import numpy as np
 import yaml
 
 from gramtile.kernels.composite import Normalized, Polynomial
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import shared_client
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.learn.crossval import markdown_table
+from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.stores.errors import StoreLockedError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
 from gramtile.workflows.errors import WorkflowError

@@ -39,11 +39,13 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.composite import Normalized
-from gramtile.kernels.spec import spec_from_dict
+from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.compute.cluster import shared_client
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.learn.crossval import ViewKernelSource, evaluate, markdown_table, source_mrr
+from gramtile.pipeline.learn.crossval import evaluate, source_mrr
 from gramtile.pipeline.learn.folds import fixed_split, stratified_kfold
+from gramtile.pipeline.learn.report import markdown_table
+from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.recipes.inex import load_recipe_workflow, reject, store_time
 from gramtile.workflows.runner import build_corpus

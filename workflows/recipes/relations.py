@@ -43,11 +43,13 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import get_profile
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import write_shards
-from gramtile.pipeline.learn.crossval import ViewKernelSource, evaluate, learning_curve, markdown_table, nested_order
+from gramtile.pipeline.learn.crossval import evaluate, learning_curve, nested_order
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import Split, fixed_split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf
 from gramtile.pipeline.learn.relation_features import LEARNERS, feature_learner, feature_matrix
+from gramtile.pipeline.learn.report import markdown_table
+from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.parse import default_model_name, load_model, parse_deps
 from gramtile.pipeline.parsing.relation_build import Mention, TaggedSentence, relation_example
 from gramtile.pipeline.parsing.semeval import records_to_documents

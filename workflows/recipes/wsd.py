@@ -49,11 +49,12 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.errors import GramtileError
-from gramtile.kernels.spec import as_spec
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.learn.crossval import ArrayKernelSource, evaluate
+from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import classification_report
+from gramtile.pipeline.learn.sources import ArrayKernelSource
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.vocab import Vocabularies

@@ -1,0 +1,73 @@
+"""Reports of evaluation rows: markdown tables and learning-curve plots."""
+from __future__ import annotations
+
+import numpy as np
+
+from gramtile.pipeline import optional
+from gramtile.pipeline.learn.errors import EvaluationError
+
+
+def plot_learning_curve(rows, path, metric: str = "accuracy", title: str | None = None) -> None:
+    """Write a PNG of ``metric`` against training-set size, one line per model setting.
+
+    Error bars show ``accuracy_std`` (the spread over splits) when plotting accuracy.
+    """
+    plt = optional.pyplot()
+
+    if not rows:
+        raise EvaluationError("no learning-curve rows to plot")
+    if metric not in rows[0]:
+        raise EvaluationError(f"metric {metric!r} is not in the rows; use one of "
+                              f"{[k for k, v in rows[0].items() if isinstance(v, float)]}")
+    lines = {}
+    for r in rows:
+        lab = f"{r['kernel']} {r['model']}" + (f" C={r['C']:g}" if r.get("C") is not None else "")
+        lines.setdefault(lab, []).append(r)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    for lab, rs in lines.items():
+        rs = sorted(rs, key=lambda r: r["n_train"])
+        x = [r["n_train"] for r in rs]
+        yv = [r[metric] for r in rs]
+        err = [r.get("accuracy_std", 0.0) for r in rs] if metric == "accuracy" else None
+        ax.errorbar(x, yv, yerr=err, marker="o", capsize=3, label=lab)
+    ax.set_xlabel("training examples")
+    ax.set_ylabel(metric)
+    ax.set_title(title or f"learning curve ({metric})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+DEFAULT_COLUMNS = ("kernel", "model", "C", "epochs", "class_weight", "fraction", "n_train", "n_test",
+                   "accuracy", "accuracy_std", "precision", "recall", "f1", "macro_f1", "micro_f1")
+
+
+_GENERAL = ("C", "fraction", "n_train")  # grid values: shown as given, not padded to floatfmt
+
+
+def _cell(col, v, floatfmt):
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)) and col in _GENERAL:
+        return format(float(v), "g")
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), floatfmt)
+    return str(v).replace("|", "\\|")
+
+
+def markdown_table(rows, columns=None, floatfmt: str = ".4f") -> str:
+    """Render result rows as a GitHub markdown table.
+
+    ``columns`` defaults to those of :data:`DEFAULT_COLUMNS` present in any row; a row
+    without a column shows ``-``.
+    """
+    rows = list(rows)
+    if columns is None:
+        present = set().union(*(r.keys() for r in rows)) if rows else set()
+        columns = [c for c in DEFAULT_COLUMNS if c in present and any(r.get(c) is not None for r in rows)]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(c, r.get(c), floatfmt) for c in columns) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""Kernel sources: what learners read K from (an in-memory matrix, a Gram store, a view), and labels.
+
+A *kernel source* is anything with ``n`` (examples) and ``block(rows, cols) -> ndarray``. A
+store source reads only the chunks a block touches; :func:`store_labels` reads the labels of a
+store's rows from the corpus store it names, :func:`read_labels` from a file.
+"""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from gramtile.kernels.composite import normalize_block
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gram_store import GramStore
+
+
+@runtime_checkable
+class KernelSource(Protocol):
+    """Read access to an n x n kernel matrix by blocks."""
+
+    n: int
+
+    def block(self, rows, cols) -> np.ndarray:
+        """K[rows][:, cols] as a float64 array of shape (len(rows), len(cols))."""
+
+
+class ArrayKernelSource:
+    """A kernel source over an in-memory matrix.
+
+    Parameters
+    ----------
+    K : ndarray, shape (n, n)
+    normalized : bool
+        Serve K(x, y) / sqrt(K(x, x) K(y, y)) (0 where a self-similarity is 0).
+
+    Attributes
+    ----------
+    reads : int
+        Number of :meth:`block` calls so far.
+    """
+
+    def __init__(self, K, normalized: bool = False):
+        K = np.asarray(K, dtype=np.float64)
+        if K.ndim != 2 or K.shape[0] != K.shape[1]:
+            raise EvaluationError(f"ArrayKernelSource: K has shape {K.shape}; pass a square Gram matrix")
+        if normalized:
+            # the same arithmetic as a Gram store's normalized reads, so both give equal numbers
+            K = normalize_block(K, np.diag(K), np.diag(K))
+        self.K = K
+        self.n = K.shape[0]
+        self.reads = 0
+
+    def block(self, rows, cols) -> np.ndarray:
+        self.reads += 1
+        return self.K[np.ix_(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))]
+
+
+class StoreKernelSource:
+    """A kernel source over a square Gram store (:class:`~gramtile.pipeline.stores.gram_store.GramView`).
+
+    Row/column positions are positions in the store's own row selection. ``chunk_reads``
+    counts the K chunks read so far.
+    """
+
+    def __init__(self, store, normalized: bool = False):
+        self.store = store
+        self.view = store.view()
+        self.normalized = bool(normalized)
+        nr, nc = self.view.shape
+        if not store.symmetric or nr != nc:
+            raise EvaluationError(f"Gram store {store.path} is rectangular ({nr} x {nc}); learning needs a square "
+                                  "store over the labelled examples (gramtile gram without --cols)")
+        self.n = int(nr)
+
+    @property
+    def chunk_reads(self) -> int:
+        return self.view.chunk_reads
+
+    def block(self, rows, cols) -> np.ndarray:
+        return np.asarray(self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
+                                          normalized=self.normalized), dtype=np.float64)
+
+
+class ViewKernelSource:
+    """A kernel source over any view with ``block(rows, cols)`` (a :class:`GramView` or a
+    :class:`ComposedView` of stored base matrices), optionally over the examples ``idx`` of the
+    view renumbered 0..len(idx)-1, or its first ``n`` examples."""
+
+    def __init__(self, view, idx=None, n: int | None = None):
+        self.view = view
+        self.idx = None if idx is None else np.asarray(idx, dtype=np.int64)
+        self.n = int(len(self.idx) if self.idx is not None else n if n is not None else view.shape[0])
+
+    @property
+    def chunk_reads(self) -> int:
+        return self.view.chunk_reads
+
+    def block(self, rows, cols) -> np.ndarray:
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        if self.idx is not None:
+            rows, cols = self.idx[rows], self.idx[cols]
+        return self.view.block(rows, cols)
+
+
+def open_gram_source(path, normalized: bool = False) -> StoreKernelSource:
+    """A kernel source over the Gram store at ``path`` (reads only the chunks each block needs)."""
+
+    return StoreKernelSource(GramStore.open(path), normalized)
+
+
+def check_labels(labels, where):
+    for i, y in enumerate(labels):
+        if y is None or isinstance(y, (list, tuple, dict)) or (isinstance(y, str) and not y.strip()):
+            raise EvaluationError(f"{where}: example {i} has label {y!r}; learning needs one non-empty label "
+                                  "per example (multi-label and unlabelled examples are not supported)")
+    return list(labels)
+
+
+def store_labels(store) -> list:
+    """Labels of a Gram store's row examples, from the corpus store named in its provenance.
+
+    Raises
+    ------
+    StoreMismatchError
+        If that corpus store's content hash is not the one the Gram store was computed from.
+    """
+
+    path = store.meta.get("corpus_path")
+    if not path:
+        raise StoreError(f"{store.path} names no corpus store in its provenance; pass --labels FILE")
+    try:
+        cs = CorpusStore.open(path)
+    except StoreError as e:
+        raise StoreError(f"the corpus store {path} named by {store.path} cannot be opened ({e}); "
+                         "pass --labels FILE, or restore the corpus store at that path") from None
+    if cs.content_hash != store.corpus_hash:
+        raise StoreMismatchError(f"corpus store {path} has content hash {cs.content_hash}, but {store.path} was "
+                                 f"computed from {store.corpus_hash}; restore the original corpus store or pass "
+                                 "--labels FILE with the labels of the store's rows")
+    labels = cs.labels
+    return check_labels([labels[i] for i in store.rows()], f"corpus store {path}")
+
+
+def read_labels(path, n: int | None = None) -> list:
+    """One label per line (UTF-8, surrounding blanks stripped), in the order of the store's rows."""
+
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise CorpusFormatError(f"cannot read labels file ({e.strerror})", path=path,
+                                fix="pass an existing file with one label per line") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    for i, t in enumerate(lines):
+        if not t.strip():
+            raise CorpusFormatError("empty label", path=path, line=i + 1, fix="write one label on every line")
+    if n is not None and len(lines) != n:
+        raise CorpusFormatError(f"{len(lines)} labels for a Gram store of {n} examples", path=path,
+                                fix=f"give exactly {n} lines, one per row of the store, in row order")
+    return [t.strip() for t in lines]
