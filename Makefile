@@ -36,7 +36,7 @@ lint: setup
 	@rm -rf $(LINT_TREE) && mkdir -p $(LINT_TREE)/gramtile
 	@cp -l gramtile/*.py $(LINT_TREE)/gramtile/ && cp -rl kernels pipeline workflows $(LINT_TREE)/gramtile/
 	@find $(LINT_TREE) -name __pycache__ -prune -exec rm -rf {} +
-	cd $(LINT_TREE) && PYTHONPATH=. $(CURDIR)/$(VENV)/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
+	cd $(LINT_TREE) && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 	$(VENV)/bin/ruff check .
 
 # the full suite: tests that read ../shared/data fail (not skip) when it is missing

@@ -29,8 +29,9 @@ Rules (uniform, relied on by every reader):
 - **One writer per chunk.** ``K`` chunks are written by the task owning the tile; ``done``
   and the diagonals only by the driver, which holds ``gramtile.lock``.
 
-The lock is a file created with ``O_CREAT | O_EXCL`` (local filesystems); a lock whose pid is
-no longer alive on this host is stale and taken over.
+The lock is an exclusive ``flock`` on ``gramtile.lock`` (local filesystems,
+:class:`~gramtile.pipeline.stores.locks.StoreLock`): released by the kernel when its holder dies,
+so a killed run's lock never blocks the rerun.
 
 A store may also live at an fsspec URL (``file://``, ``s3://``, ``memory://``, ...): every byte
 then goes through :mod:`gramtile.pipeline.stores.storage` (Zarr's ``FsspecStore``, a lock object

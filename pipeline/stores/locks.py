@@ -1,13 +1,14 @@
 """The one-writer lock shared by corpus stores and Gram stores.
 
-A lock is a file created with ``O_CREAT | O_EXCL`` holding the writer's pid, host and start
-time. A lock whose pid is no longer alive on this host is stale (its run was killed) and is
-taken over, so a killed run resumes without manual cleanup. :class:`StoreLock` serves local
+On a local path a lock is an exclusive ``flock`` on a lock file that also records the writer's
+pid, host and start time: the kernel releases it when its holder dies, so a killed run resumes
+without manual cleanup and no race can give two holders. :class:`StoreLock` serves local
 paths; :class:`UrlLock` the same rule for stores at fsspec URLs (:mod:`gramtile.pipeline.stores.storage`).
 """
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import socket
@@ -33,6 +34,15 @@ def pid_alive(pid) -> bool:
 class StoreLock:
     """Exclusive writer lock at ``lock_path``; ``what`` names the store in error messages.
 
+    The lock is an exclusive ``flock`` on the lock file, held for as long as the run holds the
+    lock; the file also records the holder's pid, host and start time for the messages. The
+    kernel drops a ``flock`` when its holder's descriptors close, so a killed (or zombie) holder
+    never leaves a lock that needs taking over: the next writer simply gets it, atomically, and
+    two writers can never both hold it. After taking the ``flock`` the writer checks that the
+    path still names the file it locked (a releasing holder unlinks it first), else it retries.
+    On a filesystem without ``flock`` the lock falls back to ``O_CREAT | O_EXCL`` with the
+    stale-pid rule (a dead pid of this host is taken over).
+
     Use as a context manager or with :meth:`acquire` / :meth:`release`.
     """
 
@@ -41,18 +51,71 @@ class StoreLock:
         self.what = what
         self.held = False
         self.me = None
+        self.fd = None
+
+    def _identity(self) -> dict:
+        return {"pid": os.getpid(), "host": socket.gethostname(),
+                "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+    def _locked_error(self, text: str) -> StoreLockedError:
+        try:
+            other = json.loads(text) if text.strip() else None
+        except ValueError:
+            other = None
+        if not isinstance(other, dict):
+            return StoreLockedError(
+                f"{self.what} is locked by a live process that has not written its identity into {self.path} "
+                f"(content {text[:60]!r}). Fix: wait for that run to finish; the lock is released when its "
+                f"process ends")
+        return StoreLockedError(
+            f"{self.what} is locked by process {other.get('pid')} on {other.get('host')} since "
+            f"{other.get('since', other.get('time'))}. Fix: wait for that run to finish, or stop that process; "
+            f"its lock is released when it ends")
 
     def acquire(self):
-        me = {"pid": os.getpid(), "host": socket.gethostname(),
-              "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        me = self._identity()
+        for _ in range(100):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            except OSError as e:
+                raise StoreLockedError(f"cannot open the lock file {self.path} of {self.what}: {e.strerror}. "
+                                       f"Fix: make the store's folder writable") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+                os.close(fd)
+                raise self._locked_error(text) from None
+            except OSError:  # no flock on this filesystem
+                os.close(fd)
+                return self._acquire_exclusive(me)
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # the holder we waited on released (unlinked) it: lock the new file
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+            self.fd, self.held, self.me = fd, True, me
+            return self
+        raise StoreLockedError(f"could not take the lock {self.path}: it was replaced 100 times in a row")
+
+    def _acquire_exclusive(self, me):
         for _ in range(3):
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 try:
-                    other = json.loads(self.path.read_text() or "{}")
+                    text = self.path.read_text()
+                    other = json.loads(text or "{}")
                 except (OSError, ValueError):
-                    other = {}
+                    text, other = "", None
+                if not isinstance(other, dict):
+                    raise StoreLockedError(
+                        f"lock file {self.path} of {self.what} holds no writer identity ({text[:60]!r}). Fix: "
+                        f"if no run writes this store, delete {self.path}") from None
                 if other.get("host") == me["host"] and not pid_alive(other.get("pid")):
                     self.path.unlink(missing_ok=True)  # stale: its holder died
                     continue
@@ -70,6 +133,17 @@ class StoreLock:
         if not self.held:
             return
         self.held = False
+        if self.fd is not None:
+            # unlink while still holding the flock, then close: a writer that opened the old file
+            # meanwhile finds it unlinked after locking it and retries on a fresh file
+            try:
+                if os.fstat(self.fd).st_ino == os.stat(self.path).st_ino:
+                    self.path.unlink()
+            except OSError:
+                pass
+            os.close(self.fd)
+            self.fd = None
+            return
         try:
             # never remove a lock another process took over
             if json.loads(self.path.read_text()).get("pid") == self.me["pid"]:
