@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gramtile.kernels.errors import RepresentationError
+
 #: Node columns of each batch kind (besides ``offsets``). Child CSR arrays are handled apart.
 KIND_COLUMNS = {
     "tree": ("label", "prod", "parent"),
@@ -27,14 +29,103 @@ KIND_COLUMNS = {
 
 #: Columns stored as float64; every other node column is int32.
 FLOAT_COLUMNS = {"weight"}
+#: Extra checks of a kind's columns (``validator(batch)`` raises RepresentationError).
+KIND_VALIDATORS: dict = {}
+#: Columns holding local node indices of the same example (-1 = none).
+_POINTER_COLUMNS = ("parent", "head")
 
 
-def register_batch_kind(kind: str, columns: tuple, float_columns=()):
-    """Add a batch kind (used by representations defined in their own modules)."""
+def register_batch_kind(kind: str, columns: tuple, float_columns=(), validator=None):
+    """Add a batch kind (used by representations defined in their own modules).
+
+    ``validator(batch)``, if given, checks what the generic batch checks cannot know (e.g. the
+    node references of an HDAG's attribute and edge rows) and raises RepresentationError.
+    """
     if kind in KIND_COLUMNS and KIND_COLUMNS[kind] != tuple(columns):
         raise ValueError(f"batch kind {kind!r} already registered with columns {KIND_COLUMNS[kind]}")
     KIND_COLUMNS[kind] = tuple(columns)
     FLOAT_COLUMNS.update(float_columns)
+    if validator is not None:
+        KIND_VALIDATORS[kind] = validator
+
+
+def _bad(kind: str, what: str):
+    raise RepresentationError(f"malformed {kind!r} batch: {what}. Fix: build batches with "
+                              f"gramtile.pipeline.representations.encode.encode (or Batch.from_arrays) "
+                              f"from valid structures")
+
+
+def local_pointers_ok(kind: str, name: str, ptr: np.ndarray, offsets: np.ndarray, acyclic: bool):
+    """Check a column of local node indices: -1 or inside its example, and (``acyclic``) no cycle."""
+    total = ptr.shape[0]
+    if total == 0:
+        return
+    ex = np.repeat(np.arange(offsets.shape[0] - 1), np.diff(offsets))
+    size = np.diff(offsets)[ex]
+    p = ptr.astype(np.int64)
+    if ((p < -1) | (p >= size)).any():
+        i = int(np.flatnonzero((p < -1) | (p >= size))[0])
+        _bad(kind, f"column {name!r}: node {i - int(offsets[ex[i]])} of example {int(ex[i])} points to "
+                   f"{int(p[i])}, outside its {int(size[i])} nodes")
+    if not acyclic:
+        return
+    glob = np.where(p >= 0, p + offsets[ex], -1)
+    jump, steps = glob.copy(), 1
+    while steps < int(size.max()) + 1:  # pointer doubling: 2^k >= longest possible path
+        jump = np.where(jump >= 0, jump[np.maximum(jump, 0)], -1)
+        steps *= 2
+    if (jump >= 0).any():
+        i = int(np.flatnonzero(jump >= 0)[0])
+        _bad(kind, f"column {name!r}: example {int(ex[i])} has a cycle (node {i - int(offsets[ex[i]])} never "
+                   f"reaches a root)")
+
+
+def validate(batch) -> None:
+    """Check a batch's arrays once, before any Numba core reads them (the cores trust their input).
+
+    Raises
+    ------
+    RepresentationError
+        Offsets not starting at 0, decreasing or not matching the columns; a missing or extra
+        column, a column of the wrong shape or type; a node pointer outside its example or a
+        cycle of parents; inconsistent child CSR arrays; a failed check of the kind's validator.
+    """
+    kind, off = batch.kind, batch.offsets
+    if not isinstance(off, np.ndarray) or off.ndim != 1 or off.shape[0] < 1 or off.dtype != np.int64:
+        _bad(kind, "offsets must be a 1-d int64 array of n+1 entries")
+    if off[0] != 0 or (np.diff(off) < 0).any():
+        _bad(kind, "offsets must start at 0 and never decrease")
+    total = int(off[-1])
+    want = set(KIND_COLUMNS[kind])
+    if set(batch.columns) != want:
+        _bad(kind, f"columns {sorted(batch.columns)}, expected {sorted(want)}")
+    for name, col in batch.columns.items():
+        dtype = np.float64 if name in FLOAT_COLUMNS else np.int32
+        if not isinstance(col, np.ndarray) or col.ndim != 1 or col.shape[0] != total or col.dtype != dtype:
+            _bad(kind, f"column {name!r} must be a 1-d {np.dtype(dtype).name} array of {total} entries "
+                       f"(offsets[-1]); got {getattr(col, 'dtype', type(col).__name__)} of shape "
+                       f"{getattr(col, 'shape', None)}")
+        if not col.flags.c_contiguous:
+            _bad(kind, f"column {name!r} is not C-contiguous (use np.ascontiguousarray)")
+        if dtype is np.float64 and not np.isfinite(col).all():
+            _bad(kind, f"column {name!r} holds NaN or infinite values")
+    for name in _POINTER_COLUMNS:
+        if name in batch.columns:
+            local_pointers_ok(kind, name, batch.columns[name], off, acyclic=True)
+    if batch.child_ptr is not None:
+        cp, ci = batch.child_ptr, batch.child_idx
+        if (not isinstance(cp, np.ndarray) or cp.shape != (total + 1,) or ci is None or cp[0] != 0
+                or (np.diff(cp) < 0).any() or int(cp[-1]) != ci.shape[0]):
+            _bad(kind, "child_ptr must be int64 of offsets[-1] + 1 entries, from 0, non-decreasing, ending at "
+                       "len(child_idx)")
+        owner = np.repeat(np.arange(total), np.diff(cp))
+        ex = np.repeat(np.arange(off.shape[0] - 1), np.diff(off))
+        ci64 = ci.astype(np.int64)
+        if ci.shape[0] and ((ci64 < 0) | (ci64 >= np.diff(off)[ex[owner]])).any():
+            _bad(kind, "child_idx holds a node index outside its example")
+    check = KIND_VALIDATORS.get(kind)
+    if check is not None:
+        check(batch)
 
 
 def _children_csr(parent: np.ndarray, offsets: np.ndarray, order_key: np.ndarray | None = None):
@@ -77,12 +168,17 @@ class Batch:
     def __post_init__(self):
         if self.kind not in KIND_COLUMNS:
             raise ValueError(f"unknown batch kind {self.kind!r}; expected one of {sorted(KIND_COLUMNS)}")
+        explicit_children = self.child_ptr is not None
+        if not explicit_children:
+            validate(self)  # before the child CSR is derived from the parent pointers
         if self.child_ptr is None and ("parent" in self.columns or "head" in self.columns):
             parent = self.columns.get("parent", self.columns.get("head"))
             key = self.columns.get("position")
             cp, ci = _children_csr(parent, self.offsets, key)
             object.__setattr__(self, "child_ptr", cp)
             object.__setattr__(self, "child_idx", ci)
+        if explicit_children:
+            validate(self)
 
     @property
     def n(self) -> int:

@@ -55,13 +55,60 @@ import numpy as np
 from numba import njit
 
 from gramtile.kernels.batches import register_batch_kind
+from gramtile.kernels.errors import RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
 
 #: Columns of an ``"hdag"`` batch (see the module docstring) and the row roles.
 HDAG_COLUMNS = ("role", "a", "b")
 ROLE_NODE, ROLE_ATTR, ROLE_EDGE = 0, 1, 2
 
-register_batch_kind("hdag", HDAG_COLUMNS)
+
+
+def check_hdag_batch(batch) -> None:
+    """Node rows first; chunk references, attribute nodes and edge ends inside the example; chunk
+    containment and in-graph edges acyclic, edges inside one graph (the cores trust all of it)."""
+    role, a, b, off = batch.columns["role"], batch.columns["a"], batch.columns["b"], batch.offsets
+    if ((role < ROLE_NODE) | (role > ROLE_EDGE)).any():
+        raise RepresentationError("malformed 'hdag' batch: a role outside 0 (node), 1 (attribute), 2 (edge)")
+    for e in range(off.shape[0] - 1):
+        r, x, y = role[off[e]:off[e + 1]], a[off[e]:off[e + 1]], b[off[e]:off[e + 1]]
+        nn = int((r == ROLE_NODE).sum())
+        where = f"malformed 'hdag' batch, example {e}"
+        if nn == 0 or (r[:nn] != ROLE_NODE).any():
+            raise RepresentationError(f"{where}: its node rows must come first (and it needs at least one)")
+        chunk = x[:nn].astype(np.int64)
+        if ((chunk < -1) | (chunk >= nn) | (chunk == np.arange(nn))).any():
+            raise RepresentationError(f"{where}: a node's containing chunk is outside its {nn} nodes or itself")
+        for v in range(nn):  # containment must end at the top graph
+            seen, c = 0, chunk[v]
+            while c >= 0:
+                c, seen = chunk[c], seen + 1
+                if seen > nn:
+                    raise RepresentationError(f"{where}: chunk containment has a cycle at node {v}")
+        att, edg = r == ROLE_ATTR, r == ROLE_EDGE
+        if ((x[att] < 0) | (x[att] >= nn) | (y[att] < 0)).any():
+            raise RepresentationError(f"{where}: an attribute row names a node outside its {nn} nodes")
+        u, w = x[edg].astype(np.int64), y[edg].astype(np.int64)
+        if ((u < 0) | (u >= nn) | (w < 0) | (w >= nn)).any() or (chunk[u] != chunk[w]).any() or (u == w).any():
+            raise RepresentationError(f"{where}: an edge leaves its graph, loops, or names a node outside "
+                                      f"its {nn} nodes")
+        indeg = np.bincount(w, minlength=nn)
+        ready, done = [v for v in range(nn) if indeg[v] == 0], 0
+        succ = [[] for _ in range(nn)]
+        for s_, t_ in zip(u.tolist(), w.tolist()):
+            succ[s_].append(t_)
+        while ready:
+            v = ready.pop()
+            done += 1
+            for t_ in succ[v]:
+                indeg[t_] -= 1
+                if indeg[t_] == 0:
+                    ready.append(t_)
+        if done != nn:
+            raise RepresentationError(f"{where}: its edges have a cycle (an HDAG's graphs are acyclic)")
+
+
+register_batch_kind("hdag", HDAG_COLUMNS, validator=check_hdag_batch)
 
 
 # ---- per-batch preparation ----------------------------------------------------------------
