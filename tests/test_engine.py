@@ -56,6 +56,7 @@ def _meta_without_times(st):
     m.pop("created")
     m.pop("updated")
     m.pop("uid")
+    m.pop("run")  # the id of the run that last took the store (fences older runs' tasks)
     return m
 
 

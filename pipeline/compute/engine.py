@@ -167,13 +167,13 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
                       store_path=out.canonical(), tile=store.tile, symmetric=symmetric,
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
-                      store_uid=store.meta.get("uid"))
+                      store_uid=store.meta.get("uid"), run=run_id)
         executor = "dask" if client is not None else \
             "sequential" if profile is None or profile.type == "sequential" else \
             "threads" if profile.type == "threads" else "dask"
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
                    "tiles_total": total_tiles, "executor": executor, "cluster": cluster})
-        store.touch()
+        store.touch(run=run_id)  # fences the tasks of any earlier run (write_tile checks it)
         todo_evals = sum(grid.evaluations(t) for t in todo)
         bar = None
         if progress:

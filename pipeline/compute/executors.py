@@ -72,10 +72,14 @@ class TileJob:
     symmetric: bool
     token: str
     store_uid: str | None = None
+    #: the run that planned the tasks; a task writes only while it is the store's current run
+    run: str | None = None
 
     def key(self, t: Tile) -> str:
-        """Deterministic Dask key of tile ``t``."""
-        return f"gram-{self.spec_hash[:16]}-{self.token}-{t.i}-{t.j}"
+        """Deterministic Dask key of tile ``t`` within its run (a rerun's keys differ, so a task of
+        an interrupted run still running on a shared scheduler is never taken for the rerun's)."""
+        run = f"-{self.run}" if self.run else ""
+        return f"gram-{self.spec_hash[:16]}-{self.token}{run}-{t.i}-{t.j}"
 
 
 def store_token(corpus_hash: str, rows_sha: str, cols_sha: str, tile: int) -> str:
@@ -246,7 +250,7 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
         Y = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
         K, dr, dc = evaluate_block(spec, X, Y)
         evals = len(ridx) * len(cidx)
-    write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid)
+    write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid, job.run)
     return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
                       time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0)
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -378,14 +379,49 @@ class GramStore:
 _open_K: dict = {}
 
 
-def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool, uid: str | None = None):
+def check_owner(store_path, uid: str | None, run: str | None, t=None) -> None:
+    """Raise StoreMismatchError unless the store at ``store_path`` has identity ``uid`` and current
+    run ``run`` (either None: not checked), reading its attributes from storage, not a cache."""
+    loc = location(store_path)
+    what = f"tile {tuple(t)} of " if t is not None else ""
+    try:
+        meta = json.loads(loc.read_bytes("zarr.json"))["attributes"]["gramtile"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise StoreMismatchError(f"{what}a run of Gram store {loc}: the store there is gone or unreadable; "
+                                 f"nothing written. Fix: rerun `gramtile gram` to resume it") from None
+    if uid is not None and meta.get("uid") != uid:
+        raise StoreMismatchError(
+            f"{what}a run of Gram store {loc} (uid {uid[:8]}): the store at that path is now another store "
+            f"(uid {str(meta.get('uid'))[:8]}), recreated since the run started; nothing written. This task "
+            f"belonged to an interrupted run and is discarded")
+    if run is not None and meta.get("run") != run:
+        raise StoreMismatchError(
+            f"{what}run {run} of Gram store {loc}: run {meta.get('run')} has taken the store over since; "
+            f"nothing written. This task belonged to an interrupted run and is discarded")
+
+
+def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: bool, uid: str | None = None,
+               run: str | None = None):
     """Worker side: write tile ``t``'s whole chunk of K (the upper-triangle chunk only when symmetric).
 
     Opens the ``K`` array by path or URL so it can run in any process that sees the store; the handle
     is kept per process under (path, store uid), so a store recreated at the same path is reopened.
     ``write_empty_chunks`` is on because a computed tile is never the NaN fill value: zarr's
     check for it would scan every chunk for nothing.
+
+    Fencing: with ``uid`` (the store's identity) and ``run`` (the run that planned the tile), the
+    store's attributes are read from storage right before the write, and the tile is written only
+    if the store there is still that store and that run is still its current run. A task of an
+    interrupted run (cancelling a future does not stop a running task) therefore never writes into
+    a store recreated at the same path, nor into a store a newer run has taken over.
+
+    Raises
+    ------
+    StoreMismatchError
+        The store at ``store_path`` is another store, or another run owns it; nothing is written.
     """
+    if uid is not None or run is not None:
+        check_owner(store_path, uid, run, t)
     key = (str(store_path), uid)
     K = _open_K.get(key) if uid is not None else None
     if K is None:
