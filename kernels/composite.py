@@ -14,14 +14,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.errors import GramtileError, KernelSpecError
 from gramtile.kernels.spec import KernelSpec, register, spec_from_dict
 
 
 def normalize_block(K, dr, dc):
-    """Cosine normalisation of a block given row and column self-kernels (0 where either is 0)."""
+    """Cosine normalisation of a block given row and column self-kernels (0 where either is 0).
+
+    Raises
+    ------
+    GramtileError
+        A self-kernel is NaN or infinite (a lost or damaged diagonal): normalising with it would
+        give silently wrong values.
+    """
     dr = np.asarray(dr, dtype=np.float64)
     dc = np.asarray(dc, dtype=np.float64)
+    if not (np.isfinite(dr).all() and np.isfinite(dc).all()):
+        bad = int(np.count_nonzero(~np.isfinite(dr)) + np.count_nonzero(~np.isfinite(dc)))
+        raise GramtileError(f"{bad} self-kernel(s) K(x, x) are NaN or infinite, so the block cannot be normalised "
+                            f"(a diagonal chunk of the store is missing or damaged). Fix: run `gramtile verify "
+                            f"--repair` on the Gram store")
     sr = np.sqrt(np.where(dr > 0, dr, 1.0))
     sc = np.sqrt(np.where(dc > 0, dc, 1.0))
     out = K / sr[:, None] / sc[None, :]

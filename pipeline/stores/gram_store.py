@@ -203,6 +203,14 @@ class GramStore:
         nr, nc = self.meta["n_rows"], self.meta["n_cols"]
         gshape = (-(-nr // t), -(-nc // t))
         have = set(self._ARRAYS) - set(self._missing_arrays())
+        if "done" in have and not {"K", "diag_rows", "diag_cols"} <= have:
+            # recreating K or a diagonal drops every tile stored in it: their done bits must go too,
+            # or the store would claim tiles whose chunks are gone (all NaN)
+            _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
+                       False)
+            self.log({"event": "reset", "time": _now(),
+                      "why": f"arrays {sorted({'K', 'diag_rows', 'diag_cols'} - have)} were missing and are "
+                             f"recreated empty: every tile is recomputed"})
         if "row_index" not in have:
             g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True)
         if "col_index" not in have:

@@ -1,0 +1,43 @@
+"""Damaged Gram stores are never read as complete: a recreated K drops the done bits of the
+tiles it lost, and a lost diagonal chunk stops normalisation instead of changing its numbers."""
+import shutil
+
+import numpy as np
+import pytest
+from conftest import corpus_store_of, num_trees
+
+from gramtile.kernels.errors import GramtileError
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.learn.sources import open_gram_source
+from gramtile.pipeline.stores.gram_store import GramStore
+
+SST = {"kind": "sst", "lam": 0.4}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return corpus_store_of(tmp_path_factory.mktemp("c") / "c.zarr", num_trees(80), 40)
+
+
+@pytest.mark.parametrize("lost", ["K/zarr.json", "K", "diag_rows", "diag_cols"])
+def test_rerun_after_a_lost_array_recomputes_instead_of_trusting_done_bits(corpus, tmp_path, lost):
+    out = tmp_path / "g.zarr"
+    good = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False).view().block()
+    gone = out / lost
+    gone.unlink() if gone.is_file() else shutil.rmtree(gone)
+    st = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)  # what `status` advises
+    assert st.complete
+    again = GramStore.open(out).view().block()
+    assert not np.isnan(again).any()
+    assert np.array_equal(again, good)
+    assert any(r.get("event") == "reset" for r in GramStore.open(out).read_log())
+
+
+def test_a_missing_diagonal_chunk_stops_normalised_reads(corpus, tmp_path):
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    (out / "diag_rows" / "c" / "1").unlink()  # rows 20:40 lose their self-kernels
+    with pytest.raises(GramtileError, match="verify --repair"):
+        GramStore.open(out).view().block(normalized=True)
+    with pytest.raises(GramtileError, match="verify --repair"):
+        open_gram_source(out, normalized=True).block(np.arange(80), np.arange(80))
