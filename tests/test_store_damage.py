@@ -4,12 +4,16 @@ import shutil
 
 import numpy as np
 import pytest
+import zarr
 from conftest import corpus_store_of, num_trees
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.learn.sources import open_gram_source
-from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.errors import StoreCorruptError
+from gramtile.pipeline.stores.gram_store import GramStore, verify
+from gramtile.pipeline.stores.tiles import Tile
 
 SST = {"kind": "sst", "lam": 0.4}
 
@@ -41,3 +45,35 @@ def test_a_missing_diagonal_chunk_stops_normalised_reads(corpus, tmp_path):
         GramStore.open(out).view().block(normalized=True)
     with pytest.raises(GramtileError, match="verify --repair"):
         open_gram_source(out, normalized=True).block(np.arange(80), np.arange(80))
+
+
+def flip_byte(path, at=20):
+    raw = bytearray(path.read_bytes())
+    raw[min(at, len(raw) - 5)] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def test_a_flipped_byte_in_the_done_mask_is_reported_and_rebuilt_by_repair(corpus, tmp_path):
+    out = tmp_path / "g.zarr"
+    good = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False).view().block()
+    flip_byte(out / "done" / "c" / "0" / "0")
+    with pytest.raises(StoreCorruptError, match="verify --repair"):
+        GramStore.open(out).done_mask()
+    rep = verify(out)
+    assert rep.done_damaged and not rep.ok
+    (out / "K" / "c" / "1" / "3").unlink()  # and one stored tile is lost as well
+    rep = repair(out)
+    assert rep.ok and len(rep.rebuilt) == 9  # 10 planned tiles (4 x 4 upper triangle), one lost
+    st = GramStore.open(out)
+    assert st.complete and np.array_equal(st.view().block(), good)
+
+
+def test_verify_finds_infinite_values_and_repair_only_claims_what_verifies(corpus, tmp_path):
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    K = zarr.open_array(str(out / "K"), mode="r+")
+    K[0, 25] = np.inf  # inside done tile (0, 1)
+    rep = verify(out)
+    assert [tuple(t) for t, _ in rep.bad] == [(0, 1)] and "infinite" in rep.bad[0][1]
+    rep = repair(out)
+    assert rep.ok and rep.repaired == [Tile(0, 1)] and verify(out).bad == []

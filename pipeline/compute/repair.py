@@ -24,16 +24,29 @@ def repair(store, cluster: str = "sequential", cluster_file=None, progress: bool
     Returns
     -------
     VerifyReport
-        As :func:`verify`, with ``repaired`` listing the recomputed tiles.
+        As :func:`verify`, with ``repaired`` listing the recomputed tiles that now verify,
+        ``bad`` what is still bad after the recomputation, and ``rebuilt`` the tiles kept when
+        a damaged done mask was rebuilt from the stored chunks.
     """
     st = store if isinstance(store, GramStore) else GramStore.open(store, mode="r+")
     rep = verify(st)
-    if rep.bad:
+    if rep.done_damaged:
+        with store_lock(st.path):
+            kept = st.rebuild_done()
+        damaged = rep.done_damaged
+        rep = verify(st)  # the tiles kept are checked like any other
+        rep.done_damaged, rep.rebuilt = damaged, kept
+    if rep.bad or rep.rebuilt is not None:
         canon = sorted({Tile(min(t), max(t)) if st.symmetric else t for t, _ in rep.bad})
-        with store_lock(st.path):  # never clear bits under a running writer
-            st.clear_done(canon)
+        if canon:
+            with store_lock(st.path):  # never clear bits under a running writer
+                st.clear_done(canon)
         run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(),
                  cols=None if st.symmetric else st.cols(), cluster=cluster, cluster_file=cluster_file,
                  progress=progress)
-        rep.repaired = canon
+        # a tile is repaired only if it verifies now (a kernel giving inf would give it again)
+        after = verify(GramStore.open(st.path))
+        still = {Tile(min(t), max(t)) if st.symmetric else t for t, _ in after.bad}
+        rep.repaired = [t for t in canon if t not in still]
+        rep.bad = after.bad
     return rep

@@ -8,6 +8,7 @@ raises it (the default) or records it and lets the reader go on with the next re
 from __future__ import annotations
 
 import gzip
+import math
 from pathlib import Path
 
 from gramtile.pipeline.representations.brackets import BracketError, parse_tree
@@ -261,3 +262,27 @@ def line_records(path, policy: ErrorPolicy, encoding: str, make, max_tokens):
         doc = guarded(policy, make, text, path, line, number, max_tokens)
         if doc is not None:
             yield doc
+
+
+#: Largest feature value magnitude accepted: products and sums of two such values stay finite.
+MAX_FEATURE_VALUE = 1e100
+
+
+def feature_value(text: str, item: str, path, line, fix: str) -> float:
+    """The float of a feature value ``text`` (from entry ``item``); NaN, infinities and magnitudes
+    above :data:`MAX_FEATURE_VALUE` (whose products overflow inside a kernel) are malformed.
+
+    Raises
+    ------
+    CorpusFormatError
+        Naming the file, the line and the entry.
+    """
+    try:
+        v = float(text)
+    except ValueError:
+        raise CorpusFormatError(f"entry {item!r}: {text!r} is not a number", path=path, line=line, fix=fix) from None
+    if not math.isfinite(v) or abs(v) > MAX_FEATURE_VALUE:
+        raise CorpusFormatError(f"entry {item!r}: value {text!r} is not a finite number of magnitude at most "
+                                f"{MAX_FEATURE_VALUE:g}", path=path, line=line,
+                                fix="write finite feature values (no nan/inf); rescale very large ones")
+    return v

@@ -18,6 +18,7 @@ import re
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS,
     check_tokens,
+    feature_value,
     line_records,
     make_policy,
     parse_bracketed,
@@ -102,16 +103,14 @@ def _sparse(body, name, path, line):
         try:
             if not sep or not feat:
                 raise ValueError
-            bow[feat] = bow.get(feat, 0.0) + float(value)
         except ValueError:
             raise CorpusFormatError(f"vector {name!r}: entry {item!r} is not 'feature:value'", path=path,
                                     line=line, fix="write sparse entries as feature:value, e.g. _dog__n:1.0") from None
+        bow[feat] = bow.get(feat, 0.0) + feature_value(value, item, path, line,
+                                                        "write sparse entries as feature:value, e.g. _dog__n:1.0")
     return bow
 
 
 def _dense(body, name, path, line):
-    try:
-        return {str(i): float(v) for i, v in enumerate(body.split())}
-    except ValueError:
-        raise CorpusFormatError(f"dense vector {name!r} holds a non-number", path=path, line=line,
-                                fix="write dense vectors as space-separated numbers") from None
+    return {str(i): feature_value(v, f"{name}[{i}]", path, line, "write dense vectors as space-separated numbers")
+            for i, v in enumerate(body.split())}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS,
     check_tokens,
+    feature_value,
     line_records,
     make_policy,
     parse_bracketed,
@@ -72,8 +73,8 @@ def _vector(text, path, line):
         try:
             if not sep or not feat:
                 raise ValueError
-            bow[feat] = float(value)
         except ValueError:
             raise CorpusFormatError(f"feature {item!r} after '|ET|' is not 'feature:value'", path=path, line=line,
                                     fix="write features as index:value pairs, e.g. 3:0.5") from None
+        bow[feat] = feature_value(value, item, path, line, "write features as index:value pairs, e.g. 3:0.5")
     return bow

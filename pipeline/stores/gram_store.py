@@ -288,8 +288,52 @@ class GramStore:
 
     # -- tiles -----------------------------------------------------------------------------
     def done_mask(self) -> np.ndarray:
-        """bool array (n_tile_rows, n_tile_cols)."""
-        return np.asarray(self.done[...], dtype=bool)
+        """bool array (n_tile_rows, n_tile_cols).
+
+        Raises
+        ------
+        StoreCorruptError
+            The done mask fails its checksum or cannot be decoded.
+        """
+        try:
+            return np.asarray(self.done[...], dtype=bool)
+        except Exception as e:  # a failed crc32c check surfaces as a codec error
+            raise StoreCorruptError(
+                f"the done mask of Gram store {self.path} is damaged ({type(e).__name__}: {e}). Fix: run "
+                f"`gramtile verify --repair {self.path}`, which rebuilds it from the stored tiles") from None
+
+    def tile_intact(self, t: Tile) -> bool:
+        """True when tile ``t``'s K chunk and both diagonal chunks read back finite (checksums pass)."""
+        r0, r1, c0, c1 = self.spans(t)
+        try:
+            return bool(np.isfinite(np.asarray(self.K[r0:r1, c0:c1])).all()
+                        and np.isfinite(np.asarray(self.diag_rows[r0:r1])).all()
+                        and np.isfinite(np.asarray(self.diag_cols[c0:c1])).all())
+        except Exception:  # noqa: BLE001  (checksum mismatch, truncated chunk, ...)
+            return False
+
+    def rebuild_done(self) -> list:
+        """Recreate a damaged done mask from the stored tiles: a planned tile is done when its chunk
+        and its diagonal chunks are intact (:meth:`tile_intact`). Call under the store's lock.
+
+        Returns
+        -------
+        list of Tile kept as done (the others are recomputed by the next run).
+        """
+        nr, nc, t = self.meta["n_rows"], self.meta["n_cols"], self.tile
+        gshape = (-(-nr // t), -(-nc // t))
+        _crc_array(self.group, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
+                   False)
+        self._bind()
+        kept = [tl for tl in self.grid().tiles() if self.tile_intact(tl)]
+        mask = np.zeros(gshape, dtype=bool)
+        for tl in kept:
+            mask[tl.i, tl.j] = True
+            if self.symmetric:
+                mask[tl.j, tl.i] = True
+        self.done[...] = mask
+        self.log({"event": "rebuild_done", "time": _now(), "tiles_kept": len(kept)})
+        return kept
 
     def tiles_done(self) -> tuple:
         """(tiles done, tiles to compute) counting only planned tiles (i <= j when symmetric)."""
@@ -637,11 +681,17 @@ class VerifyReport:
     checked: int = 0
     bad: list = field(default_factory=list)  # [(Tile, reason)]
     repaired: list = field(default_factory=list)
+    #: the reason when the done mask itself is damaged (no tile could be checked), else None
+    done_damaged: str | None = None
+    #: tiles kept when a damaged done mask was rebuilt (repair)
+    rebuilt: list | None = None
 
     @property
     def ok(self) -> bool:
-        """True when no bad tile was found, or every bad tile was recomputed."""
-        return not self.bad or bool(self.repaired)
+        """True when nothing was found, or everything found was repaired."""
+        if self.done_damaged and self.rebuilt is None:
+            return False
+        return not self.bad
 
 
 def verify(store) -> VerifyReport:
@@ -659,7 +709,11 @@ def verify(store) -> VerifyReport:
     """
     st = store if isinstance(store, GramStore) else GramStore.open(store)
     rep = VerifyReport(str(st.path))
-    done = st.done_mask()
+    try:
+        done = st.done_mask()
+    except StoreCorruptError as e:
+        rep.done_damaged = str(e)
+        return rep
     nr, nc = st.shape
 
     diag_bad_rows, diag_bad_cols = set(), set()
@@ -671,7 +725,7 @@ def verify(store) -> VerifyReport:
             s0, s1 = a * st.tile, min((a + 1) * st.tile, n)
             try:
                 v = np.asarray(arr[s0:s1])
-                if np.isnan(v).any():
+                if not np.isfinite(v).all():
                     bad.add(a)
             except Exception:  # noqa: BLE001
                 bad.add(a)
@@ -689,6 +743,8 @@ def verify(store) -> VerifyReport:
             continue
         if np.isnan(v).any():
             rep.bad.append((t, "NaN inside a done tile (chunk missing or partly written)"))
+        elif not np.isfinite(v).all():
+            rep.bad.append((t, "infinite value inside a done tile"))
         elif t.i in diag_bad_rows or t.j in diag_bad_cols:
             rep.bad.append((t, "diagonal chunk of this tile's rows/columns unreadable or NaN"))
 

@@ -21,10 +21,15 @@ def run(args) -> int:
         rep = repair(args.store, cluster=args.cluster, cluster_file=args.cluster_file, progress=True)
     else:
         rep = verify(args.store)
+    if rep.done_damaged:
+        print(f"damaged done mask: {rep.done_damaged}")
+    if rep.rebuilt is not None:
+        print(f"rebuilt the done mask: {len(rep.rebuilt)} stored tile(s) intact and kept, the rest recomputed")
     for t, why in rep.bad:
         print(f"bad tile {tuple(t)}: {why}")
     if rep.repaired:
         print(f"repaired {len(rep.repaired)} tile(s): {[tuple(t) for t in rep.repaired]}")
-    print(f"{rep.path}: {rep.checked} done tile(s) checked, {len(rep.bad)} bad"
-          + ("" if not rep.bad or rep.repaired else "; run `gramtile verify --repair` to recompute them"))
+    hint = "" if rep.ok else ("; still bad after recomputing: the kernel gives these values (check the input)"
+                              if args.repair else "; run `gramtile verify --repair` to repair the store")
+    print(f"{rep.path}: {rep.checked} done tile(s) checked, {len(rep.bad)} bad{hint}")
     return 0 if rep.ok else 1
