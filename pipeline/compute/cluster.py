@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dask
 import yaml
 
 from gramtile.pipeline import optional
@@ -58,6 +59,8 @@ BUILTIN_PROFILES = {
 }
 
 _POS_INT = "a positive integer"
+#: Seconds of silence after which the scheduler of a ``local`` profile drops a worker.
+WORKER_TTL = 60
 # key -> (check, what it must be); None check = any value
 _KEYS = {
     "sequential": {},
@@ -65,7 +68,8 @@ _KEYS = {
     "local": {"n_workers": ("posint", _POS_INT), "threads_per_worker": ("posint", _POS_INT),
               "memory_limit": ("mem", "a size such as 2GiB, a number of bytes, or 'auto'"),
               "processes": ("bool", "true or false"),
-              "dashboard_address": ("str", "an address such as ':8787' (default ':0': any free port)")},
+              "dashboard_address": ("str", "an address such as ':8787' (default ':0': any free port)"),
+              "worker_ttl": ("posnum", "a positive number of seconds (default 60)")},
     "scheduler": {"address": ("addr", "an address such as tcp://127.0.0.1:8786"),
                   "timeout": ("posnum", "a positive number of seconds")},
     "slurm": {"cores": ("posint", _POS_INT), "processes": ("posint", _POS_INT),
@@ -235,9 +239,12 @@ def open_client(profile_name="local", cluster_file=None):
     if profile.type in ("local", "threads"):
         LocalCluster = optional.distributed().LocalCluster
 
-        cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
-                               memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
-                               dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
+        # a worker silent for worker_ttl seconds (stopped, hung, its machine asleep) is removed by
+        # the scheduler and its tasks go to the others; Dask's default waits 5 minutes
+        with dask.config.set({"distributed.scheduler.worker-ttl": f"{float(o.get('worker_ttl', WORKER_TTL))}s"}):
+            cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
+                                   memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
+                                   dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
         with cluster, Client(cluster) as client:
             yield client
     elif profile.type == "scheduler":
