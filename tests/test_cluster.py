@@ -43,7 +43,7 @@ def test_repository_cluster_file(no_env):
     profiles = load_profiles(REPO_CLUSTER_FILE)
     assert {"sequential", "local", "threads", "scheduler", "slurm", "kubernetes"} <= set(profiles)
     assert profiles["threads"].in_process and profiles["threads"].type == "threads"
-    assert profiles["local"].options == {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"}
+    assert profiles["local"].options == {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB", "worker_ttl": 60}
     assert profiles["slurm"].n_workers == profiles["slurm"].options["jobs"]
 
 

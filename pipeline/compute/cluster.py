@@ -53,7 +53,7 @@ TYPES = ("sequential", "threads", "local", "scheduler", "slurm", "kubernetes")
 
 BUILTIN_PROFILES = {
     "sequential": {},
-    "local": {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB"},
+    "local": {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB", "worker_ttl": 60},
     # worker threads of the driver process (every kernel core releases the GIL)
     "threads": {"n_workers": 2},
 }
