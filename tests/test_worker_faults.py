@@ -6,8 +6,8 @@ import signal
 import numpy as np
 import pytest
 import yaml
-
 from conftest import corpus_store_of, num_trees
+
 from gramtile.pipeline.compute.engine import run_gram
 
 SST = {"kind": "sst", "lam": 0.4}
