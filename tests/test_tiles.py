@@ -4,7 +4,7 @@ import pytest
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.stores.tiles import Tile, TileGrid, as_selection, choose_tile, parse_selection, plan
+from gramtile.pipeline.stores.tiles import Tile, TileGrid, as_selection, check_tile, choose_tile, parse_selection, plan
 
 
 def _coverage(grid):
@@ -103,8 +103,11 @@ def test_parse_selection_syntax(tmp_path):
     f.write_text("7\n")
     with pytest.raises(GramtileError, match="index 7, outside the corpus of 5"):
         parse_selection(f"@{f}", 5)
-    with pytest.raises(GramtileError, match="selects no example"):
+    with pytest.raises(GramtileError, match="outside the corpus of 5"):  # was silently clipped to nothing
         parse_selection("9:12", 5)
+    with pytest.raises(GramtileError, match="selects no example"):
+        parse_selection("3:3", 5)
+
     with pytest.raises(GramtileError, match="'all', 'a:b' or '@file.txt'"):
         parse_selection("first ten", 5)
     with pytest.raises(GramtileError, match="cannot read selection file"):
@@ -120,3 +123,18 @@ def test_as_selection_rejects_bad_indices():
         as_selection([0.5], 3)
     with pytest.raises(GramtileError, match="empty"):
         as_selection([], 3)
+
+
+@pytest.mark.parametrize("tile", [0, -1, 10 ** 9, 2.5, True])
+def test_bad_tile_sizes_are_refused_not_taken_for_the_default(tile):
+    with pytest.raises(GramtileError, match="omit --tile"):
+        check_tile(tile)
+    assert check_tile(None) is None and check_tile(100) == 100
+
+
+@pytest.mark.parametrize("text", ["0:99999", "-200:5", "5:200"])
+def test_a_selection_past_the_corpus_is_an_error_not_clipped(text):
+    with pytest.raises(GramtileError, match="outside the corpus of 100"):
+        parse_selection(text, 100)
+    assert parse_selection("90:100", 100).tolist() == list(range(90, 100))
+    assert parse_selection("-10:", 100).tolist() == list(range(90, 100))

@@ -36,7 +36,7 @@ from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.gram_store import GramStore, selection_hash, store_lock
 from gramtile.pipeline.stores.resource_store import ensure_for_spec
 from gramtile.pipeline.stores.storage import location
-from gramtile.pipeline.stores.tiles import TileGrid, as_selection, choose_tile, parse_selection, plan
+from gramtile.pipeline.stores.tiles import TileGrid, as_selection, check_tile, choose_tile, parse_selection, plan
 
 
 def _open_corpus(corpus):
@@ -115,6 +115,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     """
 
     spec = as_spec(spec)
+    tile = check_tile(tile)
     profile = None
     if client is None and cluster != "sequential":
 

@@ -149,6 +149,27 @@ class TileGrid:
         return sum(self.evaluations(t) for t in self.tiles())
 
 
+#: Largest tile edge: a tile is held in memory as a few float64 blocks of tile x tile entries.
+MAX_TILE = 16384
+
+
+def check_tile(tile) -> int | None:
+    """Validate a requested tile size (None = choose one): an integer in 1..:data:`MAX_TILE`.
+
+    Raises
+    ------
+    GramtileError
+        Naming the value and the valid range (0 is not "the default": omit the option for that).
+    """
+    if tile is None:
+        return None
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or not 1 <= int(tile) <= MAX_TILE:
+        raise GramtileError(f"tile size {tile!r} is not an integer from 1 to {MAX_TILE} (a tile of T x T float64 "
+                            f"entries takes 8 T^2 bytes per block); pass --tile 100, or omit --tile to choose one "
+                            f"from the memory budget")
+    return int(tile)
+
+
 def plan(grid: TileGrid, done_mask=None) -> list:
     """Tiles of ``grid`` still to compute, the most expensive first.
 
@@ -244,6 +265,10 @@ def parse_selection(text: str, n: int, name: str = "--rows") -> np.ndarray:
             sl = slice(int(a) if a.strip() else None, int(b) if b.strip() else None)
         except ValueError:
             raise GramtileError(f"{name} {text!r} is not a selection; use 'all', 'a:b' or '@file.txt'") from None
+        for end, v in (("start", sl.start), ("stop", sl.stop)):
+            if v is not None and not -n <= v <= n:
+                raise GramtileError(f"{name} {text!r}: {end} {v} lies outside the corpus of {n} examples; "
+                                    f"valid range 0:{n} (negative values count from the end)")
         out = np.arange(n, dtype=np.int64)[sl]
         if out.size == 0:
             raise GramtileError(f"{name} {text!r} selects no example of the corpus of {n}; valid range 0:{n}")
