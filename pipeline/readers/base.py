@@ -7,8 +7,10 @@ raises it (the default) or records it and lets the reader go on with the next re
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import math
+import zlib
 from pathlib import Path
 
 from gramtile.pipeline.representations.brackets import BracketError, parse_tree
@@ -103,6 +105,18 @@ def _open_binary(path: Path):
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
+def _numbered(f, path):
+    """``enumerate(f, 1)`` that turns a truncated gzip stream into a CorpusFormatError."""
+    number = 0
+    try:
+        for number, raw in enumerate(f, 1):
+            yield number, raw
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise CorpusFormatError(f"compressed file is truncated or damaged after line {number} ({e})", path=path,
+                                line=number + 1, fix="download or copy the .gz file again (gzip -t checks it)")\
+            from None
+
+
 def lines(path, policy: ErrorPolicy, encoding: str = "utf-8"):
     """Decoded lines of a text file (plain or gzip), with 1-based line numbers.
 
@@ -119,10 +133,19 @@ def lines(path, policy: ErrorPolicy, encoding: str = "utf-8"):
     if path.is_dir():
         raise CorpusFormatError("is a directory, not a file", path=path,
                                 fix="pass one file (the formats 'ptb' and 'dp' also read directories)")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise CorpusFormatError(f"unknown text encoding {encoding!r}", path=path,
+                                fix="pass a Python codec name such as utf-8 or latin-1") from None
     seen_text = False
     offset = 0  # byte offset of the current line's start, for the decode error message
     with _open_binary(path) as f:
-        for number, raw in enumerate(f, 1):
+        for number, raw in _numbered(f, path):
+            if number == 1 and b"\r" in raw.rstrip(b"\r\n") and b"\n" not in raw:
+                raise CorpusFormatError(
+                    "the file ends its lines with CR only (old Mac style), so it reads as one line", path=path,
+                    line=1, fix="convert the line ends to LF, e.g. tr '\\r' '\\n' < IN > OUT")
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as e:

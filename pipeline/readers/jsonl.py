@@ -96,6 +96,9 @@ def _document(text, path, line, number, max_tokens, ids):
     except json.JSONDecodeError as e:
         raise CorpusFormatError(f"invalid JSON at column {e.colno}: {e.msg}", path=path, line=line,
                                 fix="write one complete JSON object per line") from None
+    except RecursionError:
+        raise CorpusFormatError("JSON nested too deeply to read", path=path, line=line,
+                                fix="nest structures less deeply (trees in bracket notation are strings)") from None
     if not isinstance(obj, dict):
         raise CorpusFormatError(f"expected a JSON object, got {type(obj).__name__}", path=path,
                                 line=line, fix='write one object per line, e.g. {"id": "s1", "tokens": ["hi"]}')
