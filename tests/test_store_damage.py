@@ -77,3 +77,30 @@ def test_verify_finds_infinite_values_and_repair_only_claims_what_verifies(corpu
     assert [tuple(t) for t, _ in rep.bad] == [(0, 1)] and "infinite" in rep.bad[0][1]
     rep = repair(out)
     assert rep.ok and rep.repaired == [Tile(0, 1)] and verify(out).bad == []
+
+
+def test_swapped_chunks_are_caught_by_the_checksum_manifest_and_repaired(corpus, tmp_path):
+    out = tmp_path / "g.zarr"
+    good = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False).view().block()
+    a, b = out / "K" / "c" / "0" / "1", out / "K" / "c" / "0" / "2"
+    ab, bb = a.read_bytes(), b.read_bytes()
+    a.write_bytes(bb)
+    b.write_bytes(ab)  # each chunk's own crc32c still passes: only its position is wrong
+    rep = verify(out)
+    assert sorted(tuple(t) for t, _ in rep.bad) == [(0, 1), (0, 2)]
+    assert all("recorded when its tile was computed" in why for _, why in rep.bad)
+    rep = repair(out)
+    assert rep.ok and sorted(rep.repaired) == [Tile(0, 1), Tile(0, 2)]
+    assert np.array_equal(GramStore.open(out).view().block(), good)
+
+
+def test_stores_without_a_manifest_still_verify_and_gain_one_on_resume(corpus, tmp_path):
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    shutil.rmtree(out / "tile_crc")  # as a store made before the manifest existed
+    assert GramStore.open(out).tile_crc is None and verify(out).ok
+    st = GramStore.open(out, mode="r+")
+    st.clear_done([Tile(0, 0)])
+    st = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    assert st.tile_crc is not None and np.count_nonzero(np.asarray(st.tile_crc[...])) == 1  # the recomputed tile
+    assert verify(out).ok

@@ -184,7 +184,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         state = {"evals": 0, "t0": time.perf_counter(), "tiles": 0}
 
         def record(res):
-            store.mark_done(res.tile, res.diag_r, res.diag_c)
+            store.mark_done(res.tile, res.diag_r, res.diag_c, res.crc)
             store.log({"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
                        "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),
                        "cpu_seconds": round(res.cpu_seconds, 6), "time": time.time(),

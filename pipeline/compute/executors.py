@@ -48,7 +48,7 @@ from gramtile.pipeline.compute.inmemory import evaluate_block
 from gramtile.pipeline.resources.keys import resource_names
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreMismatchError
-from gramtile.pipeline.stores.gram_store import write_tile
+from gramtile.pipeline.stores.gram_store import tile_checksum, write_tile
 from gramtile.pipeline.stores.resource_store import load_for_spec
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
@@ -97,6 +97,8 @@ class TileResult:
     seconds: float
     worker: str
     cpu_seconds: float = 0.0
+    #: crc32c of the tile's values (gram_store.tile_checksum), recorded in the store's manifest
+    crc: int = 0
 
 
 # ---- per-process caches --------------------------------------------------------------------
@@ -252,7 +254,8 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
         evals = len(ridx) * len(cidx)
     write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid, job.run)
     return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
-                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0)
+                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0,
+                      tile_checksum(K))
 
 
 def warm_up(job: TileJob, ridx: np.ndarray):

@@ -10,6 +10,10 @@ Layout of ``GRAM.zarr/``::
     diag_rows/       float64 (n_rows,), self-kernels of the row examples, chunks (tile,)
     diag_cols/       float64 (n_cols,)
     done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete
+    tile_crc/        uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, recorded
+                     by the driver with its done bit; binds a chunk's content to its position, so
+                     `verify` catches swapped, copied-over or stale chunks (0 = none recorded;
+                     stores made before it have no manifest and are checked by crc32c alone)
     row_index/       int64 corpus indices of the row examples; col_index/ likewise
     log.jsonl        one JSON line per computed tile and per run start/end
     gramtile.lock    present while a run writes (pid, host, time)
@@ -49,6 +53,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+import crc32c
 import numpy as np
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec
@@ -62,6 +67,8 @@ from gramtile.pipeline.stores.tiles import Tile, TileGrid
 FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (see above)
 LOCK_NAME = "gramtile.lock"
 LOG_NAME = "log.jsonl"
+#: uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, bound to its position
+TILE_CRC = "tile_crc"
 _DONE_CHUNK = 256
 
 
@@ -72,6 +79,12 @@ def _now() -> str:
 def selection_hash(idx: np.ndarray) -> str:
     """sha256 of a selection's int64 little-endian bytes."""
     return hashlib.sha256(np.ascontiguousarray(idx, dtype="<i8").tobytes()).hexdigest()
+
+
+def tile_checksum(block) -> int:
+    """crc32c of a tile's float64 values in C order, as recorded in the store's ``tile_crc``
+    manifest when the tile is computed (never 0: 0 marks "nothing recorded")."""
+    return int(crc32c.crc32c(np.ascontiguousarray(block, dtype=np.float64).tobytes())) or 1
 
 
 def _crc_array(group, name, shape, chunks, dtype, fill):
@@ -123,6 +136,13 @@ class GramStore:
     def _bind(self):
         g = self.group
         self.K, self.diag_rows, self.diag_cols, self.done = g["K"], g["diag_rows"], g["diag_cols"], g["done"]
+        # stores made before the manifest existed have none: their tiles are checked by crc32c only
+        self.tile_crc = g[TILE_CRC] if self.loc.exists(f"{TILE_CRC}/zarr.json") else None
+
+    def _new_manifest(self, gshape):
+        _crc_array(self.group, TILE_CRC, gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)),
+                   "uint32", 0)
+        self.__dict__.pop("_crc_mem", None)
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -204,10 +224,9 @@ class GramStore:
         gshape = (-(-nr // t), -(-nc // t))
         have = set(self._ARRAYS) - set(self._missing_arrays())
         if "done" in have and not {"K", "diag_rows", "diag_cols"} <= have:
-            # recreating K or a diagonal drops every tile stored in it: their done bits must go too,
-            # or the store would claim tiles whose chunks are gone (all NaN)
-            _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
-                       False)
+            # recreating K or a diagonal drops every tile stored in it: their done bits (and checksums)
+            # must go too, or the store would claim tiles whose chunks are gone (all NaN)
+            have.discard("done")  # recreated below, with the manifest
             self.log({"event": "reset", "time": _now(),
                       "why": f"arrays {sorted({'K', 'diag_rows', 'diag_cols'} - have)} were missing and are "
                              f"recreated empty: every tile is recomputed"})
@@ -223,6 +242,8 @@ class GramStore:
             _crc_array(g, "diag_cols", (nc,), (t,), "float64", np.nan)
         if "done" not in have:
             _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool", False)
+        if "done" not in have or not self.loc.exists(f"{TILE_CRC}/zarr.json"):
+            self._new_manifest(gshape)
         self._bind()
 
     def _check_same(self, want: dict, tile):
@@ -325,7 +346,16 @@ class GramStore:
         _crc_array(self.group, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
                    False)
         self._bind()
-        kept = [tl for tl in self.grid().tiles() if self.tile_intact(tl)]
+        try:
+            manifest = None if self.tile_crc is None else np.asarray(self.tile_crc[...])
+        except Exception:  # noqa: BLE001  (the manifest itself is damaged: start it afresh)
+            self._new_manifest(gshape)
+            self._bind()
+            manifest = None
+        kept = [tl for tl in self.grid().tiles() if self.tile_intact(tl)
+                and (manifest is None or not manifest[tl.i, tl.j]
+                     or tile_checksum(self.K[slice(*self.spans(tl)[:2]), slice(*self.spans(tl)[2:])])
+                     == manifest[tl.i, tl.j])]
         mask = np.zeros(gshape, dtype=bool)
         for tl in kept:
             mask[tl.i, tl.j] = True
@@ -353,8 +383,9 @@ class GramStore:
         s = self.tile
         return t.i * s, min((t.i + 1) * s, nr), t.j * s, min((t.j + 1) * s, nc)
 
-    def mark_done(self, t: Tile, diag_r: np.ndarray, diag_c: np.ndarray):
-        """Driver side: write the tile's diagonal chunks, then its done bit (and the mirror's).
+    def mark_done(self, t: Tile, diag_r: np.ndarray, diag_c: np.ndarray, crc: int = 0):
+        """Driver side: write the tile's diagonal chunks and its checksum (``crc``, from
+        :func:`tile_checksum`, into the ``tile_crc`` manifest), then its done bit (and the mirror's).
 
         Each diagonal chunk is written once per store object (its values do not depend on the
         tile that computed them); the done bits go out as one write per touched ``done`` chunk.
@@ -371,6 +402,14 @@ class GramStore:
                 (self.diag_rows if which == "r" else self.diag_cols)[a:b] = vals
                 self._diag_written.add((which, k))
         cells = [(t.i, t.j)] + ([(t.j, t.i)] if self.symmetric and t.i != t.j else [])
+        if crc and self.tile_crc is not None:
+            if "_crc_mem" not in self.__dict__:
+                self._crc_mem = np.asarray(self.tile_crc[...], dtype=np.uint32)
+            self._crc_mem[t.i, t.j] = crc
+            ci, cj = self.tile_crc.chunks
+            bi, bj = t.i // ci, t.j // cj
+            sl = (slice(bi * ci, (bi + 1) * ci), slice(bj * cj, (bj + 1) * cj))
+            self.tile_crc[sl] = self._crc_mem[sl]
         for i, j in cells:
             self._done_mem[i, j] = True
         ci, cj = self.done.chunks
@@ -386,6 +425,7 @@ class GramStore:
                 self.done[t.j, t.i] = False
         self.__dict__.pop("_done_mem", None)
         self.__dict__.pop("_diag_written", None)
+        self.__dict__.pop("_crc_mem", None)
 
     def chunk_path(self, t: Tile) -> Path:
         """File holding K's chunk for tile ``t`` (local stores, default chunk key encoding)."""
@@ -711,8 +751,12 @@ def verify(store) -> VerifyReport:
     rep = VerifyReport(str(st.path))
     try:
         done = st.done_mask()
+        manifest = None if st.tile_crc is None else np.asarray(st.tile_crc[...], dtype=np.uint32)
     except StoreCorruptError as e:
         rep.done_damaged = str(e)
+        return rep
+    except Exception as e:  # noqa: BLE001  (the manifest fails its own crc32c)
+        rep.done_damaged = f"the tile checksum manifest of {st.path} is damaged ({type(e).__name__}: {e})"
         return rep
     nr, nc = st.shape
 
@@ -745,6 +789,9 @@ def verify(store) -> VerifyReport:
             rep.bad.append((t, "NaN inside a done tile (chunk missing or partly written)"))
         elif not np.isfinite(v).all():
             rep.bad.append((t, "infinite value inside a done tile"))
+        elif manifest is not None and manifest[t.i, t.j] and tile_checksum(v) != manifest[t.i, t.j]:
+            rep.bad.append((t, "chunk does not match the checksum recorded when its tile was computed "
+                               "(a chunk swapped, copied over or written by another run)"))
         elif t.i in diag_bad_rows or t.j in diag_bad_cols:
             rep.bad.append((t, "diagonal chunk of this tile's rows/columns unreadable or NaN"))
 
