@@ -104,3 +104,20 @@ def test_stores_without_a_manifest_still_verify_and_gain_one_on_resume(corpus, t
     st = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
     assert st.tile_crc is not None and np.count_nonzero(np.asarray(st.tile_crc[...])) == 1  # the recomputed tile
     assert verify(out).ok
+
+
+@pytest.mark.parametrize("edit", ["n_rows", "row_index", "tile"])
+def test_edited_metadata_fails_verify_and_is_not_repaired(corpus, tmp_path, edit):
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    if edit == "row_index":
+        ri = zarr.open_array(str(out / "row_index"), mode="r+")
+        ri[3] = 77
+    else:
+        g = zarr.open_group(str(out), mode="r+")
+        meta = dict(g.attrs["gramtile"])
+        meta[edit] = meta[edit] + (1 if edit == "n_rows" else 5)
+        g.attrs["gramtile"] = meta
+    rep = verify(out)
+    assert not rep.ok and "inconsistent" in rep.metadata
+    assert repair(out).metadata and not repair(out).repaired

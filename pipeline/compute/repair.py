@@ -30,6 +30,8 @@ def repair(store, cluster: str = "sequential", cluster_file=None, progress: bool
     """
     st = store if isinstance(store, GramStore) else GramStore.open(store, mode="r+")
     rep = verify(st)
+    if rep.metadata:
+        return rep  # nothing a recomputation can fix: the message says what to do
     if rep.done_damaged:
         with store_lock(st.path):
             kept = st.rebuild_done()

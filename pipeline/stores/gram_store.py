@@ -725,13 +725,42 @@ class VerifyReport:
     done_damaged: str | None = None
     #: tiles kept when a damaged done mask was rebuilt (repair)
     rebuilt: list | None = None
+    #: what is inconsistent in the store's metadata (sizes, selections, tile), else None
+    metadata: str | None = None
 
     @property
     def ok(self) -> bool:
         """True when nothing was found, or everything found was repaired."""
-        if self.done_damaged and self.rebuilt is None:
+        if self.metadata or (self.done_damaged and self.rebuilt is None):
             return False
         return not self.bad
+
+
+def metadata_problem(st: GramStore) -> str | None:
+    """What contradicts itself in a store's metadata (recorded sizes, selection hashes, tile size,
+    array shapes), or None. Such a store cannot be repaired by recomputing tiles: its provenance no
+    longer says which examples its rows and columns are."""
+    m = st.meta
+    try:
+        rows, cols = st.rows(), st.cols()
+        kshape, kchunks = tuple(st.K.shape), tuple(st.K.chunks)
+    except Exception as e:  # noqa: BLE001
+        return f"row_index / col_index / K cannot be read ({type(e).__name__}: {e})"
+    checks = [
+        (rows.shape[0] == m.get("n_rows") == kshape[0], f"n_rows {m.get('n_rows')}, row_index has {rows.shape[0]} "
+                                                        f"entries, K has {kshape[0]} rows"),
+        (cols.shape[0] == m.get("n_cols") == kshape[1], f"n_cols {m.get('n_cols')}, col_index has {cols.shape[0]} "
+                                                        f"entries, K has {kshape[1]} columns"),
+        (selection_hash(rows) == m.get("rows_sha256"), "row_index does not match the recorded row selection hash"),
+        (selection_hash(cols) == m.get("cols_sha256"), "col_index does not match the recorded column selection hash"),
+        (kchunks == (m.get("tile"), m.get("tile")), f"tile {m.get('tile')} but K is chunked {kchunks}"),
+        (not m.get("symmetric") or np.array_equal(rows, cols), "a symmetric store whose rows and columns differ"),
+    ]
+    bad = [why for ok, why in checks if not ok]
+    if not bad:
+        return None
+    return (f"metadata of Gram store {st.path} is inconsistent: {'; '.join(bad)}. Fix: it was edited or damaged "
+            f"and cannot be repaired by recomputing tiles; recompute it into a new --out")
 
 
 def verify(store) -> VerifyReport:
@@ -749,6 +778,10 @@ def verify(store) -> VerifyReport:
     """
     st = store if isinstance(store, GramStore) else GramStore.open(store)
     rep = VerifyReport(str(st.path))
+    problem = metadata_problem(st)
+    if problem:
+        rep.metadata = problem
+        return rep
     try:
         done = st.done_mask()
         manifest = None if st.tile_crc is None else np.asarray(st.tile_crc[...], dtype=np.uint32)

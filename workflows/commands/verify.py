@@ -21,6 +21,8 @@ def run(args) -> int:
         rep = repair(args.store, cluster=args.cluster, cluster_file=args.cluster_file, progress=True)
     else:
         rep = verify(args.store)
+    if rep.metadata:
+        print(rep.metadata)
     if rep.done_damaged:
         print(f"damaged done mask: {rep.done_damaged}")
     if rep.rebuilt is not None:
