@@ -170,3 +170,28 @@ def test_corpus_store_labels_are_plain_strings_and_hash_as_before(docs, tmp_path
     old = CorpusStore.open(path)
     assert old.labels_encoding == "json" and old.labels == [d.label for d in odd]
     assert old.compute_content_hash() == h
+
+
+def test_an_exported_libsvm_file_trains_libsvm_to_the_accuracy_of_gramtile_evaluate(tmp_path):
+    """LIBSVM's own svm-train -t 4 (the PyPI libsvm-official bindings) on `gramtile export
+    --format libsvm` files scores the fixed split exactly as `gramtile evaluate` does."""
+    svmutil = pytest.importorskip("libsvm.svmutil")
+    every = num_trees(6000)  # the NUM task's own labels, 1 / -1 (the file is sorted by label: interleave them)
+    pos, neg = [d for d in every if d.label == "1"][:40], [d for d in every if d.label != "1"][:90]
+    binary = [d for pair in zip(neg[:40], pos) for d in pair] + neg[40:]
+    corpus = corpus_store_of(tmp_path / "num.zarr", binary, 64)
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, SST, out, tile=40, cluster="sequential", progress=False)
+    assert main(["export", str(out), "--out", str(tmp_path / "train.libsvm"), "--format", "libsvm",
+                 "--rows", "0:90", "--cols", "0:90", "--normalized"]) == 0
+    assert main(["export", str(out), "--out", str(tmp_path / "test.libsvm"), "--format", "libsvm",
+                 "--rows", "90:130", "--cols", "0:90", "--normalized"]) == 0
+    ytr, xtr = svmutil.svm_read_problem(str(tmp_path / "train.libsvm"))
+    yte, xte = svmutil.svm_read_problem(str(tmp_path / "test.libsvm"))
+    m = svmutil.svm_train(ytr, xtr, "-t 4 -c 1 -q")
+    _, (acc, _, _), _ = svmutil.svm_predict(yte, xte, m, "-q")
+    assert main(["evaluate", "--gram", str(out), "--split", "train:0:90,test:90:130", "--C", "1", "--normalized",
+                 "--out", str(tmp_path / "ev")]) == 0
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert res["rows"][0]["accuracy"] == pytest.approx(acc / 100, abs=1e-12)
+    assert res["rows"][0]["accuracy"] > 0.5
