@@ -781,18 +781,32 @@ class ComposedView:
     ----------
     spec : KernelSpec
         The composite (or base) spec.
-    stores : mapping base spec_hash -> GramStore
+    stores : mapping base spec_hash -> GramStore, or a sequence of GramStores / paths / URLs
         One store per distinct base spec of ``spec``, all over the same corpus and selections.
+        A sequence is matched to the base kernels by each store's kernel hash (extra stores
+        are ignored).
+
+    Raises
+    ------
+    StoreMismatchError
+        A base kernel has no store among those given (the message lists what each holds), or
+        the stores cover different corpora or selections.
     """
 
-    def __init__(self, spec, stores: dict):
+    def __init__(self, spec, stores):
         self.spec = spec
         bases = spec.base_specs()
+        if not isinstance(stores, dict):
+            given = [st if isinstance(st, GramStore) else GramStore.open(st) for st in stores]
+            stores = {st.kernel_hash: st for st in given}
         missing = [b for b in bases if b.spec_hash not in stores]
         if missing:
+            held = "; ".join(f"{st.path} holds {st.meta['kernel_json']} (hash {h[:12]})"
+                             for h, st in stores.items()) or "no store was given"
             raise StoreMismatchError(
-                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash}); "
-                f"compute it with `gramtile gram --kernel '{missing[0].to_json()}'`")
+                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash[:12]}) "
+                f"among the stores given ({held}); pass its store too, or compute it with "
+                f"`gramtile gram --kernel '{missing[0].to_json()}'`")
         self.views = {}
         ref = None
         for b in bases:

@@ -2,6 +2,9 @@
 linear SVM from a Gram store.
 
 Labels come from the corpus store named in the Gram store's provenance (or ``--labels FILE``).
+``--kernel SPEC`` evaluates a composite (sum, product, normalized, polynomial, weights) of the
+base kernels held by the ``--gram`` stores (repeat ``--gram``, one per base kernel; matched by
+kernel hash), read from them without recomputing any pair.
 k-fold splits are saved as ``folds-k<k>-seed<s>.json`` beside the Gram store (``--folds-dir``)
 and reused, so every kernel over one corpus is scored on the same folds. The result table is
 printed as markdown; with ``--out DIR`` it is also written to ``results.md`` and
@@ -14,12 +17,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import load_or_make_folds, parse_split
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
-from gramtile.pipeline.learn.sources import open_gram_source, read_labels, store_labels
+from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
 
 
@@ -28,7 +33,11 @@ def add_parser(sub):
                        description="Train and score an SVM (C grid) or kernel voted perceptron from a Gram store "
                                    "by stratified k-fold or a fixed split; print a markdown table and, with "
                                    "--out, write results.md / results.json.")
-    p.add_argument("--gram", required=True, metavar="GRAM.zarr", help="square Gram store over the labelled examples")
+    p.add_argument("--gram", required=True, action="append", metavar="GRAM.zarr",
+                   help="square Gram store over the labelled examples; repeat it for each base kernel of --kernel")
+    p.add_argument("--kernel", default=None, metavar="SPEC",
+                   help="kernel spec JSON or @spec.json composed from the --gram stores' kernels, e.g. "
+                        '\'{"kind": "sum", "kernels": [A, B]}\' (default: the one --gram store\'s own kernel)')
     p.add_argument("--model", choices=("svm", "perceptron", "nystroem"), default="svm",
                    help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
@@ -123,6 +132,30 @@ def _nystroem(source, labels, splits, args, common):
     return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
 
 
+def _source(args):
+    """(kernel source, the first Gram store, the full kernel spec dict, normalisation included)."""
+    if args.kernel is None:
+        if len(args.gram) > 1:
+            raise EvaluationError(f"{len(args.gram)} --gram stores but no --kernel: say how to combine them, e.g. "
+                                  '--kernel \'{"kind": "sum", "kernels": [A, B]}\' with A, B their kernels')
+        source = open_gram_source(args.gram[0], normalized=args.normalized)
+        kernel = source.store.meta.get("kernel") or {"kind": "kernel"}
+        if args.normalized:
+            kernel = {"kind": "normalized", "kernel": kernel}
+        return source, source.store, kernel
+    spec = as_spec(args.kernel)
+    if args.normalized:
+        spec = as_spec({"kind": "normalized", "kernel": spec.to_dict()})
+    stores = [GramStore.open(g) for g in args.gram]
+    for st in stores:
+        if not st.symmetric:
+            raise EvaluationError(f"Gram store {st.path} is rectangular; evaluation needs square stores over the "
+                                  "labelled examples (gramtile gram without --cols)")
+    view = ComposedView(spec, stores)
+    used = next(iter(view.views.values())).store
+    return ViewKernelSource(view), used, spec.to_dict()
+
+
 def run(args) -> int:
 
     if args.split and args.folds is not None:
@@ -131,13 +164,12 @@ def run(args) -> int:
         raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
     if args.model == "nystroem" and args.multiclass != "ovr":
         raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
-    source = open_gram_source(args.gram, normalized=args.normalized)
-    store = source.store
+    source, store, kernel_dict = _source(args)
     if args.labels:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
     else:
         labels, label_source = store_labels(store), f"corpus store {store.meta.get('corpus_path')}"
-    name = args.name or spec_name(store.meta.get("kernel") or {"kind": "kernel"})
+    name = args.name or spec_name(kernel_dict)
     if args.split:
         splits = [parse_split(args.split, source.n)]
         how = f"fixed split {args.split}"
@@ -145,14 +177,14 @@ def run(args) -> int:
         k = 5 if args.folds is None else args.folds
         if not args.folds_dir:
 
-            refuse_url(args.gram, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
-        folds_dir = Path(args.folds_dir) if args.folds_dir else Path(args.gram).resolve().parent
+            refuse_url(store.loc.path, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
+        folds_dir = Path(args.folds_dir) if args.folds_dir else Path(store.path).resolve().parent
         splits = load_or_make_folds(folds_dir, labels, k, args.seed)
         how = f"{k}-fold (seed {args.seed}; {folds_dir / f'folds-k{k}-seed{args.seed}.json'})"
     common = dict(model=args.model, C=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                   multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
     say = lambda line: print(f"  {line}", file=sys.stderr)  # noqa: E731
-    print(f"evaluate {args.gram}: {source.n} examples, {how}, labels from {label_source}", file=sys.stderr)
+    print(f"evaluate {', '.join(map(str, args.gram))}: {source.n} examples, {how}, labels from {label_source}", file=sys.stderr)
     if args.model == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
         print("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
               "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
@@ -163,14 +195,15 @@ def run(args) -> int:
         ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say, **common)
     table = markdown_table(ev.rows)
     print(table)
-    out = {"gram": str(args.gram), "kernel": store.meta.get("kernel"), "normalized": bool(args.normalized),
+    out = {"gram": [str(g) for g in args.gram], "kernel": kernel_dict, "normalized": bool(args.normalized),
            "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
            "reports": ev.reports, "predictions": {}}
     ids = store.meta.get("row_ids")
     for key, (idx, pred) in ev.predictions.items():
         out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],
                                    **({"id": [ids[i] for i in idx]} if ids else {})}
-    md = [f"# gramtile evaluate\n\nGram store `{args.gram}`, {source.n} examples, {how}.\n",
+    md = [f"# gramtile evaluate\n\nGram store(s) {', '.join(f'`{g}`' for g in args.gram)}, kernel `{name}`, "
+          f"{source.n} examples, {how}.\n",
           "## Overall (pooled predictions)\n", table]
     if ev.fold_rows:
         md += ["\n## Per split\n", markdown_table(
