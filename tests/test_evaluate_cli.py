@@ -67,3 +67,51 @@ def test_cli_missing_base_store_lists_what_each_store_holds(stores, capsys):
     assert "no stored Gram matrix for base kernel" in err and f"{sst} holds" in err
     assert main(["evaluate", "--gram", str(sst), "--gram", str(sst), "--split", SPLIT]) == 2
     assert "no --kernel" in capsys.readouterr().err
+
+
+def test_several_C_mean_nested_selection_inside_the_training_parts(stores, tmp_path, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--C", "0.01,1,100", "--normalized",
+                 "--folds-dir", str(tmp_path), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "nested 3-fold" in out and "C_chosen" in out
+    res = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert res["C_selection"] == "nested" and len(res["rows"]) == 1
+    row = res["rows"][0]
+    assert row["C"] is None and row["C_grid"] == "0.01,1,100" and len(row["C_chosen"].split(",")) == 3
+    # each split's C is the one the inner folds of its training part choose: recompute it without the test part
+    from gramtile.pipeline.learn.crossval import choose_C
+    from gramtile.pipeline.learn.folds import load_or_make_folds
+    K = GramStore.open(sst).view().block(normalized=True)
+    y = np.asarray(store_labels(GramStore.open(sst)))
+    folds = load_or_make_folds(tmp_path, list(y), 3, 0)
+    want = [choose_C(K[np.ix_(sp.train, sp.train)], y[sp.train], [0.01, 1, 100], folds=3, seed=0)[0] for sp in folds]
+    assert [float(c) for c in row["C_chosen"].split(",")] == want
+    assert [r["C_chosen"] for r in res["fold_rows"]] == want
+
+
+def test_C_on_test_keeps_the_per_C_table_and_says_so(stores, tmp_path, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--split", SPLIT, "--C", "0.01,1", "--C-on-test"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("C chosen on test (--C-on-test)")
+    assert "| svm | 0.01 |" in out and "| svm | 1 |" in out
+
+
+def test_rows_show_the_full_kernel_parameters_in_own_columns_std_and_report(stores, tmp_path, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--model", "perceptron", "--epochs", "3",
+                 "--perceptron-seed", "0", "--normalized", "--folds-dir", str(tmp_path), "--report"]) == 0
+    out = capsys.readouterr().out
+    header, _, row = out.splitlines()[:3]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    cells = dict(zip(cols, [c.strip() for c in row.strip("|").split("|")]))
+    assert cells["kernel"] == "normalized(sst(lam=0.4, leaves=false))" and cells["epochs"] == "3"
+    assert "C" not in cols or cells["C"] == "-"
+    assert "confusion matrix" in out and "| truth \\ predicted | -1 | 1 |" in out and "| class | precision |" in out
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--model", "nystroem", "--landmarks", "30",
+                 "--folds-dir", str(tmp_path), "--out", str(tmp_path / "ny")]) == 0
+    ny = json.loads((tmp_path / "ny" / "results.json").read_text())["rows"][0]
+    assert ny["accuracy_std"] > 0 and "accuracy_std" in capsys.readouterr().out
+    assert main(["evaluate", "--gram", str(sst), "--model", "nystroem", "--C", "1,10", "--split", SPLIT]) == 2
+    assert "nested C selection is not available with --model nystroem" in capsys.readouterr().err

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import load_or_make_folds, parse_split
+from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
-from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
+from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
@@ -48,7 +48,17 @@ def add_parser(sub):
     p.add_argument("--seed", type=int, default=0, help="fold shuffle seed (default 0)")
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
-    p.add_argument("--C", default="1", metavar="C1,C2,...", help="SVM C grid, comma-separated (default 1)")
+    p.add_argument("--C", default="1", metavar="C1,C2,...",
+                   help="SVM C grid, comma-separated (default 1). Several values: C is chosen inside each training "
+                        "part by --inner-folds stratified folds (nested selection), and the C chosen per split is "
+                        "reported")
+    p.add_argument("--inner-folds", type=int, default=3, metavar="K",
+                   help="folds of the nested C selection inside each training part (default 3)")
+    p.add_argument("--C-on-test", action="store_true",
+                   help="instead of nested selection, score every C of the grid on the test parts (one row per C; "
+                        "the table says so: picking its best row is selection on test data)")
+    p.add_argument("--report", action="store_true",
+                   help="also print the confusion matrix and per-class precision / recall / F1 of each row")
     p.add_argument("--class-weight", default=None, metavar="balanced|none|LABEL:W,...",
                    help="SVM class weights (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr",
@@ -162,6 +172,13 @@ def run(args) -> int:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
         raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
+    several_C = len(_floats(args.C, "--C")) > 1 and args.model != "perceptron"
+    if several_C and not args.C_on_test and args.model == "nystroem":
+        raise EvaluationError("nested C selection is not available with --model nystroem; give one --C, or add "
+                              "--C-on-test to score every C on the test parts")
+    if several_C and not args.C_on_test and args.curve:
+        raise EvaluationError("--curve with several --C values would choose C on the test parts; give one --C, or "
+                              "add --C-on-test")
     if args.model == "nystroem" and args.multiclass != "ovr":
         raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
     source, store, kernel_dict = _source(args)
@@ -180,7 +197,7 @@ def run(args) -> int:
             refuse_url(store.loc.path, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
         folds_dir = Path(args.folds_dir) if args.folds_dir else Path(store.path).resolve().parent
         splits = load_or_make_folds(folds_dir, labels, k, args.seed)
-        how = f"{k}-fold (seed {args.seed}; {folds_dir / f'folds-k{k}-seed{args.seed}.json'})"
+        how = f"{k}-fold (seed {args.seed}; {folds_path(folds_dir, k, args.seed, labels)})"
     common = dict(model=args.model, C=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                   multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
     say = lambda line: print(f"  {line}", file=sys.stderr)  # noqa: E731
@@ -192,10 +209,27 @@ def run(args) -> int:
     if args.model == "nystroem":
         ev = _nystroem(source, labels, splits, args, common)
     else:
-        ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say, **common)
+        ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
+                      select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
+                      inner_seed=args.seed, **common)
+    if several_C and args.C_on_test:
+        header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
+                  "row is selection on test data and its score is optimistic.")
+    elif several_C:
+        header = (f"C selected by nested {args.inner_folds}-fold cross-validation inside each training part (grid "
+                  f"{args.C}); C_chosen lists the C chosen per split; no test example took part in choosing it.")
+    else:
+        header = None
     table = markdown_table(ev.rows)
+    if header:
+        print(header + "\n")
     print(table)
+    if args.report:
+        for key, rep in ev.reports.items():
+            print(f"\n{key}: confusion matrix (rows = truth) and per-class scores, pooled over the test parts\n")
+            print(report_tables(rep))
     out = {"gram": [str(g) for g in args.gram], "kernel": kernel_dict, "normalized": bool(args.normalized),
+           "C_selection": "test" if (several_C and args.C_on_test) else "nested" if several_C else "single",
            "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
            "reports": ev.reports, "predictions": {}}
     ids = store.meta.get("row_ids")
@@ -204,10 +238,13 @@ def run(args) -> int:
                                    **({"id": [ids[i] for i in idx]} if ids else {})}
     md = [f"# gramtile evaluate\n\nGram store(s) {', '.join(f'`{g}`' for g in args.gram)}, kernel `{name}`, "
           f"{source.n} examples, {how}.\n",
-          "## Overall (pooled predictions)\n", table]
+          "## Overall (pooled predictions)\n"] + ([header + "\n"] if header else []) + [table]
+    if args.report:
+        for key, rep in ev.reports.items():
+            md += [f"\n### {key}: confusion matrix (rows = truth) and per-class scores\n", report_tables(rep)]
     if ev.fold_rows:
         md += ["\n## Per split\n", markdown_table(
-            ev.fold_rows, columns=[c for c in ("model", "C", "epochs", "split", "n_train", "n_test", "accuracy",
+            ev.fold_rows, columns=[c for c in ("model", "C", "C_chosen", "epochs", "split", "n_train", "n_test", "accuracy",
                                                "precision", "recall", "f1") if any(c in r for r in ev.fold_rows)])]
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
