@@ -352,7 +352,7 @@ def test_markdown_table():
 
 def test_cli_evaluate_writes_results_and_reuses_folds(num_store, num_K, num_y, tmp_path, capsys):
     out = tmp_path / "res"
-    argv = ["evaluate", "--gram", str(num_store), "--folds", "3", "--seed", "1", "--C", "0.5,2", "--C-on-test", "--name", "sst",
+    argv = ["evaluate", "--gram", str(num_store), "--folds", "3", "--fold-seed", "1", "--C", "0.5,2", "--C-on-test", "--name", "sst",
             "--curve", "0.5,1", "--mrr", "--out", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out

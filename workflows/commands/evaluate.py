@@ -13,7 +13,6 @@ printed as markdown; with ``--out DIR`` it is also written to ``results.md`` and
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,8 +23,10 @@ from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
+from gramtile.workflows.commands import deprecated
 
 
 def add_parser(sub):
@@ -43,9 +44,12 @@ def add_parser(sub):
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
     p.add_argument("--landmarks", type=int, default=500, metavar="M",
-                   help="nystroem: landmarks per split, stratified by label and seeded by --seed (default 500)")
+                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
     p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
-    p.add_argument("--seed", type=int, default=0, help="fold shuffle seed (default 0)")
+    p.add_argument("--fold-seed", type=int, default=0, metavar="S",
+                   help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
+                        "landmarks (default 0); the perceptron's order has its own --perceptron-seed")
+    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=int)
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
     p.add_argument("--C", default="1", metavar="C1,C2,...",
@@ -136,7 +140,7 @@ def _nystroem(source, labels, splits, args, common):
     """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.crossval.evaluate`'s result (no per-split rows)."""
 
 
-    rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.seed,
+    rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.fold_seed,
                              class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"])
     preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
     return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
@@ -196,22 +200,22 @@ def run(args) -> int:
 
             refuse_url(store.loc.path, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
         folds_dir = Path(args.folds_dir) if args.folds_dir else Path(store.path).resolve().parent
-        splits = load_or_make_folds(folds_dir, labels, k, args.seed)
-        how = f"{k}-fold (seed {args.seed}; {folds_path(folds_dir, k, args.seed, labels)})"
+        splits = load_or_make_folds(folds_dir, labels, k, args.fold_seed)
+        how = f"{k}-fold (seed {args.fold_seed}; {folds_path(folds_dir, k, args.fold_seed, labels)})"
     common = dict(model=args.model, C=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                   multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
-    say = lambda line: print(f"  {line}", file=sys.stderr)  # noqa: E731
-    print(f"evaluate {', '.join(map(str, args.gram))}: {source.n} examples, {how}, labels from {label_source}", file=sys.stderr)
+    say = lambda line: log.info(f"  {line}")  # noqa: E731
+    log.info(f"evaluate {', '.join(map(str, args.gram))}: {source.n} examples, {how}, labels from {label_source}")
     if args.model == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
-        print("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
+        log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
               "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
-              "shuffle the visiting order", file=sys.stderr)
+              "shuffle the visiting order")
     if args.model == "nystroem":
         ev = _nystroem(source, labels, splits, args, common)
     else:
         ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
                       select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
-                      inner_seed=args.seed, **common)
+                      inner_seed=args.fold_seed, **common)
     if several_C and args.C_on_test:
         header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
                   "row is selection on test data and its score is optimistic.")
@@ -248,7 +252,7 @@ def run(args) -> int:
                                                "precision", "recall", "f1") if any(c in r for r in ev.fold_rows)])]
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
-        rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.seed,
+        rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.fold_seed,
                               perceptron_seed=args.perceptron_seed, progress=say, **common)
         print("\nLearning curve\n" + markdown_table(rows))
         out["curve"] = rows
@@ -268,5 +272,5 @@ def run(args) -> int:
         d.mkdir(parents=True, exist_ok=True)
         (d / "results.json").write_text(json.dumps(_jsonable(out), indent=1))
         (d / "results.md").write_text("\n".join(md) + "\n")
-        print(f"wrote {d / 'results.md'} and {d / 'results.json'}", file=sys.stderr)
+        log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0
