@@ -115,3 +115,17 @@ def test_rows_show_the_full_kernel_parameters_in_own_columns_std_and_report(stor
     assert ny["accuracy_std"] > 0 and "accuracy_std" in capsys.readouterr().out
     assert main(["evaluate", "--gram", str(sst), "--model", "nystroem", "--C", "1,10", "--split", SPLIT]) == 2
     assert "nested C selection is not available with --model nystroem" in capsys.readouterr().err
+
+
+def test_train_takes_the_composite_over_two_stores_and_names_a_missing_one(stores, tmp_path, capsys):
+    sst, st = stores
+    corpus = GramStore.open(sst).meta["corpus_path"]
+    assert main(["train", "--corpus", corpus, "--gram", str(sst), "--gram", str(st), "--kernel", json.dumps(SUM),
+                 "--out", str(tmp_path / "m")]) == 0
+    from gramtile.pipeline.learn.models import SavedModel
+    m = SavedModel.load(tmp_path / "m")
+    assert m.spec.spec_hash == as_spec(SUM).spec_hash
+    assert main(["train", "--corpus", corpus, "--gram", str(st), "--kernel", json.dumps(SUM),
+                 "--out", str(tmp_path / "m2")]) == 2
+    err = capsys.readouterr().err
+    assert f"{st} holds" in err and not (tmp_path / "m2").exists()

@@ -94,7 +94,7 @@ def test_kfold_workflow_binary(tmp_path):
     assert rows[0]["splits"] == 3 and rows[0]["n_test"] == 150
     # every training example (100 of 150) is a landmark: close to the exact SVM
     assert rows[1]["m"] == 100 and abs(rows[1]["accuracy"] - rows[0]["accuracy"]) <= 0.03
-    assert (tmp_path / "o" / "folds-k3-seed0.json").exists()
+    assert len(list((tmp_path / "o").glob("folds-k3-seed0-labels*.json"))) == 1
     assert not (tmp_path / "o" / "results.png").exists()
 
 
