@@ -54,6 +54,16 @@ def sklearn(submodule: str):
     return load(f"sklearn.{submodule}" if submodule else "sklearn", "scikit-learn")
 
 
+def dask_array():
+    """``dask.array`` (lazy views of a Gram store, :meth:`GramView.to_dask`)."""
+    return load("dask.array", "dask")
+
+
+def xarray():
+    """``xarray`` (labelled views of a Gram store, :meth:`GramView.to_xarray`; extra ``[xarray]``)."""
+    return load("xarray", "xarray")
+
+
 def pyplot():
     """matplotlib's ``pyplot`` on the non-interactive Agg back end (plots written to files)."""
     matplotlib = load("matplotlib")

@@ -141,7 +141,7 @@ def test_local_profile_with_thread_workers_still_runs_on_dask(corpus, reference,
 
 
 def _tile_lines(store):
-    p = store / "log.jsonl"
+    p = store / "log" / "records.jsonl"
     if not p.exists():
         return 0
     return sum('"event": "tile"' in line for line in p.read_text().splitlines())

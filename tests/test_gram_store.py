@@ -144,7 +144,7 @@ def test_unfinished_tiles_cannot_be_read_or_exported(corpus, docs, tmp_path):
         export(st, tmp_path / "K.npy")
     assert not (tmp_path / "K.npy").exists()
     # a torn last log line (driver killed mid-write) costs only that line
-    with open(out / "log.jsonl", "a") as f:
+    with open(out / "log" / "records.jsonl", "a") as f:
         f.write('{"event": "tile", "ru')
     # resuming computes only the 12 missing tiles
     run_gram(corpus, SST, out, cluster="sequential", progress=False)
@@ -238,7 +238,7 @@ def test_a_store_whose_creation_was_cut_short_is_finished_by_the_rerun(corpus, d
     # a crash right after the attributes were written: no arrays yet
     for name in ("K", "diag_rows", "diag_cols", "done", "row_index", "col_index"):
         shutil.rmtree(out / name)
-    (out / "log.jsonl").unlink()
+    shutil.rmtree(out / "log")
     with pytest.raises(StoreError, match="not fully created"):
         GramStore.open(out)
     st = run_gram(corpus, SST, out, rows="0:40", cluster="sequential", progress=False)

@@ -148,11 +148,11 @@ def test_test_error_matches_an_independent_fit(ran):
 
 def test_rerun_reuses_stores_and_scores(ran):
     path, out, rows = ran
-    logs = {p: len((p / "log.jsonl").read_text().splitlines()) for p in out.glob("gram-*.zarr")}
+    logs = {p: len((p / "log" / "records.jsonl").read_text().splitlines()) for p in out.glob("gram-*.zarr")}
     again = run_workflow(load_workflow(path), out, cluster="sequential", progress=False)
     assert [r["test_error"] for r in again] == [r["test_error"] for r in rows]
     for p, n in logs.items():
-        events = [json.loads(x) for x in (p / "log.jsonl").read_text().splitlines()[n:]]
+        events = [json.loads(x) for x in (p / "log" / "records.jsonl").read_text().splitlines()[n:]]
         assert all(e["event"] != "tile" for e in events)  # no tile recomputed
 
 

@@ -19,6 +19,7 @@ from gramtile.pipeline.learn.folds import (
     Split,
     fixed_split,
     folds_path,
+    load_folds,
     load_or_make_folds,
     parse_split,
     stratified_kfold,
@@ -94,8 +95,8 @@ def test_stratified_kfold_partitions_and_stratifies(num_y):
 
 def test_folds_saved_and_reused(num_y, tmp_path):
     folds = load_or_make_folds(tmp_path, num_y, 4, seed=2)
-    path = folds_path(tmp_path, 4, 2)
-    assert path.name == "folds-k4-seed2.json" and path.exists()
+    path = folds_path(tmp_path, 4, 2, num_y)
+    assert path.name.startswith("folds-k4-seed2-labels") and path.exists()
     doc = json.loads(path.read_text())
     # reuse means reading the file: edit one fold's test part and get the edit back
     doc["folds"][0]["test"] = doc["folds"][0]["test"][:-1]
@@ -106,7 +107,14 @@ def test_folds_saved_and_reused(num_y, tmp_path):
     other = num_y.copy()
     other[0] = "-1" if other[0] == "1" else "1"
     with pytest.raises(EvaluationError, match="other labels"):
-        load_or_make_folds(tmp_path, other, 4, seed=2)
+        load_folds(path, other)
+    # a store of other labels in the same directory gets its own file (issue 17: no collision)
+    mine = load_or_make_folds(tmp_path, other, 4, seed=2)
+    assert folds_path(tmp_path, 4, 2, other).exists() and folds_path(tmp_path, 4, 2, other) != path
+    assert [f.test.tolist() for f in mine] == [f.test.tolist() for f in stratified_kfold(other, 4, 2)]
+    # a file of the older name (no labels in it) made for these labels is still reused
+    path.rename(folds_path(tmp_path, 4, 2))
+    assert load_or_make_folds(tmp_path, num_y, 4, seed=2)[0].test.tolist() == folds[0].test.tolist()[:-1]
 
 
 def test_fold_and_split_errors():
@@ -137,7 +145,7 @@ def test_fold_and_split_errors():
 def test_kfold_svm_equals_sklearn_cross_val_predict(num_K, num_y):
     folds = stratified_kfold(num_y, 5, seed=0)
     src = ArrayKernelSource(num_K)
-    ev = evaluate(src, num_y, folds, model="svm", C=[0.5, 4.0], kernel="sst")
+    ev = evaluate(src, num_y, folds, model="svm", C=[0.5, 4.0], kernel="sst", select="test")
     assert src.reads == 2 * len(folds)  # two blocks per fold, shared by the whole C grid
     cv = [(f.train, f.test) for f in folds]
     for C in (0.5, 4.0):
@@ -230,10 +238,10 @@ def test_store_fixed_split_reads_only_needed_chunks(num_store, num_K, num_y):
     labels = store_labels(src.store)
     assert labels == num_y.tolist()
     split = parse_split("train:0:100,test:192:240", src.n)
-    ev = evaluate(src, labels, [split], C=[1.0, 10.0])
+    ev = evaluate(src, labels, [split], C=[1.0, 10.0], select="test")
     # train x train touches tiles {0,1} x {0,1}; test x train touches {3} x {0,1}: 6 of 16 chunks
     assert src.chunk_reads == 4 + 2
-    mem = evaluate(ArrayKernelSource(num_K), num_y, [split], C=[1.0, 10.0])
+    mem = evaluate(ArrayKernelSource(num_K), num_y, [split], C=[1.0, 10.0], select="test")
     for key in ("svm C=1", "svm C=10"):
         assert (ev.predictions[key][1] == mem.predictions[key][1]).all()
     assert ev.rows == mem.rows
@@ -344,16 +352,16 @@ def test_markdown_table():
 
 def test_cli_evaluate_writes_results_and_reuses_folds(num_store, num_K, num_y, tmp_path, capsys):
     out = tmp_path / "res"
-    argv = ["evaluate", "--gram", str(num_store), "--folds", "3", "--seed", "1", "--C", "0.5,2", "--name", "sst",
+    argv = ["evaluate", "--gram", str(num_store), "--folds", "3", "--fold-seed", "1", "--C", "0.5,2", "--C-on-test", "--name", "sst",
             "--curve", "0.5,1", "--mrr", "--out", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "| sst | svm | 0.5 |" in printed and "| sst | svm | 2 |" in printed
     res = json.loads((out / "results.json").read_text())
-    folds_file = num_store.parent / "folds-k3-seed1.json"
+    folds_file = folds_path(num_store.parent, 3, 1, num_y)
     assert folds_file.exists()
     folds = load_or_make_folds(num_store.parent, num_y, 3, 1)
-    ev = evaluate(ArrayKernelSource(num_K), num_y, folds, C=[0.5, 2.0], kernel="sst")
+    ev = evaluate(ArrayKernelSource(num_K), num_y, folds, C=[0.5, 2.0], kernel="sst", select="test")
     assert [r["accuracy"] for r in res["rows"]] == [r["accuracy"] for r in ev.rows]
     assert [r["f1"] for r in res["rows"]] == [r["f1"] for r in ev.rows]
     assert len(res["curve"]) == 4
@@ -390,7 +398,7 @@ def test_cli_nystroem_equals_the_api_and_refuses_what_it_cannot_do(num_store, nu
 
     out = tmp_path / "ny"
     argv = ["evaluate", "--gram", str(num_store), "--model", "nystroem", "--landmarks", "60", "--folds", "3",
-            "--C", "1,10", "--name", "sst", "--out", str(out)]
+            "--C", "1,10", "--C-on-test", "--name", "sst", "--out", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "| sst | nystroem | 1 |" in printed and "| sst | nystroem | 10 |" in printed
@@ -415,7 +423,7 @@ def test_cli_perceptron_fixed_split_with_labels_file(num_store, num_y, tmp_path,
     assert main(["evaluate", "--gram", str(num_store), "--model", "perceptron", "--epochs", "1",
                  "--split", "train:0:180,test:180:240", "--labels", str(lab), "--normalized"]) == 0
     captured = capsys.readouterr()
-    assert "| sst(lam=0.4, leaves=false) | perceptron | 1 |" in captured.out
+    assert "| normalized(sst(lam=0.4, leaves=false)) | perceptron | 1 |" in captured.out
     assert "ordered by label" not in captured.err
     # labels sorted by class: the data-order perceptron gets a note suggesting a seed
     lab.write_text("\n".join(sorted(num_y)) + "\n")

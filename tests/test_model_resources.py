@@ -161,7 +161,7 @@ def test_model_from_corpus_and_gram_store_carries_the_stored_resources(files, da
     np.testing.assert_allclose(m.kernel_to_support(test_docs), m_mem.kernel_to_support(test_docs),
                                rtol=0, atol=1e-10)
     assert m.predict(test_docs).tolist() == m_mem.predict(test_docs).tolist() == m_py.predict(test_docs).tolist()
-    assert main(["predict", "--model", str(tmp_path / "m"), "--input", str(files[1]), "--format", "senseval",
+    assert main(["predict", "--model-dir", str(tmp_path / "m"), "--input", str(files[1]), "--format", "senseval",
                  "--out", str(tmp_path / "p.tsv")]) == 0
     rows = [ln.split("\t") for ln in (tmp_path / "p.tsv").read_text().splitlines()]
     assert rows == [[d.id, p] for d, p in zip(test_docs, m.predict(test_docs))]

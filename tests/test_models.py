@@ -123,7 +123,7 @@ def test_train_predict_cli_from_corpus_and_gram_store(qc, tmp_path, capsys):
     lines = gzip.open(src, "rt", encoding="utf-8").read().splitlines()[N_TRAIN:N_TRAIN + N_TEST]
     (tmp_path / "test.klp").write_text("\n".join(lines) + "\n")
     capsys.readouterr()
-    assert main(["predict", "--model", str(tmp_path / "m1"), "--input", str(tmp_path / "test.klp"),
+    assert main(["predict", "--model-dir", str(tmp_path / "m1"), "--input", str(tmp_path / "test.klp"),
                  "--format", "kelp"]) == 0
     out, err = capsys.readouterr()
     pred = [ln.split("\t")[1] for ln in out.strip().splitlines()]
@@ -146,7 +146,7 @@ def test_train_predict_raw_text(tmp_path, capsys):
     assert (tmp_path / "m" / "support-tree.jsonl").exists()
     assert sorted(m.classes) == sorted({ln.split("\t")[0] for ln in lines[:80]})
     capsys.readouterr()
-    assert main(["predict", "--model", str(tmp_path / "m"), "--input", str(tmp_path / "new.txt"),
+    assert main(["predict", "--model-dir", str(tmp_path / "m"), "--input", str(tmp_path / "new.txt"),
                  "--format", "text", "--out", str(tmp_path / "p.json")]) == 0
     rows = json.loads((tmp_path / "p.json").read_text())
     gold = [ln.split("\t")[0] for ln in lines[80:100]]

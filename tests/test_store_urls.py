@@ -235,7 +235,7 @@ def test_memory_urls_give_the_local_path_K(cluster, mem, local_K, tmp_path):
     assert _tiles_logged(st) == _upper_tiles(st)
     fs = fsspec.filesystem("memory")
     root = mem.split("://", 1)[1]
-    assert fs.exists(f"{root}/g.zarr/log.jsonl") and not fs.exists(f"{root}/g.zarr/gramtile.lock")
+    assert fs.exists(f"{root}/g.zarr/log/records.jsonl") and not fs.exists(f"{root}/g.zarr/gramtile.lock")
     assert export(f"{mem}/g.zarr", tmp_path / "K.npy") == tmp_path / "K.npy"
     assert np.array_equal(np.load(tmp_path / "K.npy"), local_K)
 
@@ -263,8 +263,8 @@ def test_on_an_object_store_each_run_writes_its_own_log_object_and_read_log_merg
     assert np.array_equal(st.view().block(), local_K)
     fs = fsspec.filesystem("memory")
     root = mem.split("://", 1)[1]
-    assert not fs.exists(f"{root}/g.zarr/log.jsonl")
-    objs = sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{root}/g.zarr/log", detail=False))
+    assert not fs.exists(f"{root}/g.zarr/log/records.jsonl")
+    objs = sorted(p.rsplit("/", 1)[1] for p in fs.ls(f"{root}/g.zarr/log/records", detail=False))
     recs = st.read_log()
     runs = [r["run"] for r in recs if r["event"] == "start"]
     assert objs == sorted(f"{r}.jsonl" for r in runs) and len(runs) == 2

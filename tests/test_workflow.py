@@ -63,10 +63,10 @@ def test_fixed_split_workflow_end_to_end_and_resume(tmp_path, capsys):
     assert sorted(p.name.split("-")[1] for p in out.glob("gram-*.zarr")) == ["bow", "sst"]
 
     # a rerun reuses the corpus and every tile: no tile is computed again, same numbers
-    logs = {p: len((p / "log.jsonl").read_text().splitlines()) for p in out.glob("gram-*.zarr")}
+    logs = {p: len((p / "log" / "records.jsonl").read_text().splitlines()) for p in out.glob("gram-*.zarr")}
     rows2 = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
     for p, n in logs.items():
-        new = [json.loads(ln) for ln in (p / "log.jsonl").read_text().splitlines()[n:]]
+        new = [json.loads(ln) for ln in (p / "log" / "records.jsonl").read_text().splitlines()[n:]]
         assert [e["tiles_computed"] for e in new if e["event"] == "end"] == [0]
     assert [r["accuracy"] for r in rows2] == [r["accuracy"] for r in rows]
 
@@ -94,7 +94,7 @@ def test_kfold_workflow_binary(tmp_path):
     assert rows[0]["splits"] == 3 and rows[0]["n_test"] == 150
     # every training example (100 of 150) is a landmark: close to the exact SVM
     assert rows[1]["m"] == 100 and abs(rows[1]["accuracy"] - rows[0]["accuracy"]) <= 0.03
-    assert (tmp_path / "o" / "folds-k3-seed0.json").exists()
+    assert len(list((tmp_path / "o").glob("folds-k3-seed0-labels*.json"))) == 1
     assert not (tmp_path / "o" / "results.png").exists()
 
 

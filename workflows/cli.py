@@ -11,11 +11,13 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 from importlib.metadata import version
 
 import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
+from gramtile.pipeline.progress import configure
 from gramtile.pipeline.stores.storage import refuse_url
 
 
@@ -26,15 +28,43 @@ def _command_modules():
             yield importlib.import_module(f"{pkg.__name__}.{info.name}")
 
 
+_ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc|obj):`~?([^`]+)`")
+
+
+def plain(text):
+    """Help text without reStructuredText markup: ``x`` and :func:`x` become x."""
+    if not text or text is argparse.SUPPRESS:
+        return text
+    text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if "~" in m.group(0) else m.group(1), text)
+    return text.replace("``", "").replace("`", "")
+
+
+def _verbosity_flags(p, default):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1, default=default,
+                   help="print only warnings and errors besides the result (no progress, no summaries)")
+    g.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1, default=default,
+                   help="also print debugging messages")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gramtile",
         description="Tiled Gram matrices of structured NLP kernels, stored in Zarr, "
                     "and kernel machines trained from them.")
     p.add_argument("--version", action="version", version=f"gramtile {version('gramtile')}")
+    _verbosity_flags(p, 0)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _command_modules():
         mod.add_parser(sub)
+    for cmd in sub.choices.values():
+        # after the command too (`gramtile gram ... --quiet`); SUPPRESS keeps a flag given before it
+        _verbosity_flags(cmd, argparse.SUPPRESS)
+        cmd.description = plain(cmd.description)
+        for a in cmd._actions:
+            a.help = plain(a.help)
+    for a in sub._choices_actions:
+        a.help = plain(a.help)
     return p
 
 
@@ -55,6 +85,7 @@ def _local_out(args):
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure(getattr(args, "verbosity", 0))
     if not getattr(args, "func", None):
         parser.print_help()
         return 1

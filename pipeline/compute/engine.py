@@ -25,12 +25,12 @@ import time
 import uuid
 
 import numpy as np
-from tqdm import tqdm
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
+from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.gram_store import GramStore, selection_hash, store_lock
@@ -179,8 +179,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         bar = None
         if progress:
 
-            bar = tqdm(total=len(todo), unit="tile", desc=f"gram {spec.kind}", file=sys.stderr,
-                       initial=0, dynamic_ncols=True)
+            bar = progress_bar(len(todo), "tile", f"gram {spec.kind}", dynamic_ncols=True)
         state = {"evals": 0, "t0": time.perf_counter(), "tiles": 0}
 
         def record(res):
@@ -214,8 +213,11 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                     else:
                         if bar is not None:
                             link = getattr(client, "dashboard_link", None)
-                            bar.write(f"gramtile gram: Dask cluster {cluster!r}"
-                                      + (f", dashboard {link}" if link else ""), file=sys.stderr)
+                            msg = f"gramtile gram: Dask cluster {cluster!r}" + (f", dashboard {link}" if link else "")
+                            if hasattr(bar, "write"):
+                                bar.write(msg, file=sys.stderr)
+                            else:
+                                log.info(msg)
                         run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
         finally:
             if bar is not None:
@@ -227,9 +229,9 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                        "evaluations": state["evals"], "seconds": round(el, 3), "tiles_done": n_done,
                        "tiles_total": total_tiles})
             store.touch()
-        if progress:
-            rate = state["evals"] / el if el > 0 else 0.0
-            print(f"gramtile gram: {state['tiles']} tile(s) computed this run ({state['evals']:,} evaluations, "
-                  f"{el:.1f} s, {rate:,.0f} evals/s); {n_done}/{total_tiles} tiles done; "
-                  f"K {grid.n_rows} x {grid.n_cols}, tile {store.tile}, store {out}", file=sys.stderr)
+        # the timing summary is logged with or without the progress bar (`gramtile --quiet` hides it)
+        rate = state["evals"] / el if el > 0 else 0.0
+        log.info(f"gramtile gram: {state['tiles']} tile(s) computed this run ({state['evals']:,} evaluations, "
+                 f"{el:.1f} s, {rate:,.0f} evals/s); {n_done}/{total_tiles} tiles done; "
+                 f"K {grid.n_rows} x {grid.n_cols}, tile {store.tile}, store {out}")
     return GramStore.open(out)

@@ -29,12 +29,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
+from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
 from gramtile.pipeline.readers.jsonl import NAMES, write_jsonl
 from gramtile.pipeline.representations.errors import CorpusFormatError
@@ -304,7 +303,7 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
     done = store.shard_ranges
     total = None if n_estimate is None else max(len(done), -(-n_estimate // S))
     store.update_manifest(expected_shards=total)  # lets `inspect` show progress of a partial store
-    bar = tqdm(total=total, initial=0, unit="shard", desc="prepare", disable=not progress, leave=False)
+    bar = progress_bar(total, "shard", "prepare", disable=not progress, leave=False)
     window = max(2, 2 * profile.n_workers)
     pending = deque()  # (index, docs, parse mask, future or None)
     parsed, written = [], []

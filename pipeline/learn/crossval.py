@@ -14,6 +14,14 @@ Result rows are flat dicts. Binary tasks report precision/recall/F1 of the posit
 (:func:`~gramtile.pipeline.learn.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
 ``macro_f1`` and ``micro_f1``. Overall figures pool the predictions of all test parts (each
 example is tested once under k-fold); ``accuracy_std`` is the spread of per-fold accuracies.
+
+C selection: given several C values, ``select="nested"`` (the default of ``gramtile evaluate``)
+selects C *inside* each training part (stratified inner folds on the training examples only,
+:func:`choose_C`), trains with the chosen C and scores the test part once; the row reports
+``C_grid`` and the C chosen per split (``C_chosen``). ``select="test"`` (the default here, for
+callers that do their own selection on inner or development folds, as the workflow recipes do)
+scores every C on the test parts, one row per C: choosing the best of those rows is selection
+on test data.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ from gramtile.pipeline.learn.sources import ArrayKernelSource
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
+SELECT = ("nested", "test")
 
 
 def parse_class_weight(text):
@@ -168,7 +177,9 @@ class Evaluation:
 
 
 def _label(s: Setting) -> str:
-    return f"svm C={s.C:g}" if s.model == "svm" else f"perceptron epochs={s.epochs}"
+    if s.model == "perceptron":
+        return f"perceptron epochs={s.epochs}"
+    return "svm C=nested" if s.C is None else f"svm C={s.C:g}"
 
 
 def _base_row(kernel, s: Setting, class_weight, multiclass, n_classes):
@@ -185,7 +196,7 @@ def _base_row(kernel, s: Setting, class_weight, multiclass, n_classes):
 
 def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=None, multiclass: str = "ovr",
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
-             progress=None) -> Evaluation:
+             progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0) -> Evaluation:
     """Fit and score a model on each split, reading two kernel blocks per split.
 
     Parameters
@@ -212,6 +223,10 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         Positive class of a binary task (default :func:`positive_class`).
     progress : callable or None
         Called with one line of text after each split.
+    select : {"test", "nested"}
+        With several C: score every C on the test parts (``"test"``, one row per C, default),
+        or choose C per split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its
+        training part only (``"nested"``, one row).
 
     Returns
     -------
@@ -219,7 +234,14 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     """
     if multiclass not in MULTICLASS:
         raise EvaluationError(f"multiclass={multiclass!r}; use one of {list(MULTICLASS)}")
+    if select not in SELECT:
+        raise EvaluationError(f"select={select!r}; use one of {list(SELECT)}")
     grid = settings_for(model, C, epochs)
+    nested = model == "svm" and len(grid) > 1 and select == "nested"
+    c_grid = [s.C for s in grid]
+    if nested:
+        grid = [Setting("svm", None)]
+    chosen = []
     y, splits = check_inputs(source, labels, splits)
     classes = sorted(np.unique(y).tolist())
     if positive is None and len(classes) == 2:
@@ -232,13 +254,20 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         K_tr = read_block(source, sp.train, sp.train, f"{sp.name} train x train")
         K_te = read_block(source, sp.test, sp.train, f"{sp.name} test x train")
         for s in grid:
-            est = s.build(class_weight, multiclass, len(classes), seed)
+            fit_s, extra = s, {}
+            if nested:
+                c, _ = choose_C(K_tr, y[sp.train], c_grid, folds=inner_folds, seed=inner_seed,
+                                class_weight=class_weight, multiclass=multiclass, positive=positive)
+                chosen.append(c)
+                fit_s, extra = Setting("svm", c), {"C_chosen": c}
+            est = fit_s.build(class_weight, multiclass, len(classes), seed)
             est.fit(K_tr, y[sp.train])
             pred = np.asarray(est.predict(K_te))
             row, _ = prediction_scores(y[sp.test], pred, classes, positive)
             fold_acc[_label(s)].append(row["accuracy"])
-            res.fold_rows.append({**_base_row(kernel, s, class_weight, multiclass, len(classes)), "split": sp.name,
-                                  "n_train": int(sp.train.size), "n_test": int(sp.test.size), **row})
+            res.fold_rows.append({**_base_row(kernel, fit_s, class_weight, multiclass, len(classes)), **extra,
+                                  "split": sp.name, "n_train": int(sp.train.size), "n_test": int(sp.test.size),
+                                  **row})
             pooled[_label(s)][0].append(sp.test)
             pooled[_label(s)][1].append(pred)
         if progress is not None:
@@ -251,6 +280,10 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         out = {**_base_row(kernel, s, class_weight, multiclass, len(classes)), "splits": len(splits),
                "n_test": int(idx.size), **row,
                "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0}
+        if nested:
+            out["C_grid"] = ",".join(f"{c:g}" for c in c_grid)
+            out["C_chosen"] = ",".join(f"{c:g}" for c in chosen)
+            out["selection"] = f"nested: {inner_folds}-fold on each training part"
         if len(classes) == 2:
             out["positive"] = positive
         res.rows.append(out)
@@ -366,9 +399,28 @@ def select_C(source, labels, train, C, folds: int = 3, seed: int = 0, class_weig
 
     tr = np.asarray(train, dtype=np.int64)
     y = np.asarray(labels)[tr]
-    inner = ArrayKernelSource(read_block(source, tr, tr, "train x train (C selection)"))
-    ev = evaluate(inner, y, stratified_kfold(y, folds, seed), model="svm", C=C, class_weight=class_weight,
-                  multiclass=multiclass, positive=positive)
+    return choose_C(read_block(source, tr, tr, "train x train (C selection)"), y, C, folds=folds, seed=seed,
+                    class_weight=class_weight, multiclass=multiclass, positive=positive, metric=metric)
+
+
+def choose_C(K_train, y_train, C, folds: int = 3, seed: int = 0, class_weight=None, multiclass: str = "ovr",
+             positive=None, metric: str = "accuracy"):
+    """:func:`select_C` on an in-memory K[train][:, train] and its labels (ties to the smaller C).
+
+    Returns
+    -------
+    (float, list of dict)
+    """
+    y = np.asarray(y_train)
+    counts = np.unique(y, return_counts=True)[1]
+    k = int(min(folds, counts.min()))
+    if k < 2:
+        raise EvaluationError(f"nested C selection needs at least 2 training examples of every class; one class "
+                              f"has {int(counts.min())}. Give one --C, or --C-on-test")
+    if positive is not None and positive not in set(y.tolist()):
+        positive = None
+    ev = evaluate(ArrayKernelSource(K_train), y, stratified_kfold(y, k, seed), model="svm", C=C,
+                  class_weight=class_weight, multiclass=multiclass, positive=positive, select="test")
     if metric not in ev.rows[0]:
         raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
     best = max(ev.rows, key=lambda r: (r[metric], -r["C"]))

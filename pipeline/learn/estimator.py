@@ -30,15 +30,14 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 
+from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
-from gramtile.kernels.spec import DEFAULT_REP
+from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
-from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.models import TrainedResources, kernel_reps, train
-from gramtile.pipeline.representations.encode import kind_of
-from gramtile.pipeline.representations.structures import Document
+from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
+from gramtile.pipeline.learn.models import TrainedResources, as_documents, kernel_reps, train
 from gramtile.pipeline.resources.keys import resource_reps
 
 _POOLS: dict = {}
@@ -57,32 +56,13 @@ def clear_pool() -> None:
         _STATS[k] = 0
 
 
-def _as_docs(X, reps):
-    """Documents with the representations ``reps`` from Documents or bare structures."""
-
-    X = list(X)
-    if not X:
-        raise EvaluationError("KernelSVC: no examples; pass a non-empty list of Documents or structures")
-    out = []
-    for i, x in enumerate(X):
-        if isinstance(x, Document):
-            out.append(x)
-            continue
-        try:
-            rep = DEFAULT_REP[kind_of(x)]
-        except (TypeError, KeyError):
-            raise EvaluationError(f"KernelSVC: example {i} is a {type(x).__name__}; pass Documents or structures "
-                                  "(Tree, DepTree, TokenSeq, PTree, ...)") from None
-        if len(reps) != 1 or rep not in reps:
-            raise EvaluationError(f"KernelSVC: example {i} is a bare {type(x).__name__} (representation {rep!r}), "
-                                  f"but the kernel reads {sorted(reps)}; pass Documents with those structures")
-        out.append(Document(id=f"x{i}", structures={rep: x}))
-    for d in out:
-        missing = [r for r in reps if r not in d.structures]
-        if missing:
-            raise EvaluationError(f"KernelSVC: example {d.id!r} has no representation {missing[0]!r} that the kernel "
-                                  f"reads (it has {sorted(d.structures)})")
-    return out
+def _as_docs(X, reps, who: str = "KernelSVC"):
+    """Documents with the representations ``reps`` from Documents, bare structures, raw texts
+    or spaCy Docs (:func:`gramtile.pipeline.learn.models.as_documents`)."""
+    if isinstance(X, np.ndarray) and X.dtype.kind in "biufc":
+        raise PredictInputError(f"{who}: got a numeric array of shape {X.shape}; pass examples (Documents, "
+                                "structures or texts): the kernel is computed from them")
+    return as_documents(X, reps, who=who)
 
 
 def _key(doc, reps) -> str:
@@ -140,7 +120,94 @@ def _by_rep(docs, reps):
     return {r: [d.structures[r] for d in docs] for r in reps}
 
 
-class KernelSVC(ClassifierMixin, BaseEstimator):
+def _flatten(d, prefix: str) -> dict:
+    """``{"kind": "normalized", "kernel": {"lam": 0.4}}`` -> ``{prefix__kind: ..., prefix__kernel__lam: 0.4}``
+    (list items by index: ``prefix__kernels__0__weight``)."""
+    out = {}
+    items = d.items() if isinstance(d, dict) else enumerate(d)
+    for k, v in items:
+        key = f"{prefix}__{k}"
+        if isinstance(v, (dict, list)) and v:
+            out.update(_flatten(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def _set_path(d, path: list, value, full: str):
+    node = d
+    for i, k in enumerate(path):
+        last = i == len(path) - 1
+        if isinstance(node, list):
+            try:
+                k = int(k)
+                node[k]
+            except (ValueError, IndexError):
+                raise EvaluationError(f"set_params: {full!r} names item {path[i]!r} of a list of {len(node)}") from None
+        elif k not in node:
+            raise EvaluationError(f"set_params: {full!r}: the kernel spec has no parameter {k!r} here (it has "
+                                  f"{sorted(node)}); see get_params()")
+        if last:
+            node[k] = value
+        else:
+            node = node[k]
+
+
+def kernel_params(kernel) -> dict:
+    """The nested ``kernel__...`` parameters of a spec (its full dict, defaults included).
+
+    An invalid spec has none here (``get_params`` never raises; ``fit`` reports the spec error)."""
+    if kernel is None:
+        return {}
+    try:
+        return _flatten(as_spec(kernel).to_dict(), "kernel")
+    except GramtileError:
+        return {}
+
+
+def with_kernel_params(kernel, params: dict) -> dict:
+    """A copy of the spec dict of ``kernel`` with ``kernel__a__b=v`` parameters set (validated)."""
+    d = as_spec(kernel).to_dict()
+    for key, v in params.items():
+        _set_path(d, key.split("__")[1:], v, key)
+    return as_spec(d).to_dict()
+
+
+class KernelParamsMixin:
+    """``get_params(deep=True)`` lists the kernel spec's parameters as ``kernel__lam``,
+    ``kernel__kernel__mu``, ``kernel__kernels__0__weight`` ...; ``set_params`` takes them, so
+    ``GridSearchCV(est, {"kernel__lam": [0.2, 0.4]})`` searches the kernel as well as C."""
+
+    def get_params(self, deep: bool = True):
+        out = super().get_params(deep=False)
+        if deep:
+            out.update(kernel_params(out.get("kernel")))
+        return out
+
+    def set_params(self, **params):
+        nested = {k: v for k, v in params.items() if k.startswith("kernel__")}
+        rest = {k: v for k, v in params.items() if not k.startswith("kernel__")}
+        if rest:
+            super().set_params(**rest)
+        if nested:
+            if self.kernel is None:
+                raise EvaluationError("set_params: kernel__... parameters need a kernel spec; set kernel= first")
+            self.kernel = with_kernel_params(self.kernel, nested)
+        return self
+
+
+def platt_calibrated(C: float, class_weight=None, random_state=None):
+    """An unfitted Platt-scaled SVM on a precomputed kernel: ``CalibratedClassifierCV`` (sigmoid,
+    ``ensemble=False``) over ``SVC(kernel="precomputed")`` with stratified 5-fold inner folds."""
+    SVC = optional.sklearn("svm").SVC
+    CalibratedClassifierCV = optional.sklearn("calibration").CalibratedClassifierCV
+    StratifiedKFold = optional.sklearn("model_selection").StratifiedKFold
+    cv = StratifiedKFold(5, shuffle=random_state is not None, random_state=random_state)
+    return CalibratedClassifierCV(SVC(kernel="precomputed", C=C, class_weight=class_weight), method="sigmoid",
+                                  cv=cv, ensemble=False)
+
+
+class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
     """Support vector classifier with a gramtile kernel spec, on structures.
 
     Parameters
@@ -151,6 +218,18 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
     class_weight : None, "balanced" or dict
     multiclass : {"ovr", "ovo"}, default "ovr"
         One-vs-rest (``OneVsRestClassifier``) or SVC's native one-vs-one.
+    probability : bool, default False
+        Also fit Platt-scaled class probabilities (``predict_proba``): a sigmoid fitted to the
+        SVM's decision values of an internal stratified 5-fold cross-validation over the training
+        kernel (:func:`platt_calibrated`, scikit-learn's ``CalibratedClassifierCV(ensemble=False)``,
+        its replacement for ``SVC(probability=True)``, deprecated in scikit-learn 1.9). Fitting is
+        slower; ``predict_proba``'s argmax may disagree with ``predict`` on a few examples (as in
+        SVC); ``predict_proba`` evaluates the kernel against every training example.
+    random_state : int or None, default None
+        With an integer, the internal folds are shuffled with this seed (None: unshuffled).
+
+    Nested parameters ``kernel__<name>`` (see :class:`KernelParamsMixin`) set the spec's own
+    parameters, e.g. ``GridSearchCV(KernelSVC(kernel=spec), {"C": [1, 10], "kernel__lam": [0.2, 0.4]})``.
 
     Attributes
     ----------
@@ -160,11 +239,14 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         ``gramtile predict``).
     """
 
-    def __init__(self, kernel=None, C: float = 1.0, class_weight=None, multiclass: str = "ovr"):
+    def __init__(self, kernel=None, C: float = 1.0, class_weight=None, multiclass: str = "ovr",
+                 probability: bool = False, random_state=None):
         self.kernel = kernel
         self.C = C
         self.class_weight = class_weight
         self.multiclass = multiclass
+        self.probability = probability
+        self.random_state = random_state
 
     def _pool(self):
 
@@ -204,7 +286,36 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         # the model keeps the space K was computed with (WordNet: rebuilt from the training strings)
         self.model_ = train(labelled, pool.spec, K=K, learner="svm", C=float(self.C),
                             class_weight=self.class_weight, multiclass=self.multiclass, resources=resources)
+        self._train_docs = docs
+        if self.probability:
+            if not pool.poolable:
+                raise EvaluationError("KernelSVC: probability=True is not available for kernels whose resources "
+                                      "(LSA / domain spaces) are built from the training examples; use "
+                                      "decision_function, or a kernel without such a space")
+            self.proba_ = platt_calibrated(float(self.C), self.class_weight, self.random_state).fit(K, y)
+        else:
+            self.__dict__.pop("proba_", None)
+        self.n_features_in_ = None  # examples are structures, not feature vectors
         return self
+
+    def predict_proba(self, X):
+        """Class probabilities (n, n_classes) in ``classes_`` order, by Platt scaling; needs
+        ``probability=True`` at fit."""
+        if not hasattr(self, "model_"):
+            raise EvaluationError("KernelSVC: call fit() before predict_proba()")
+        if not self.probability or not hasattr(self, "proba_"):
+            raise AttributeError("predict_proba is available when probability=True (set it before fit), "
+                                 "as in sklearn.svm.SVC")
+        pool = self._pool()
+        docs = _as_docs(X, pool.reps)
+        pos = pool.positions(docs, add=False) if self._train_pos is not None else [None]
+        if all(p is not None for p in pos):
+            K = pool.K[np.ix_(np.asarray(pos, dtype=np.int64), self._train_pos)]
+        else:
+            K = gram(pool.spec, _by_rep(docs, pool.reps), _by_rep(self._train_docs, pool.reps))
+            _STATS["pairs"] += K.size
+            _STATS["predict_pairs"] += K.size
+        return self.proba_.predict_proba(K)
 
     def _kernel_to_support(self, X):
         if not hasattr(self, "model_"):
@@ -228,3 +339,49 @@ class KernelSVC(ClassifierMixin, BaseEstimator):
         """Predicted labels of X."""
         pred = self.model_.predict_from_kernel(self._kernel_to_support(X))
         return np.asarray([self._label_of[p] for p in pred])
+
+
+class GramTransformer(KernelParamsMixin, TransformerMixin, BaseEstimator):
+    """A scikit-learn transformer from examples to kernel rows, as GraKeL's kernels are.
+
+    ``fit(X)`` keeps the training examples X (Documents, structures, texts, spaCy Docs);
+    ``transform(Z)`` returns K(Z, X_train), shape (len(Z), len(X_train)), so
+    ``Pipeline([("k", GramTransformer(kernel=spec)), ("svm", SVC(kernel="precomputed"))])``
+    trains and predicts on structures. ``fit_transform(X)`` is K(X, X).
+
+    Parameters
+    ----------
+    kernel : KernelSpec, dict or JSON string
+        ``kernel__<name>`` parameters search its parameters (:class:`KernelParamsMixin`).
+    normalized : bool, default False
+        K(x, y) / sqrt(K(x, x) K(y, y)) (the spec wrapped in ``normalized``).
+
+    Kernels whose corpus resources are built from the examples (LSA, domain spaces) are
+    computed with the resources of the training examples joined with Z by
+    :func:`gramtile.gram`, so for those the transform of Z depends on Z as a whole.
+    """
+
+    def __init__(self, kernel=None, normalized: bool = False):
+        self.kernel = kernel
+        self.normalized = normalized
+
+    def _spec(self):
+        if self.kernel is None:
+            raise EvaluationError("GramTransformer: kernel=None; pass a kernel spec, e.g. {'kind': 'sst', 'lam': 0.4}")
+        spec = as_spec(self.kernel)
+        return as_spec({"kind": "normalized", "kernel": spec.to_dict()}) if self.normalized else spec
+
+    def fit(self, X, y=None):
+        """Keep the training examples."""
+        spec = self._spec()
+        self.reps_ = kernel_reps(spec)
+        self.train_ = _as_docs(X, self.reps_, who="GramTransformer")
+        self.n_train_ = len(self.train_)
+        return self
+
+    def transform(self, X):
+        """K(X, training examples), float64 (len(X), n_train)."""
+        if not hasattr(self, "train_"):
+            raise EvaluationError("GramTransformer: call fit() before transform()")
+        docs = _as_docs(X, self.reps_, who="GramTransformer")
+        return gram(self._spec(), _by_rep(docs, self.reps_), _by_rep(self.train_, self.reps_))

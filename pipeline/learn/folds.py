@@ -2,7 +2,8 @@
 
 Folds are a function of the labels, the number of folds and the seed only, so every kernel
 evaluated on one corpus can share them. :func:`load_or_make_folds` saves them as JSON beside a
-store (``folds-k<k>-seed<s>.json``) and reuses that file later; the file records the number of
+store (``folds-k<k>-seed<s>-labels<hash>.json``, keyed by the labels so stores of other labels
+in one directory never share a file) and reuses that file later; the file records the number of
 examples and a hash of the labels, and a file made for other labels is refused rather than
 silently reused.
 """
@@ -147,9 +148,14 @@ def parse_split(text: str, n: int) -> Split:
     return fixed_split(np.concatenate(parts["train"]), np.concatenate(parts["test"]), n)
 
 
-def folds_path(directory, k: int, seed: int) -> Path:
-    """Where the folds file for (k, seed) lives in ``directory``."""
-    return Path(directory) / f"folds-k{k}-seed{seed}.json"
+def folds_path(directory, k: int, seed: int, labels=None) -> Path:
+    """Where the folds file for (k, seed) and these ``labels`` lives in ``directory``:
+    ``folds-k<k>-seed<seed>-labels<first 12 hex of the labels' sha256>.json``, so stores of other
+    labels sharing a directory never collide (without ``labels``: the name of older versions,
+    ``folds-k<k>-seed<seed>.json``)."""
+    if labels is None:
+        return Path(directory) / f"folds-k{k}-seed{seed}.json"
+    return Path(directory) / f"folds-k{k}-seed{seed}-labels{labels_hash(labels)[:12]}.json"
 
 
 def save_folds(path, splits, labels, k: int, seed: int) -> None:
@@ -194,14 +200,22 @@ def load_or_make_folds(directory, labels, k: int, seed: int = 0) -> list[Split]:
     Parameters
     ----------
     directory : path
-        Folder that holds (or will hold) ``folds-k<k>-seed<seed>.json``; created if missing.
+        Folder that holds (or will hold) the file :func:`folds_path` names; created if missing. A
+        file of the older name ``folds-k<k>-seed<seed>.json`` made for these labels is reused; one
+        made for other labels is left alone.
     labels : sequence, shape (n,)
     k, seed : int
         As in :func:`stratified_kfold`.
     """
-    path = folds_path(directory, k, seed)
+    path = folds_path(directory, k, seed, labels)
     if path.exists():
         return load_folds(path, labels)
+    old = folds_path(directory, k, seed)
+    if old.exists():
+        try:
+            return load_folds(old, labels)
+        except EvaluationError:
+            pass  # made for other labels (or unreadable): not ours, make our own file
     splits = stratified_kfold(labels, k, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_folds(path, splits, labels, k, seed)

@@ -63,19 +63,20 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.registry import as_spec
+from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, gram_with_resources, resources_for
 from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
 from gramtile.pipeline.learn.crossval import Setting
-from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
 from gramtile.pipeline.learn.sources import check_labels
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
-from gramtile.pipeline.parsing.parse import parse_derive_shard
+from gramtile.pipeline.parsing.parse import doc_to_dep, parse_derive_shard
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
-from gramtile.pipeline.representations.encode import encode
-from gramtile.pipeline.representations.structures import Document
+from gramtile.pipeline.representations.encode import encode, kind_of
+from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, map_value, value_of
 from gramtile.pipeline.resources.keys import keys_of, resource_reps
@@ -313,8 +314,17 @@ class SavedModel:
             votes[~win, j] += 1
         return cl[np.argmax(votes, axis=1)]  # argmax: first maximum = lower class index, as libsvm
 
-    def predict(self, docs) -> np.ndarray:
-        """Labels of Documents (with the representations the kernel reads)."""
+    def predict(self, X, spacy_model: str | None = None) -> np.ndarray:
+        """Labels of examples: Documents, bare structures (a Tree, DepTree, ...), raw texts
+        (parsed with spaCy, ``spacy_model`` or the default) or parsed spaCy ``Doc``s
+        (:func:`as_documents`).
+
+        Raises
+        ------
+        PredictInputError
+            An example of another type, or one without a representation the kernel reads.
+        """
+        docs = as_documents(X, kernel_reps(self.spec, spaces=False), spacy_model=spacy_model, who="SavedModel.predict")
         return self.predict_from_kernel(self.kernel_to_support(docs))
 
     # ---- files ------------------------------------------------------------------------------
@@ -693,6 +703,48 @@ def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> Sav
 
 
 # ---- documents for train / predict ------------------------------------------------------------
+
+def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") -> list:
+    """Documents carrying the representations ``reps`` from a list of Documents, bare
+    structures, raw texts or parsed spaCy ``Doc``s (mixed freely).
+
+    A bare ``DepTree`` (and a text or ``Doc``, once parsed) gets every structure derived from
+    it (``dep``, ``seq``, ``tree``, ``ptree``); another bare structure fills its kind's default
+    representation. Raises :class:`PredictInputError` naming the example and the fix.
+    """
+    if isinstance(X, (str, Document)) or not hasattr(X, "__iter__"):
+        X = [X]
+    X = list(X)
+    if not X:
+        raise PredictInputError(f"{who}: no examples; pass a non-empty list of Documents, structures or texts")
+    out, texts = [None] * len(X), []
+    for i, x in enumerate(X):
+        if isinstance(x, Document):
+            out[i] = x
+        elif isinstance(x, str):
+            texts.append(i)
+        elif type(x).__module__.startswith("spacy") and hasattr(x, "sents"):
+            out[i] = Document(id=f"x{i}", text=x.text, structures=derive_all(doc_to_dep(x)))
+        else:
+            try:
+                kind = kind_of(x)
+            except TypeError:
+                raise PredictInputError(f"{who}: example {i} is a {type(x).__name__}; pass Documents, structures "
+                                        "(Tree, DepTree, TokenSeq, PTree, ...), raw texts or spaCy Docs") from None
+            structs = derive_all(x) if isinstance(x, DepTree) else {DEFAULT_REP[kind]: x}
+            out[i] = Document(id=f"x{i}", structures=structs)
+    if texts:
+        items, _ = parse_derive_shard([X[i] for i in texts], False, spacy_model)
+        for i, item in zip(texts, items):
+            out[i] = Document(id=f"x{i}", text=X[i], structures=item if isinstance(item, dict) else derive_all(item))
+    for i, d in enumerate(out):
+        missing = [r for r in reps if r not in (d.structures or {})]
+        if missing:
+            raise PredictInputError(f"{who}: example {i} ({d.id!r}) has no representation {missing[0]!r}, which the "
+                                    f"kernel reads (it has {sorted(d.structures or {})}); pass Documents with it, "
+                                    "or raw texts to parse")
+    return out
+
 
 def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool | None = None,
                    limit: int | None = None) -> list:

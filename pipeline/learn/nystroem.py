@@ -108,6 +108,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         positive = positive_class(classes)
     check_classes(classes, positive, class_weight)
     pooled = {s.C: ([], []) for s in grid}
+    fold_acc = {s.C: [] for s in grid}
     ranks = []
     for sp in splits:
         L = pick_landmarks(y, sp.train, m, seed, stratified)
@@ -121,12 +122,16 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         for s in grid:
             clf = LinearSVC(C=s.C, loss="hinge", class_weight=class_weight, max_iter=max_iter, random_state=seed)
             clf.fit(F_tr, y[sp.train])
+            pred = clf.predict(F_te)
             pooled[s.C][0].append(sp.test)
-            pooled[s.C][1].append(clf.predict(F_te))
+            pooled[s.C][1].append(pred)
+            fold_acc[s.C].append(float(np.mean(pred == y[sp.test])))
     out = []
     for s in grid:
         idx, pred = np.concatenate(pooled[s.C][0]), np.concatenate(pooled[s.C][1])
         row, _ = prediction_scores(y[idx], pred, classes, positive)
+        acc = np.asarray(fold_acc[s.C])
         out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": int(m), "rank": int(min(ranks)),
-                    "splits": len(splits), "n_test": int(idx.size), **row, "predictions": (idx, pred)})
+                    "splits": len(splits), "n_test": int(idx.size), **row,
+                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred)})
     return out

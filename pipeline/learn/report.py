@@ -40,11 +40,23 @@ def plot_learning_curve(rows, path, metric: str = "accuracy", title: str | None 
     plt.close(fig)
 
 
-DEFAULT_COLUMNS = ("kernel", "model", "C", "epochs", "class_weight", "fraction", "n_train", "n_test",
-                   "accuracy", "accuracy_std", "precision", "recall", "f1", "macro_f1", "micro_f1")
+DEFAULT_COLUMNS = ("kernel", "model", "C", "C_grid", "C_chosen", "epochs", "m", "class_weight", "multiclass",
+                   "fraction", "n_train", "n_test", "accuracy", "accuracy_std", "precision", "recall", "f1",
+                   "macro_f1", "micro_f1")
 
 
-_GENERAL = ("C", "fraction", "n_train")  # grid values: shown as given, not padded to floatfmt
+_GENERAL = ("C", "C_chosen", "fraction", "n_train")  # grid values: shown as given, not padded to floatfmt
+
+
+def report_tables(report: dict, floatfmt: str = ".4f") -> str:
+    """The confusion matrix (rows = truth, columns = prediction) and per-class precision, recall,
+    F1 and support of one :func:`~gramtile.pipeline.learn.metrics.classification_report`, as markdown."""
+    labs = [str(x) for x in report["labels"]]
+    conf = ["| truth \\ predicted | " + " | ".join(labs) + " |", "|" + "|".join("---" for _ in range(len(labs) + 1)) + "|"]
+    conf += ["| " + lab + " | " + " | ".join(str(v) for v in row) + " |" for lab, row in zip(labs, report["confusion"])]
+    per = [{"class": lab, **report["per_class"][lab]} for lab in labs]
+    return "\n".join(conf) + "\n\n" + markdown_table(per, columns=["class", "precision", "recall", "f1", "support"],
+                                                       floatfmt=floatfmt)
 
 
 def _cell(col, v, floatfmt):

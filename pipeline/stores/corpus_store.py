@@ -5,8 +5,11 @@ Layout::
     CORPUS.zarr/
       zarr.json            attributes: "manifest" (below)
       ids                  string array (n,), chunks = shard_size
-      labels, texts,       string arrays (n,): JSON of each example's label / text / source
-      sources              ("null" when absent)
+      labels               string array (n,): each example's label as plain text (manifest
+                           "labels_encoding": "text"; "" when absent; a label that is not a
+                           plain string, e.g. a list, is NUL + its JSON); stores written before
+                           the key existed hold the JSON of each label (and still read)
+      texts, sources       string arrays (n,): JSON of each example's text / source ("null" when absent)
       vocab/sym, vocab/prod, vocab/pprod
                            string arrays: Vocabularies.to_dict(), append-only
       reps/<name>/<k>/     one group per representation and shard k, holding
@@ -78,6 +81,30 @@ from gramtile.pipeline.stores.storage import location
 FORMAT_VERSION = 1
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
 _TEXT_ARRAYS = ("ids", "labels", "texts", "sources")
+LABELS_ENCODING = "text"  # new stores; a manifest without the key means "json" (older stores)
+
+
+def encode_label(label, encoding: str = LABELS_ENCODING) -> str:
+    """A label as stored: plain text (``None`` -> ``""``; a non-string or a string that is empty
+    or starts with NUL -> NUL + JSON), or the JSON of it under the old ``"json"`` encoding."""
+    if encoding == "json":
+        return json.dumps(label, ensure_ascii=False)
+    if label is None:
+        return ""
+    if isinstance(label, str) and label and not label.startswith("\x00"):
+        return label
+    return "\x00" + json.dumps(label, ensure_ascii=False)
+
+
+def decode_label(s: str, encoding: str = LABELS_ENCODING):
+    """Inverse of :func:`encode_label`."""
+    if encoding == "json":
+        return json.loads(s)
+    if s == "":
+        return None
+    if s.startswith("\x00"):
+        return json.loads(s[1:])
+    return s
 #: Shards kept decoded in memory per store object (tiles reuse a row shard many times).
 CACHE_SHARDS = 8
 
@@ -170,7 +197,7 @@ class CorpusStore:
             "source": None if source is None else str(source), "input_format": input_format,
             "shard_size": shard_size, "n_examples": None, "complete": False, "shards": [],
             "representations": {}, "parser": None, "content_hash": None, "skipped": [], "runs": [],
-            "options": dict(options or {}), "created": now(),
+            "options": dict(options or {}), "created": now(), "labels_encoding": LABELS_ENCODING,
         }
         for name in _TEXT_ARRAYS:
             group.create_array(name, shape=(0,), dtype=str, chunks=(shard_size,), compressors=_COMPRESSORS)
@@ -282,7 +309,13 @@ class CorpusStore:
 
     @property
     def labels(self) -> list:
-        return [json.loads(s) for s in self._strings("labels")]
+        enc = self.labels_encoding
+        return [decode_label(s, enc) for s in self._strings("labels")]
+
+    @property
+    def labels_encoding(self) -> str:
+        """How the ``labels`` array holds labels: ``"text"`` (plain strings) or ``"json"`` (older stores)."""
+        return self._manifest.get("labels_encoding", "json")
 
     def _check_range(self, start, stop):
         if not (0 <= start <= stop):
@@ -363,7 +396,7 @@ class CorpusStore:
         stop = self.n if stop is None else stop
         self._check_range(start, stop)
         ids = self._strings("ids", start, stop)
-        labels = [json.loads(s) for s in self._strings("labels", start, stop)]
+        labels = [decode_label(s, self.labels_encoding) for s in self._strings("labels", start, stop)]
         texts = [json.loads(s) for s in self._strings("texts", start, stop)]
         sources = [json.loads(s) for s in self._strings("sources", start, stop)]
         structs = {rep: decode(self.load(rep, start, stop), self.vocabs)
@@ -434,7 +467,7 @@ class CorpusStore:
         start = done[-1]["stop"] if done else 0
         stop = start + len(docs)
         reps = self._manifest["representations"] or self._representations_of(docs[0])
-        cols = self._columns(docs, reps)
+        cols = self._columns(docs, reps, self.labels_encoding)
         vocabs = self.vocabs
         before = vocabs.sizes()
         try:
@@ -501,7 +534,7 @@ class CorpusStore:
         return reps
 
     @staticmethod
-    def _columns(docs, reps) -> dict:
+    def _columns(docs, reps, labels_encoding: str) -> dict:
         want = sorted(reps)
         for d in docs:
             if sorted(d.structures) != want:
@@ -512,7 +545,7 @@ class CorpusStore:
             if not isinstance(d.id, str):
                 raise CorpusFormatError(f"document id {d.id!r} is not a string", fix="use string ids")
         return {"ids": [d.id for d in docs],
-                "labels": [json.dumps(d.label, ensure_ascii=False) for d in docs],
+                "labels": [encode_label(d.label, labels_encoding) for d in docs],
                 "texts": [json.dumps(d.text, ensure_ascii=False) for d in docs],
                 "sources": [json.dumps(d.source, ensure_ascii=False) for d in docs]}
 
@@ -551,9 +584,14 @@ class CorpusStore:
         """sha256 over the stored content, read back from disk (see module docstring)."""
         parts = {"format_version": FORMAT_VERSION}
         n = self.n
+        enc = self.labels_encoding
         for name in ("ids", "labels", "texts"):
             h = hashlib.sha256()
             for s in self._strings(name, 0, n):
+                if name == "labels" and enc != "json":
+                    # hashed as the JSON of each label, as stores of the "json" encoding hold them: the
+                    # same corpus hashes equal whichever encoding stored it
+                    s = json.dumps(decode_label(s, enc), ensure_ascii=False)
                 b = s.encode("utf-8")
                 h.update(len(b).to_bytes(8, "little"))
                 h.update(b)

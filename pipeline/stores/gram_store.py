@@ -6,16 +6,21 @@ Layout of ``GRAM.zarr/``::
                      content hash and path, selections' sha256 and sizes, row/col example ids,
                      tile size, symmetric flag, gramtile version, created/updated times)
     K/               float64 (n_rows, n_cols), chunks (tile, tile), fill NaN,
-                     codecs bytes -> crc32c (every chunk carries its checksum)
-    diag_rows/       float64 (n_rows,), self-kernels of the row examples, chunks (tile,)
-    diag_cols/       float64 (n_cols,)
-    done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete
+                     codecs bytes -> crc32c (every chunk carries its checksum);
+                     dimension_names ("row", "col")
+    diag_rows/       float64 (n_rows,), self-kernels of the row examples, chunks (tile,); ("row",)
+    diag_cols/       float64 (n_cols,); ("col",)
+    done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete; ("tile_row", "tile_col")
     tile_crc/        uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, recorded
                      by the driver with its done bit; binds a chunk's content to its position, so
                      `verify` catches swapped, copied-over or stale chunks (0 = none recorded;
                      stores made before it have no manifest and are checked by crc32c alone)
-    row_index/       int64 corpus indices of the row examples; col_index/ likewise
-    log.jsonl        one JSON line per computed tile and per run start/end
+    row_index/       int64 corpus indices of the row examples ("row",); col_index/ likewise ("col",)
+    log/             an empty uint8 array ("log_byte",) whose directory holds the run log
+                     log/records.jsonl: one JSON line per computed tile and per run start/end
+                     (inside an array's directory, where Zarr never lists; stores written
+                     before it kept log.jsonl at the top, which Zarr warns about on every
+                     listing; both are read)
     gramtile.lock    present while a run writes (pid, host, time)
 
 Rules (uniform, relied on by every reader):
@@ -40,7 +45,7 @@ so a killed run's lock never blocks the rerun.
 A store may also live at an fsspec URL (``file://``, ``s3://``, ``memory://``, ...): every byte
 then goes through :mod:`gramtile.pipeline.stores.storage` (Zarr's ``FsspecStore``, a lock object
 :class:`~gramtile.pipeline.stores.locks.UrlLock`, and on object stores, which cannot append, one log
-object per run ``log/<run>.jsonl`` instead of ``log.jsonl``; :meth:`GramStore.read_log` merges them).
+object per run ``log/records/<run>.jsonl`` instead of ``log/records.jsonl``; :meth:`GramStore.read_log` merges them).
 """
 from __future__ import annotations
 
@@ -60,15 +65,20 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.registry import spec_from_dict
+from gramtile.pipeline import optional
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.pipeline.stores.storage import jsonl_log, location, read_jsonl_log
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
 FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (see above)
 LOCK_NAME = "gramtile.lock"
-LOG_NAME = "log.jsonl"
+LOG_NAME = "log/records.jsonl"
+LEGACY_LOG_NAME = "log.jsonl"  # stores written before the log moved under log/
 #: uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, bound to its position
 TILE_CRC = "tile_crc"
+DIMS = {"K": ("row", "col"), "diag_rows": ("row",), "diag_cols": ("col",), "done": ("tile_row", "tile_col"),
+        "row_index": ("row",), "col_index": ("col",), "log": ("log_byte",), TILE_CRC: ("tile_row", "tile_col")}
 _DONE_CHUNK = 256
 
 
@@ -90,7 +100,7 @@ def tile_checksum(block) -> int:
 def _crc_array(group, name, shape, chunks, dtype, fill):
     return group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
                               serializer=BytesCodec(), compressors=[Crc32cCodec()], filters=None,
-                              overwrite=True)
+                              overwrite=True, dimension_names=DIMS[name])
 
 
 # ---- lock ----------------------------------------------------------------------------------
@@ -231,9 +241,11 @@ class GramStore:
                       "why": f"arrays {sorted({'K', 'diag_rows', 'diag_cols'} - have)} were missing and are "
                              f"recreated empty: every tile is recomputed"})
         if "row_index" not in have:
-            g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True)
+            g.create_array("row_index", data=np.asarray(rows, dtype=np.int64), chunks=(max(1, nr),), overwrite=True,
+                           dimension_names=DIMS["row_index"])
         if "col_index" not in have:
-            g.create_array("col_index", data=np.asarray(cols, dtype=np.int64), chunks=(max(1, nc),), overwrite=True)
+            g.create_array("col_index", data=np.asarray(cols, dtype=np.int64), chunks=(max(1, nc),), overwrite=True,
+                           dimension_names=DIMS["col_index"])
         if "K" not in have:
             _crc_array(g, "K", (nr, nc), (t, t), "float64", np.nan)
         if "diag_rows" not in have:
@@ -437,15 +449,22 @@ class GramStore:
         return f"K/c/{t.i}/{t.j}"
 
     def log(self, record: dict):
-        """Record one JSON line: appended to ``log.jsonl`` (one write call per line), or on an
-        object store into this run's object ``log/<run>.jsonl`` (:mod:`gramtile.pipeline.stores.storage`)."""
+        """Record one JSON line: appended to ``log/records.jsonl`` (one write call per line), or on
+        an object store into this run's object ``log/records/<run>.jsonl``
+        (:mod:`gramtile.pipeline.stores.storage`). The first record creates the empty ``log``
+        array whose directory holds them (so Zarr sees an array there, not a stray object)."""
         w = self.__dict__.get("_log_writer")
         if w is None:
+            if not self.loc.exists("log/zarr.json"):
+                self.group.create_array("log", shape=(0,), dtype="uint8", dimension_names=DIMS["log"],
+                                        attributes={"gramtile": "run log: JSON lines in log/records.jsonl "
+                                                                "(GramStore.read_log)"}, overwrite=True)
             w = self._log_writer = jsonl_log(self.loc, LOG_NAME)
         w.write(record)
 
     def read_log(self) -> list:
-        """The records of ``log.jsonl`` (and of per-run log objects), oldest first.
+        """The records of the run log, oldest first: a store's old top-level ``log.jsonl`` (and
+        its per-run objects) first, then ``log/records.jsonl`` (and its per-run objects).
 
         A line torn by a driver killed mid-write does not parse and is skipped (the next run
         starts on a fresh line): the log is a record of work, the done mask is the truth.
@@ -453,7 +472,47 @@ class GramStore:
         w = self.__dict__.get("_log_writer")
         if w is not None:
             w.flush()
-        return read_jsonl_log(self.loc, LOG_NAME)
+        # (the old per-run objects were log/<run>.jsonl, beside today's log/records.jsonl)
+        return read_jsonl_log(self.loc, LEGACY_LOG_NAME, exclude=("records.jsonl",)) + read_jsonl_log(self.loc, LOG_NAME)
+
+    def ids(self, which: str = "row") -> list:
+        """Example ids of the rows (``which="row"``) or columns, as plain strings.
+
+        Taken from the provenance, else from the corpus store (ids of the selected examples)."""
+        key = "row_ids" if which == "row" or self.symmetric else "col_ids"
+        ids = self.meta.get(key)
+        if ids is not None:
+            return [str(x) for x in ids]
+        sel = self.rows() if which == "row" else self.cols()
+        all_ids = self.corpus_store().ids
+        return [str(all_ids[i]) for i in sel]
+
+    def corpus_store(self) -> CorpusStore:
+        """The corpus store named in the provenance, checked to hold the content K was computed from.
+
+        Raises
+        ------
+        StoreError, StoreMismatchError
+        """
+        path = self.meta.get("corpus_path")
+        if not path:
+            raise StoreError(f"{self.path} names no corpus store in its provenance; pass the labels yourself")
+        try:
+            cs = CorpusStore.open(path)
+        except StoreError as e:
+            raise StoreError(f"the corpus store {path} named by {self.path} cannot be opened ({e}); restore the "
+                             "corpus store at that path, or pass the labels yourself") from None
+        if cs.content_hash != self.corpus_hash:
+            raise StoreMismatchError(f"corpus store {path} has content hash {cs.content_hash}, but {self.path} was "
+                                     f"computed from {self.corpus_hash}; restore the original corpus store")
+        return cs
+
+    def labels(self, which: str = "row") -> list:
+        """Labels of the row (or column) examples as read from the corpus store (plain Python
+        values: a string label is a ``str``, never its JSON quoting)."""
+        sel = self.rows() if which == "row" or self.symmetric else self.cols()
+        labels = self.corpus_store().labels
+        return [labels[i] for i in sel]
 
     def view(self) -> GramView:
         return GramView(self)
@@ -628,13 +687,89 @@ class GramView:
             out = normalize_block(out, dr, dc)
         return out
 
-    def export(self, out_npy, normalized: bool = False):
-        """Write the full matrix to ``out_npy`` (.npy), tile by tile; refuses an incomplete store."""
+    # -- interop: numpy, dask, xarray ------------------------------------------------------
+    def _require_complete(self, what: str):
         done, total = self.store.tiles_done()
         if done != total:
             raise IncompleteTileError(
                 f"{self.store.path} is incomplete ({done} of {total} tiles done); finish it by rerunning the "
-                f"same `gramtile gram` command before exporting")
+                f"same `gramtile gram` command before {what}")
+
+    def to_numpy(self, normalized: bool = False) -> np.ndarray:
+        """The whole matrix (both triangles of a symmetric store) as a dense float64 array."""
+        self._require_complete("reading the whole matrix")
+        return self.block(normalized=normalized)
+
+    def __array__(self, dtype=None, copy=None):
+        """``np.asarray(view)``: :meth:`to_numpy` (never a 0-d object array)."""
+        out = self.to_numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def tile_block(self, a: int, b: int, normalized: bool = False) -> np.ndarray:
+        """Tile (a, b) as an array (below the diagonal of a symmetric store: tile (b, a) transposed),
+        normalised with the same arithmetic as :meth:`export`."""
+        blk = self._read_chunk(int(a), int(b))
+        if normalized:
+            t = self.store.tile
+            nr, nc = self.shape
+            dr, dc = self.diag(slice(a * t, min((a + 1) * t, nr)), slice(b * t, min((b + 1) * t, nc)))
+            blk = normalize_block(blk, dr, dc)
+        return blk
+
+    def to_dask(self, normalized: bool = False):
+        """A dask array of the whole matrix, one chunk per tile, read lazily.
+
+        Unlike ``dask.array.from_zarr(store, "K")`` (which shows the NaN of the never-written
+        lower tile triangle of a symmetric store), each chunk below the diagonal is the stored
+        chunk above it, transposed. Refuses an incomplete store.
+        """
+        da = optional.dask_array()
+        dask = optional.load("dask")
+        self._require_complete("reading it as a dask array")
+        nr, nc = self.shape
+        t = self.store.tile
+        rows = []
+        for a in range(-(-nr // t)):
+            h = min((a + 1) * t, nr) - a * t
+            row = []
+            for b in range(-(-nc // t)):
+                w = min((b + 1) * t, nc) - b * t
+                d = dask.delayed(self.tile_block, pure=True)(a, b, normalized,
+                                                             dask_key_name=f"gramtile-{self.store.meta['uid']}-"
+                                                                           f"{int(normalized)}-{a}-{b}")
+                row.append(da.from_delayed(d, shape=(h, w), dtype=np.float64))
+            rows.append(row)
+        return da.block(rows)
+
+    def to_xarray(self, normalized: bool = False, lazy: bool = True, labels: bool | None = None):
+        """An ``xarray.DataArray`` of the matrix with dimensions ("row", "col").
+
+        Coordinates: ``row_id`` / ``col_id`` (example ids), ``row_index`` / ``col_index``
+        (corpus positions) and ``row_label`` / ``col_label`` (labels, plain strings, from the
+        corpus store). ``lazy`` wraps :meth:`to_dask`, else :meth:`to_numpy`. ``labels=None``
+        adds the labels when the corpus store can be opened, ``True`` requires them.
+        """
+        xr = optional.xarray()
+        data = self.to_dask(normalized) if lazy else self.to_numpy(normalized)
+        st = self.store
+        coords = {"row_id": ("row", np.array(st.ids("row"), dtype=str)),
+                  "col_id": ("col", np.array(st.ids("col"), dtype=str)),
+                  "row_index": ("row", st.rows()),
+                  "col_index": ("col", st.rows() if st.symmetric else st.cols())}
+        if labels is not False:
+            try:
+                coords["row_label"] = ("row", np.array([str(x) for x in st.labels("row")], dtype=str))
+                coords["col_label"] = ("col", np.array([str(x) for x in st.labels("col")], dtype=str))
+            except StoreError:
+                if labels:
+                    raise
+        return xr.DataArray(data, dims=("row", "col"), coords=coords, name="K",
+                            attrs={"kernel": st.meta["kernel_json"], "kernel_hash": st.kernel_hash,
+                                   "normalized": int(bool(normalized)), "store": str(st.path)})
+
+    def export(self, out_npy, normalized: bool = False):
+        """Write the full matrix to ``out_npy`` (.npy), tile by tile; refuses an incomplete store."""
+        self._require_complete("exporting")
         nr, nc = self.shape
         t = self.store.tile
         mm = np.lib.format.open_memmap(str(out_npy), mode="w+", dtype=np.float64, shape=(nr, nc))
@@ -658,6 +793,116 @@ def export(store, out_npy, normalized: bool = False):
     return st.view().export(out_npy, normalized=normalized)
 
 
+EXPORT_FORMATS = ("npy", "libsvm", "svmlight")
+
+
+def numeric_labels(labels) -> tuple:
+    """LIBSVM labels are numbers: (codes, mapping). Labels that all read as numbers are kept
+    (mapping None); otherwise label ``sorted(set(labels))[k]`` is written as ``k``."""
+    try:
+        vals = [float(str(y)) for y in labels]
+        if all(np.isfinite(vals)):
+            return [str(y).strip() for y in labels], None
+    except ValueError:
+        pass
+    classes = sorted({str(y) for y in labels})
+    code = {c: k for k, c in enumerate(classes)}
+    return [str(code[str(y)]) for y in labels], classes
+
+
+def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normalized: bool = False,
+                     labels=None) -> list:
+    """Write K[rows][:, cols] of a store in one of :data:`EXPORT_FORMATS`, plus the ids and labels beside it.
+
+    - ``npy``: a float64 .npy of shape (len(rows), len(cols));
+    - ``libsvm``: LIBSVM's precomputed-kernel format (``svm-train -t 4``), one line per row
+      ``label 0:i 1:K(r,c_1) ... m:K(r,c_m)`` with ``i`` the row's 1-based serial number in the
+      row selection (LIBSVM needs it equal to the training example's number when rows are the
+      training columns; for test rows it is ignored); every value is written, zeros included;
+    - ``svmlight``: the same rows without the ``0:i`` serial, features 1..m, so
+      ``sklearn.datasets.load_svmlight_file(f)[0]`` is exactly K[rows][:, cols] (for
+      ``SVC(kernel="precomputed")``).
+
+    Values are written with 17 significant digits (they read back bitwise). Beside ``out``:
+    ``OUT.rows.tsv`` (position in the store, corpus index, id, label) and, when the columns
+    differ from the rows, ``OUT.cols.tsv``; with text labels in a text format also
+    ``OUT.classes.tsv`` (number written -> label). ``rows``/``cols`` are positions in the
+    store's own row/column selection (None: all). Returns the paths written.
+
+    Raises
+    ------
+    StoreError
+        Unknown format; labels unavailable for a text format.
+    IncompleteTileError
+        A needed tile is not computed.
+    """
+    if fmt not in EXPORT_FORMATS:
+        raise StoreError(f"export format {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    st = store if isinstance(store, GramStore) else GramStore.open(store)
+    v = st.view()
+    nr, nc = st.shape
+    r = _positions(rows, nr, "row")
+    same = cols is None and st.symmetric and rows is not None
+    c = r if same else _positions(cols, nc, "column")
+    out = Path(out)
+    if labels is None:
+        try:
+            all_labels = st.labels("row")
+        except StoreError as e:
+            if fmt != "npy":
+                raise StoreError(f"the {fmt} format needs one label per row: {e}") from None
+            all_labels = None
+        row_labels = None if all_labels is None else [all_labels[i] for i in r]
+    else:
+        labels = list(labels)
+        if len(labels) != nr:
+            raise StoreError(f"{len(labels)} labels given for a store of {nr} rows; give one per row, in row order")
+        row_labels = [labels[i] for i in r]
+    ids_r = st.ids("row")
+    written = []
+    tmp = out.with_name(out.name + ".partial")
+    try:
+        t = st.tile
+        if fmt == "npy":
+            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=np.float64, shape=(r.size, c.size))
+            for k in range(0, r.size, t):
+                mm[k:k + t] = v.block(r[k:k + t], c, normalized=normalized)
+            mm.flush()
+            del mm
+        else:
+            codes, classes = numeric_labels(row_labels)
+            first = 1 if fmt == "libsvm" else 0
+            with open(tmp, "w", encoding="ascii") as f:
+                for k in range(0, r.size, t):
+                    blk = v.block(r[k:k + t], c, normalized=normalized)
+                    for i, row in enumerate(blk):
+                        head = f"{codes[k + i]} 0:{k + i + 1} " if first else f"{codes[k + i]} "
+                        f.write(head + " ".join(f"{j}:{x:.17g}" for j, x in enumerate(row, 1)) + "\n")
+            if classes is not None:
+                cl = out.with_name(out.name + ".classes.tsv")
+                cl.write_text("code\tlabel\n" + "".join(f"{k}\t{lab}\n" for k, lab in enumerate(classes)),
+                              encoding="utf-8")
+                written.append(cl)
+        tmp.replace(out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    written.insert(0, out)
+    idx_r = st.rows()
+    side = out.with_name(out.name + ".rows.tsv")
+    side.write_text("position\tcorpus_index\tid\tlabel\n" + "".join(
+        f"{p}\t{idx_r[p]}\t{ids_r[p]}\t{'' if row_labels is None else row_labels[k]}\n" for k, p in enumerate(r)),
+        encoding="utf-8")
+    written.append(side)
+    if not (same or (cols is None and rows is None and st.symmetric)):
+        ids_c, idx_c = st.ids("col"), (st.rows() if st.symmetric else st.cols())
+        side = out.with_name(out.name + ".cols.tsv")
+        side.write_text("position\tcorpus_index\tid\n" + "".join(
+            f"{p}\t{idx_c[p]}\t{ids_c[p]}\n" for p in c), encoding="utf-8")
+        written.append(side)
+    return written
+
+
 class ComposedView:
     """A composite kernel read from stored base matrices, without recomputing any pair.
 
@@ -665,18 +910,32 @@ class ComposedView:
     ----------
     spec : KernelSpec
         The composite (or base) spec.
-    stores : mapping base spec_hash -> GramStore
+    stores : mapping base spec_hash -> GramStore, or a sequence of GramStores / paths / URLs
         One store per distinct base spec of ``spec``, all over the same corpus and selections.
+        A sequence is matched to the base kernels by each store's kernel hash (extra stores
+        are ignored).
+
+    Raises
+    ------
+    StoreMismatchError
+        A base kernel has no store among those given (the message lists what each holds), or
+        the stores cover different corpora or selections.
     """
 
-    def __init__(self, spec, stores: dict):
+    def __init__(self, spec, stores):
         self.spec = spec
         bases = spec.base_specs()
+        if not isinstance(stores, dict):
+            given = [st if isinstance(st, GramStore) else GramStore.open(st) for st in stores]
+            stores = {st.kernel_hash: st for st in given}
         missing = [b for b in bases if b.spec_hash not in stores]
         if missing:
+            held = "; ".join(f"{st.path} holds {st.meta['kernel_json']} (hash {h[:12]})"
+                             for h, st in stores.items()) or "no store was given"
             raise StoreMismatchError(
-                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash}); "
-                f"compute it with `gramtile gram --kernel '{missing[0].to_json()}'`")
+                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash[:12]}) "
+                f"among the stores given ({held}); pass its store too, or compute it with "
+                f"`gramtile gram --kernel '{missing[0].to_json()}'`")
         self.views = {}
         ref = None
         for b in bases:

@@ -377,11 +377,11 @@ def _parse_lines(text: str) -> list:
     return out
 
 
-def read_jsonl_log(loc, name: str) -> list:
+def read_jsonl_log(loc, name: str, exclude=()) -> list:
     """Every record of log ``name`` at ``loc``, oldest first, whichever way it was written.
 
     The appended file comes first, then the per-run objects in the order of their first
-    record's ``time``. A torn line does not parse and is skipped.
+    record's ``time`` (objects named in ``exclude`` skipped). A torn line does not parse and is skipped.
     """
     loc = location(loc)
     out = []
@@ -390,7 +390,7 @@ def read_jsonl_log(loc, name: str) -> list:
     d = posixpath.splitext(name)[0]
     runs = []
     for obj in loc.listdir(d) if loc.exists(d) else []:
-        if obj.endswith(".jsonl"):
+        if obj.endswith(".jsonl") and obj not in exclude:
             recs = _parse_lines(loc.read_bytes(f"{d}/{obj}").decode("utf-8"))
             if recs:
                 runs.append((recs[0].get("time") or 0, obj, recs))

@@ -2,6 +2,9 @@
 linear SVM from a Gram store.
 
 Labels come from the corpus store named in the Gram store's provenance (or ``--labels FILE``).
+``--kernel SPEC`` evaluates a composite (sum, product, normalized, polynomial, weights) of the
+base kernels held by the ``--gram`` stores (repeat ``--gram``, one per base kernel; matched by
+kernel hash), read from them without recomputing any pair.
 k-fold splits are saved as ``folds-k<k>-seed<s>.json`` beside the Gram store (``--folds-dir``)
 and reused, so every kernel over one corpus is scored on the same folds. The result table is
 printed as markdown; with ``--out DIR`` it is also written to ``results.md`` and
@@ -10,17 +13,20 @@ printed as markdown; with ``--out DIR`` it is also written to ``results.md`` and
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import load_or_make_folds, parse_split
+from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
-from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
-from gramtile.pipeline.learn.sources import open_gram_source, read_labels, store_labels
+from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
+from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
+from gramtile.pipeline.progress import log
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
+from gramtile.workflows.commands import deprecated
 
 
 def add_parser(sub):
@@ -28,18 +34,35 @@ def add_parser(sub):
                        description="Train and score an SVM (C grid) or kernel voted perceptron from a Gram store "
                                    "by stratified k-fold or a fixed split; print a markdown table and, with "
                                    "--out, write results.md / results.json.")
-    p.add_argument("--gram", required=True, metavar="GRAM.zarr", help="square Gram store over the labelled examples")
+    p.add_argument("--gram", required=True, action="append", metavar="GRAM.zarr",
+                   help="square Gram store over the labelled examples; repeat it for each base kernel of --kernel")
+    p.add_argument("--kernel", default=None, metavar="SPEC",
+                   help="kernel spec JSON or @spec.json composed from the --gram stores' kernels, e.g. "
+                        '\'{"kind": "sum", "kernels": [A, B]}\' (default: the one --gram store\'s own kernel)')
     p.add_argument("--model", choices=("svm", "perceptron", "nystroem"), default="svm",
                    help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
     p.add_argument("--landmarks", type=int, default=500, metavar="M",
-                   help="nystroem: landmarks per split, stratified by label and seeded by --seed (default 500)")
+                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
     p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
-    p.add_argument("--seed", type=int, default=0, help="fold shuffle seed (default 0)")
+    p.add_argument("--fold-seed", type=int, default=0, metavar="S",
+                   help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
+                        "landmarks (default 0); the perceptron's order has its own --perceptron-seed")
+    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=int)
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
-    p.add_argument("--C", default="1", metavar="C1,C2,...", help="SVM C grid, comma-separated (default 1)")
+    p.add_argument("--C", default="1", metavar="C1,C2,...",
+                   help="SVM C grid, comma-separated (default 1). Several values: C is chosen inside each training "
+                        "part by --inner-folds stratified folds (nested selection), and the C chosen per split is "
+                        "reported")
+    p.add_argument("--inner-folds", type=int, default=3, metavar="K",
+                   help="folds of the nested C selection inside each training part (default 3)")
+    p.add_argument("--C-on-test", action="store_true",
+                   help="instead of nested selection, score every C of the grid on the test parts (one row per C; "
+                        "the table says so: picking its best row is selection on test data)")
+    p.add_argument("--report", action="store_true",
+                   help="also print the confusion matrix and per-class precision / recall / F1 of each row")
     p.add_argument("--class-weight", default=None, metavar="balanced|none|LABEL:W,...",
                    help="SVM class weights (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr",
@@ -117,10 +140,34 @@ def _nystroem(source, labels, splits, args, common):
     """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.crossval.evaluate`'s result (no per-split rows)."""
 
 
-    rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.seed,
+    rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.fold_seed,
                              class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"])
     preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
     return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
+
+
+def _source(args):
+    """(kernel source, the first Gram store, the full kernel spec dict, normalisation included)."""
+    if args.kernel is None:
+        if len(args.gram) > 1:
+            raise EvaluationError(f"{len(args.gram)} --gram stores but no --kernel: say how to combine them, e.g. "
+                                  '--kernel \'{"kind": "sum", "kernels": [A, B]}\' with A, B their kernels')
+        source = open_gram_source(args.gram[0], normalized=args.normalized)
+        kernel = source.store.meta.get("kernel") or {"kind": "kernel"}
+        if args.normalized:
+            kernel = {"kind": "normalized", "kernel": kernel}
+        return source, source.store, kernel
+    spec = as_spec(args.kernel)
+    if args.normalized:
+        spec = as_spec({"kind": "normalized", "kernel": spec.to_dict()})
+    stores = [GramStore.open(g) for g in args.gram]
+    for st in stores:
+        if not st.symmetric:
+            raise EvaluationError(f"Gram store {st.path} is rectangular; evaluation needs square stores over the "
+                                  "labelled examples (gramtile gram without --cols)")
+    view = ComposedView(spec, stores)
+    used = next(iter(view.views.values())).store
+    return ViewKernelSource(view), used, spec.to_dict()
 
 
 def run(args) -> int:
@@ -129,15 +176,21 @@ def run(args) -> int:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
         raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
+    several_C = len(_floats(args.C, "--C")) > 1 and args.model != "perceptron"
+    if several_C and not args.C_on_test and args.model == "nystroem":
+        raise EvaluationError("nested C selection is not available with --model nystroem; give one --C, or add "
+                              "--C-on-test to score every C on the test parts")
+    if several_C and not args.C_on_test and args.curve:
+        raise EvaluationError("--curve with several --C values would choose C on the test parts; give one --C, or "
+                              "add --C-on-test")
     if args.model == "nystroem" and args.multiclass != "ovr":
         raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
-    source = open_gram_source(args.gram, normalized=args.normalized)
-    store = source.store
+    source, store, kernel_dict = _source(args)
     if args.labels:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
     else:
         labels, label_source = store_labels(store), f"corpus store {store.meta.get('corpus_path')}"
-    name = args.name or spec_name(store.meta.get("kernel") or {"kind": "kernel"})
+    name = args.name or spec_name(kernel_dict)
     if args.split:
         splits = [parse_split(args.split, source.n)]
         how = f"fixed split {args.split}"
@@ -145,40 +198,61 @@ def run(args) -> int:
         k = 5 if args.folds is None else args.folds
         if not args.folds_dir:
 
-            refuse_url(args.gram, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
-        folds_dir = Path(args.folds_dir) if args.folds_dir else Path(args.gram).resolve().parent
-        splits = load_or_make_folds(folds_dir, labels, k, args.seed)
-        how = f"{k}-fold (seed {args.seed}; {folds_dir / f'folds-k{k}-seed{args.seed}.json'})"
+            refuse_url(store.loc.path, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
+        folds_dir = Path(args.folds_dir) if args.folds_dir else Path(store.path).resolve().parent
+        splits = load_or_make_folds(folds_dir, labels, k, args.fold_seed)
+        how = f"{k}-fold (seed {args.fold_seed}; {folds_path(folds_dir, k, args.fold_seed, labels)})"
     common = dict(model=args.model, C=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                   multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
-    say = lambda line: print(f"  {line}", file=sys.stderr)  # noqa: E731
-    print(f"evaluate {args.gram}: {source.n} examples, {how}, labels from {label_source}", file=sys.stderr)
+    say = lambda line: log.info(f"  {line}")  # noqa: E731
+    log.info(f"evaluate {', '.join(map(str, args.gram))}: {source.n} examples, {how}, labels from {label_source}")
     if args.model == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
-        print("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
+        log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
               "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
-              "shuffle the visiting order", file=sys.stderr)
+              "shuffle the visiting order")
     if args.model == "nystroem":
         ev = _nystroem(source, labels, splits, args, common)
     else:
-        ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say, **common)
+        ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
+                      select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
+                      inner_seed=args.fold_seed, **common)
+    if several_C and args.C_on_test:
+        header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
+                  "row is selection on test data and its score is optimistic.")
+    elif several_C:
+        header = (f"C selected by nested {args.inner_folds}-fold cross-validation inside each training part (grid "
+                  f"{args.C}); C_chosen lists the C chosen per split; no test example took part in choosing it.")
+    else:
+        header = None
     table = markdown_table(ev.rows)
+    if header:
+        print(header + "\n")
     print(table)
-    out = {"gram": str(args.gram), "kernel": store.meta.get("kernel"), "normalized": bool(args.normalized),
+    if args.report:
+        for key, rep in ev.reports.items():
+            print(f"\n{key}: confusion matrix (rows = truth) and per-class scores, pooled over the test parts\n")
+            print(report_tables(rep))
+    out = {"gram": [str(g) for g in args.gram], "kernel": kernel_dict, "normalized": bool(args.normalized),
+           "C_selection": "test" if (several_C and args.C_on_test) else "nested" if several_C else "single",
            "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
            "reports": ev.reports, "predictions": {}}
     ids = store.meta.get("row_ids")
     for key, (idx, pred) in ev.predictions.items():
         out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],
                                    **({"id": [ids[i] for i in idx]} if ids else {})}
-    md = [f"# gramtile evaluate\n\nGram store `{args.gram}`, {source.n} examples, {how}.\n",
-          "## Overall (pooled predictions)\n", table]
+    md = [f"# gramtile evaluate\n\nGram store(s) {', '.join(f'`{g}`' for g in args.gram)}, kernel `{name}`, "
+          f"{source.n} examples, {how}.\n",
+          "## Overall (pooled predictions)\n"] + ([header + "\n"] if header else []) + [table]
+    if args.report:
+        for key, rep in ev.reports.items():
+            md += [f"\n### {key}: confusion matrix (rows = truth) and per-class scores\n", report_tables(rep)]
     if ev.fold_rows:
         md += ["\n## Per split\n", markdown_table(
-            ev.fold_rows, columns=[c for c in ("model", "C", "epochs", "split", "n_train", "n_test", "accuracy",
+            ev.fold_rows, columns=[c for c in ("model", "C", "C_chosen", "epochs", "split", "n_train", "n_test", "accuracy",
                                                "precision", "recall", "f1") if any(c in r for r in ev.fold_rows)])]
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
-        rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.seed,
+        rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.fold_seed,
                               perceptron_seed=args.perceptron_seed, progress=say, **common)
         print("\nLearning curve\n" + markdown_table(rows))
         out["curve"] = rows
@@ -198,5 +272,5 @@ def run(args) -> int:
         d.mkdir(parents=True, exist_ok=True)
         (d / "results.json").write_text(json.dumps(_jsonable(out), indent=1))
         (d / "results.md").write_text("\n".join(md) + "\n")
-        print(f"wrote {d / 'results.md'} and {d / 'results.json'}", file=sys.stderr)
+        log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0

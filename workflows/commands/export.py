@@ -1,21 +1,51 @@
-"""``gramtile export``: write a complete Gram store's K to a .npy file."""
+"""``gramtile export``: write a complete Gram store's K (or a selection of it) to .npy or to
+LIBSVM / SVM-light text files, with the ids and labels beside it.
+
+Formats:
+
+- npy: a float64 array of shape (rows, cols);
+- libsvm: LIBSVM's precomputed-kernel format, one line per row
+  "label 0:i 1:K(i,1) ... m:K(i,m)" (i = the row's 1-based serial number), for
+  svm-train -t 4 (train with --rows = --cols = the training positions, predict with
+  --rows = test positions and --cols = the training positions);
+- svmlight: the same without the "0:i" serial, so scikit-learn's load_svmlight_file reads
+  exactly K[rows][:, cols] (for SVC(kernel="precomputed")).
+
+Beside OUT: OUT.rows.tsv (position, corpus index, id, label), OUT.cols.tsv when the columns
+are not the rows, and OUT.classes.tsv (number -> label) when text labels were numbered for a
+text format. Selections (--rows/--cols) are positions in the store's own rows/columns:
+all | a:b | @file.txt (one position per line).
+"""
 from __future__ import annotations
 
-from gramtile.pipeline.stores.gram_store import GramStore, export
+import argparse
+
+from gramtile.pipeline.stores.gram_store import EXPORT_FORMATS, GramStore, export_selection
+from gramtile.pipeline.stores.tiles import parse_selection
 
 
 def add_parser(sub):
-    p = sub.add_parser("export", help="write K of a complete Gram store to .npy (refuses an incomplete store)")
+    p = sub.add_parser("export", help="write K of a complete Gram store (or a selection) to .npy, LIBSVM or SVM-light",
+                       description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", help="Gram store (GRAM.zarr)")
-    p.add_argument("--out", required=True, help="output .npy file")
+    p.add_argument("--out", required=True, help="output file")
+    p.add_argument("--format", default="npy", choices=EXPORT_FORMATS, help="output format (default npy)")
+    p.add_argument("--rows", default=None, help="row positions: all | a:b | @file.txt (default all)")
+    p.add_argument("--cols", default=None, help="column positions (default: the rows of a symmetric store, "
+                                                "else all columns)")
     p.add_argument("--normalized", action="store_true", help="write K(x,y)/sqrt(K(x,x)K(y,y))")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
-
     st = GramStore.open(args.store)
-    path = export(st, args.out, normalized=args.normalized)
-    print(f"wrote {path} ({st.shape[0]} x {st.shape[1]} float64{', normalized' if args.normalized else ''})")
+    nr, nc = st.shape
+    rows = None if args.rows is None else parse_selection(args.rows, nr, "--rows")
+    cols = None if args.cols is None else parse_selection(args.cols, nc, "--cols")
+    paths = export_selection(st, args.out, args.format, rows=rows, cols=cols, normalized=args.normalized)
+    r = nr if rows is None else len(rows)
+    c = len(cols) if cols is not None else (r if st.symmetric else nc)
+    print(f"wrote {paths[0]} ({r} x {c} float64{', normalized' if args.normalized else ''}, {args.format})"
+          + "".join(f"\n  and {p}" for p in paths[1:]))
     return 0

@@ -1,4 +1,4 @@
-"""``gramtile predict --model DIR --input FILE``: label new examples with a saved model.
+"""``gramtile predict --model-dir DIR --input FILE``: label new examples with a saved model.
 
 Raw text (``--format text``, ``tsv``, ``trec`` or text-only JSON lines) is parsed with spaCy;
 prepared files (JSON lines with structures, ``svmlighttk``, ``kelp``, ...) are read as they are.
@@ -11,19 +11,22 @@ decision scores); with gold labels in the input the accuracy is printed too.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from gramtile.pipeline.learn.models import SavedModel, read_documents
+from gramtile.pipeline.progress import log
+from gramtile.workflows.commands import deprecated
 
 
 def add_parser(sub):
     p = sub.add_parser("predict", help="predict labels of new examples with a saved model",
                        description=__doc__.split("\n\n")[1])
-    p.add_argument("--model", required=True, metavar="DIR", help="model directory from `gramtile train`")
+    g = p.add_mutually_exclusive_group(required=True)  # required, under either spelling
+    g.add_argument("--model-dir", metavar="DIR", help="model directory from `gramtile train`")
+    deprecated(g, "--model", "--model-dir", "model_dir")
     p.add_argument("--input", required=True, metavar="FILE", help="examples to label")
     p.add_argument("--format", default="jsonl", help="format of --input (default jsonl)")
     p.add_argument("--out", default=None, metavar="FILE", help="write predictions here (.tsv or .json)")
@@ -36,7 +39,7 @@ def run(args) -> int:
 
 
     t0 = time.perf_counter()
-    m = SavedModel.load(args.model)
+    m = SavedModel.load(args.model_dir)
     docs = read_documents(args.input, args.format, model=args.spacy_model)
     K = m.kernel_to_support(docs)
     pred = m.predict_from_kernel(K)
@@ -56,5 +59,5 @@ def run(args) -> int:
            f"({K.shape[0] * K.shape[1]:,} kernel evaluations)")
     if all(isinstance(g, str) for g in gold) and gold:
         msg += f", accuracy {np.mean([g == p for g, p in zip(gold, pred)]):.4f} against the input's labels"
-    print(msg + f" in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    log.info(msg + f" in {time.perf_counter() - t0:.1f} s")
     return 0

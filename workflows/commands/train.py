@@ -7,11 +7,10 @@ from them) or computed in memory. The model directory holds the kernel spec, the
 examples (JSON lines), the corpus resources the kernel read (LSA / domain spaces, WordNet
 synonymy: with ``--gram`` the corpus store's stored ones, else those built from the training
 examples), the dual coefficients and intercepts, the label map and provenance (see
-:mod:`gramtile.pipeline.learn.models`); ``gramtile predict --model DIR`` uses it.
+:mod:`gramtile.pipeline.learn.models`); ``gramtile predict --model-dir DIR`` uses it.
 """
 from __future__ import annotations
 
-import sys
 import time
 
 from gramtile.kernels.registry import as_spec
@@ -19,7 +18,9 @@ from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.models import read_documents, train, train_from_store
 from gramtile.pipeline.learn.models import stored_kernel as _stored
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.workflows.commands import deprecated
 
 
 def add_parser(sub):
@@ -38,7 +39,9 @@ def add_parser(sub):
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
     p.add_argument("--epochs", type=int, default=2, help="perceptron epochs (default 2)")
-    p.add_argument("--seed", type=int, default=None, help="perceptron visiting-order seed (default: data order)")
+    p.add_argument("--perceptron-seed", type=int, default=None, metavar="S",
+                   help="shuffle the perceptron's visiting order with this seed (default: data order)")
+    deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
     p.set_defaults(func=run)
     return p
@@ -56,7 +59,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
-                 multiclass=args.multiclass, epochs=args.epochs, seed=args.seed)
+                 multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed)
     if args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
@@ -75,7 +78,6 @@ def run(args) -> int:
         # K in memory; resources built from these examples, as gramtile.gram builds them
         m = train(docs, spec, provenance=prov, **learn)
     m.save(args.out)
-    print(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
-          f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
+    log.info(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
+          f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0

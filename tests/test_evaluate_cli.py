@@ -1,0 +1,131 @@
+"""`gramtile evaluate` reports (issue 17): composite kernels over several --gram stores, nested C
+selection, the full kernel and model parameters in their own columns, std for every model,
+--report, fold files keyed by labels. Real NUM trees, real SST / ST stores, real scikit-learn."""
+import json
+
+import numpy as np
+import pytest
+from conftest import corpus_store_of, num_trees
+
+from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.learn.crossval import evaluate
+from gramtile.pipeline.learn.folds import parse_split
+from gramtile.pipeline.learn.sources import ViewKernelSource, store_labels
+from gramtile.pipeline.stores.errors import StoreMismatchError
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.workflows.cli import main
+
+pytestmark = pytest.mark.shared_data
+
+SST = {"kind": "sst", "lam": 0.4}
+ST = {"kind": "st", "lam": 0.4}
+SUM = {"kind": "sum", "kernels": [{"weight": 0.5, "kernel": {"kind": "normalized", "kernel": SST}},
+                                  {"weight": 2.0, "kernel": {"kind": "normalized", "kernel": ST}}]}
+SPLIT = "train:0:90,test:90:130"
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    every = num_trees(6000)  # the file is sorted by label: interleave the two classes
+    pos, neg = [d for d in every if d.label == "1"][:40], [d for d in every if d.label != "1"][:90]
+    docs = [d for pair in zip(neg[:40], pos) for d in pair] + neg[40:]
+    d = tmp_path_factory.mktemp("ev")
+    corpus = corpus_store_of(d / "c.zarr", docs, 64)
+    for name, spec in (("sst", SST), ("st", ST)):
+        run_gram(corpus, json.dumps(spec), d / f"{name}.zarr", tile=40, cluster="sequential", progress=False)
+    return d / "sst.zarr", d / "st.zarr"
+
+
+def test_composed_view_takes_a_list_of_stores_and_names_what_each_holds(stores):
+    sst, st = stores
+    spec = as_spec(SUM)
+    by_hash = {s.kernel_hash: s for s in map(GramStore.open, stores)}
+    assert np.array_equal(ComposedView(spec, [sst, st]).block(), ComposedView(spec, by_hash).block())
+    with pytest.raises(StoreMismatchError, match=r"among the stores given \(.*sst\.zarr holds .*\"sst\""):
+        ComposedView(spec, [sst])
+
+
+def test_cli_two_store_sum_equals_the_python_composed_view(stores, tmp_path):
+    sst, st = stores
+    assert main(["evaluate", "--gram", str(sst), "--gram", str(st), "--kernel", json.dumps(SUM), "--split", SPLIT,
+                 "--C", "1", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    view = ComposedView(as_spec(SUM), [sst, st])
+    labels = store_labels(GramStore.open(sst))
+    ev = evaluate(ViewKernelSource(view), labels, [parse_split(SPLIT, 130)], C=[1.0])
+    (key, (idx, pred)), = ev.predictions.items()
+    assert res["predictions"][key]["predicted"] == pred.tolist()
+    assert res["rows"][0]["accuracy"] == ev.rows[0]["accuracy"]
+    assert res["kernel"] == as_spec(SUM).to_dict() and res["gram"] == [str(sst), str(st)]
+
+
+def test_cli_missing_base_store_lists_what_each_store_holds(stores, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--kernel", json.dumps(SUM), "--split", SPLIT]) == 2
+    err = capsys.readouterr().err
+    assert "no stored Gram matrix for base kernel" in err and f"{sst} holds" in err
+    assert main(["evaluate", "--gram", str(sst), "--gram", str(sst), "--split", SPLIT]) == 2
+    assert "no --kernel" in capsys.readouterr().err
+
+
+def test_several_C_mean_nested_selection_inside_the_training_parts(stores, tmp_path, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--C", "0.01,1,100", "--normalized",
+                 "--folds-dir", str(tmp_path), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "nested 3-fold" in out and "C_chosen" in out
+    res = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert res["C_selection"] == "nested" and len(res["rows"]) == 1
+    row = res["rows"][0]
+    assert row["C"] is None and row["C_grid"] == "0.01,1,100" and len(row["C_chosen"].split(",")) == 3
+    # each split's C is the one the inner folds of its training part choose: recompute it without the test part
+    from gramtile.pipeline.learn.crossval import choose_C
+    from gramtile.pipeline.learn.folds import load_or_make_folds
+    K = GramStore.open(sst).view().block(normalized=True)
+    y = np.asarray(store_labels(GramStore.open(sst)))
+    folds = load_or_make_folds(tmp_path, list(y), 3, 0)
+    want = [choose_C(K[np.ix_(sp.train, sp.train)], y[sp.train], [0.01, 1, 100], folds=3, seed=0)[0] for sp in folds]
+    assert [float(c) for c in row["C_chosen"].split(",")] == want
+    assert [r["C_chosen"] for r in res["fold_rows"]] == want
+
+
+def test_C_on_test_keeps_the_per_C_table_and_says_so(stores, tmp_path, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--split", SPLIT, "--C", "0.01,1", "--C-on-test"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("C chosen on test (--C-on-test)")
+    assert "| svm | 0.01 |" in out and "| svm | 1 |" in out
+
+
+def test_rows_show_the_full_kernel_parameters_in_own_columns_std_and_report(stores, tmp_path, capsys):
+    sst, _ = stores
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--model", "perceptron", "--epochs", "3",
+                 "--perceptron-seed", "0", "--normalized", "--folds-dir", str(tmp_path), "--report"]) == 0
+    out = capsys.readouterr().out
+    header, _, row = out.splitlines()[:3]
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    cells = dict(zip(cols, [c.strip() for c in row.strip("|").split("|")]))
+    assert cells["kernel"] == "normalized(sst(lam=0.4, leaves=false))" and cells["epochs"] == "3"
+    assert "C" not in cols or cells["C"] == "-"
+    assert "confusion matrix" in out and "| truth \\ predicted | -1 | 1 |" in out and "| class | precision |" in out
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--model", "nystroem", "--landmarks", "30",
+                 "--folds-dir", str(tmp_path), "--out", str(tmp_path / "ny")]) == 0
+    ny = json.loads((tmp_path / "ny" / "results.json").read_text())["rows"][0]
+    assert ny["accuracy_std"] > 0 and "accuracy_std" in capsys.readouterr().out
+    assert main(["evaluate", "--gram", str(sst), "--model", "nystroem", "--C", "1,10", "--split", SPLIT]) == 2
+    assert "nested C selection is not available with --model nystroem" in capsys.readouterr().err
+
+
+def test_train_takes_the_composite_over_two_stores_and_names_a_missing_one(stores, tmp_path, capsys):
+    sst, st = stores
+    corpus = GramStore.open(sst).meta["corpus_path"]
+    assert main(["train", "--corpus", corpus, "--gram", str(sst), "--gram", str(st), "--kernel", json.dumps(SUM),
+                 "--out", str(tmp_path / "m")]) == 0
+    from gramtile.pipeline.learn.models import SavedModel
+    m = SavedModel.load(tmp_path / "m")
+    assert m.spec.spec_hash == as_spec(SUM).spec_hash
+    assert main(["train", "--corpus", corpus, "--gram", str(st), "--kernel", json.dumps(SUM),
+                 "--out", str(tmp_path / "m2")]) == 2
+    err = capsys.readouterr().err
+    assert f"{st} holds" in err and not (tmp_path / "m2").exists()
