@@ -1,6 +1,8 @@
 """Damaged Gram stores are never read as complete: a recreated K drops the done bits of the
 tiles it lost, and a lost diagonal chunk stops normalisation instead of changing its numbers."""
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.learn.sources import open_gram_source
 from gramtile.pipeline.stores.errors import StoreCorruptError
-from gramtile.pipeline.stores.gram_store import GramStore, verify
+from gramtile.pipeline.stores.gram_store import GramStore, export, verify
 from gramtile.pipeline.stores.tiles import Tile
 
 SST = {"kind": "sst", "lam": 0.4}
@@ -121,3 +123,25 @@ def test_edited_metadata_fails_verify_and_is_not_repaired(corpus, tmp_path, edit
     rep = verify(out)
     assert not rep.ok and "inconsistent" in rep.metadata
     assert repair(out).metadata and not repair(out).repaired
+
+
+def test_readers_refuse_nan_and_swapped_chunks_instead_of_returning_them(corpus, tmp_path):
+    out = tmp_path / "g.zarr"
+    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    K = zarr.open_array(str(out / "K"), mode="r+")
+    K[0, 25] = np.nan  # a done tile (0, 1) with a NaN, as a lost chunk reads back
+    with pytest.raises(StoreCorruptError, match="NaN or infinite.*verify"):
+        GramStore.open(out).view().block()
+    with pytest.raises(StoreCorruptError, match="NaN or infinite"):
+        export(out, tmp_path / "K.npy")
+    assert not (tmp_path / "K.npy").exists()
+    r = subprocess.run([sys.executable, "-m", "gramtile", "export", str(out), "--out", str(tmp_path / "K2.npy")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "NaN or infinite" in r.stderr and not (tmp_path / "K2.npy").exists()
+    repair(out)
+    a, b = out / "K" / "c" / "1" / "2", out / "K" / "c" / "1" / "3"
+    ab, bb = a.read_bytes(), b.read_bytes()
+    a.write_bytes(bb)
+    b.write_bytes(ab)
+    with pytest.raises(StoreCorruptError, match="does not match the checksum recorded"):
+        GramStore.open(out).view().block(slice(20, 40), slice(40, 80))

@@ -628,10 +628,34 @@ class GramView:
         r0, r1, c0, c1 = self.store.spans(Tile(a, b))
         self.chunk_reads += 1
         try:
-            return np.asarray(self.store.K[r0:r1, c0:c1])
+            v = np.asarray(self.store.K[r0:r1, c0:c1])
         except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
             raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
                                     f"`gramtile verify {self.store.path} --repair`") from None
+        # every reader (blocks, export, learners) refuses values a done tile cannot hold and chunks
+        # that are not the ones recorded for this position (swapped, copied over, stale)
+        if not np.isfinite(v).all():
+            raise StoreCorruptError(f"tile {(a, b)} of {self.store.path} holds NaN or infinite values (a chunk "
+                                    f"missing or damaged); run `gramtile verify {self.store.path} --repair`")
+        crc = self._manifest_entry(a, b)
+        if crc and tile_checksum(v) != crc:
+            raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} does not match the checksum recorded "
+                                    f"when the tile was computed (swapped or stale); run "
+                                    f"`gramtile verify {self.store.path} --repair`")
+        return v
+
+    def _manifest_entry(self, a: int, b: int) -> int:
+        """The recorded checksum of tile (a, b) (0: none recorded, or a store without a manifest)."""
+        m = self.__dict__.get("_manifest")
+        if m is None:
+            arr = self.store.tile_crc
+            try:
+                m = np.zeros((0, 0), dtype=np.uint32) if arr is None else np.asarray(arr[...], dtype=np.uint32)
+            except Exception:  # noqa: BLE001
+                raise StoreCorruptError(f"the tile checksum manifest of {self.store.path} is damaged; run "
+                                        f"`gramtile verify {self.store.path} --repair`") from None
+            self._manifest = m
+        return int(m[a, b]) if a < m.shape[0] and b < m.shape[1] else 0
 
     def __getitem__(self, key):
         """``view[rows, cols]`` (or ``view[rows]`` for every column): :meth:`block`, unnormalised."""
@@ -772,19 +796,26 @@ class GramView:
         self._require_complete("exporting")
         nr, nc = self.shape
         t = self.store.tile
-        mm = np.lib.format.open_memmap(str(out_npy), mode="w+", dtype=np.float64, shape=(nr, nc))
-        dr, dc = self.diag() if normalized else (None, None)
-        for a in range(-(-nr // t)):
-            r0, r1 = a * t, min((a + 1) * t, nr)
-            for b in range(-(-nc // t)):
-                c0, c1 = b * t, min((b + 1) * t, nc)
-                blk = self._read_chunk(a, b)
-                if normalized:
-                    blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
-                mm[r0:r1, c0:c1] = blk
-        mm.flush()
-        del mm
-        return Path(out_npy)
+        out = Path(out_npy)
+        tmp = out.with_name(out.name + ".partial")  # the output appears only when complete
+        try:
+            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=np.float64, shape=(nr, nc))
+            dr, dc = self.diag() if normalized else (None, None)
+            for a in range(-(-nr // t)):
+                r0, r1 = a * t, min((a + 1) * t, nr)
+                for b in range(-(-nc // t)):
+                    c0, c1 = b * t, min((b + 1) * t, nc)
+                    blk = self._read_chunk(a, b)
+                    if normalized:
+                        blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
+                    mm[r0:r1, c0:c1] = blk
+            mm.flush()
+            del mm
+            tmp.replace(out)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        return out
 
 
 def export(store, out_npy, normalized: bool = False):
