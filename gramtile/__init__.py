@@ -2,12 +2,17 @@
 
 The package is assembled from the repository's top-level folders:
 ``gramtile.kernels`` (kernels/), ``gramtile.pipeline`` (pipeline/), ``gramtile.workflows``
-(workflows/). This module holds only the public entry points.
+(workflows/). This module holds only the public entry points:
+
+- :func:`gram` (:mod:`gramtile.pipeline.compute.inmemory`): a kernel matrix in memory;
+- :func:`parse` (:mod:`gramtile.pipeline.parsing.convert`): a user's raw text, spaCy Docs,
+  CoNLL-U TokenLists or bracket strings as Documents with the representations kernels read.
 """
 from importlib.metadata import version
 
 from gramtile.pipeline.compute.inmemory import gram
+from gramtile.pipeline.parsing.convert import parse
 
 __version__ = version("gramtile")
 
-__all__ = ["__version__", "gram"]
+__all__ = ["__version__", "gram", "parse"]

@@ -64,7 +64,6 @@ from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.formats import FORMATS, read
-from gramtile.pipeline.parsing.parse import default_model_name
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.errors import WorkflowError
@@ -392,8 +391,9 @@ def build_corpus(wf: Workflow, out: Path, progress: bool = True):
 
         if not store.complete:
             run = store.begin_run({"cluster": "sequential", "workflow": str(wf.path)})
-            write_shards(store, stream(), None, get_profile("sequential"), run, wf.data.get("model") or
-                          _default_model(), False, progress, None)
+            # model None: the default one, looked up only if a text needs parsing
+            write_shards(store, stream(), None, get_profile("sequential"), run, wf.data.get("model"), False,
+                         progress, None)
             store.finish()
         else:
             for _ in stream():
@@ -403,11 +403,6 @@ def build_corpus(wf: Workflow, out: Path, progress: bool = True):
         store.close()
     parts_file.write_text(json.dumps(parts))
     return CorpusStore.open(out), parts
-
-
-def _default_model():
-
-    return default_model_name()
 
 
 # ---- running ---------------------------------------------------------------------------------

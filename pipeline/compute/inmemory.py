@@ -12,7 +12,8 @@ from gramtile.kernels.batches import Batch
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
-from gramtile.pipeline.representations.encode import encode, kind_of
+from gramtile.pipeline.parsing.convert import parse
+from gramtile.pipeline.representations.encode import KIND_OF_TYPE, encode, kind_of
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.resources.build import build_value
@@ -82,15 +83,26 @@ def evaluate_block(spec, X, Y=None):
 
 
 def _structures(items):
-    """Normalise user input to a mapping rep name -> list of structures."""
+    """Normalise user input to a mapping rep name -> list of structures.
+
+    Structures of one kind and Documents with structures are used as they are; anything else
+    :func:`gramtile.pipeline.parsing.convert.parse` reads (spaCy Docs, conllu TokenLists, bracket
+    strings, raw text) is converted by it first.
+    """
     if isinstance(items, dict):
         return {k: list(v) for k, v in items.items()}
+    if isinstance(items, (str, bytes)):
+        raise TypeError("gramtile.gram() takes a list of examples, got a single string; wrap it: [text]")
     items = list(items)
-    if items and isinstance(items[0], Document):
-        names = set(items[0].structures)
-        return {n: [d.structures[n] for d in items] for n in names if all(n in d.structures for d in items)}
     if not items:
         raise ValueError("gram() needs at least one example")
+    kinds = {type(x) for x in items}
+    if not (kinds == {Document} and all(d.structures for d in items)) and \
+            not (len(kinds) == 1 and (kinds <= set(KIND_OF_TYPE) or isinstance(items[0], dict))):
+        items = parse(items, what="gramtile.gram")
+    if isinstance(items[0], Document):
+        names = set(items[0].structures)
+        return {n: [d.structures[n] for d in items] for n in names if all(n in d.structures for d in items)}
     return {DEFAULT_REP[kind_of(items[0])]: items}
 
 
@@ -100,8 +112,10 @@ def gram(spec, X, Y=None) -> np.ndarray:
     Parameters
     ----------
     spec : KernelSpec, dict or JSON string (``@file`` allowed)
-    X, Y : list of structures (Tree, DepTree, TokenSeq, PTree, ...), list of Documents, or a
-        mapping representation name -> list of structures. Y=None gives the square K(X, X).
+    X, Y : list of structures (Tree, DepTree, TokenSeq, PTree, ...), list of Documents, a
+        mapping representation name -> list of structures, or a list of what
+        ``gramtile.parse`` reads (spaCy Docs, conllu TokenLists, bracket strings, raw text),
+        converted by it. Y=None gives the square K(X, X).
         Resources a kernel needs (similarity matrices for soft matching) are built from these
         examples: WordNet over their combined vocabulary, LSA from their sequences.
 

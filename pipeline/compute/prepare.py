@@ -221,14 +221,17 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     options = {"on_error": on_error, "max_tokens": max_tokens, "reader_options": reader_options}
     if hdag:
         options["hdag"] = True
+    loc = location(out)
+    created = not loc.exists() or _interrupted_create(loc)
     store = _open_store(out, str(input_path), fmt, shard_size, options)
     try:
         if store.complete:
             summary = _summary(store, out, [], [], len(store.shard_ranges), t0)
             summary.already_complete = True
         else:
-            model = model or (store.parser or {}).get("package") or default_model_name()
-            if store.parser and store.parser.get("package") not in (None, model):
+            # None until a text needs parsing: gold input (trees, CoNLL-U) needs no spaCy model
+            model = model or (store.parser or {}).get("package")
+            if store.parser and model and store.parser.get("package") not in (None, model):
                 raise StoreMismatchError(
                     f"corpus store {out} was parsed with spaCy model {store.parser['package']!r}, this run "
                     f"asks for {model!r}. Fix: rerun with --model {store.parser['package']} or use a new --out")
@@ -243,6 +246,11 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
                         parsed, written, reused = write_shards(store, docs, client, profile, run, model,
                                                                 pretok, progress, _estimate_records(input_path, fmt))
             except Exception as e:
+                if created and not store.shard_ranges:
+                    # this run made the store and wrote nothing into it: leave nothing behind
+                    store.close()
+                    loc.remove_all()
+                    raise
                 runs = store.manifest["runs"]
                 runs[run - 1].update(stopped=now(), error=str(e))
                 store.update_manifest(runs=runs)
@@ -290,7 +298,11 @@ def wants_hdag(store) -> bool:
 
 
 def write_shards(store, docs, client, profile, run, model, pretok, progress, n_estimate):
-    """Stream shards: verify done ones, parse and write the others in order."""
+    """Stream shards: verify done ones, parse and write the others in order.
+
+    ``model`` None means the default spaCy model (:func:`default_model_name`), looked up only
+    when a shard has a text to parse: gold structures need no model installed.
+    """
     parse_shard, derive = parse_derive_shard, derive_all
     if wants_hdag(store):
         # parsing with the entity recogniser, and each item carries its HDAG
@@ -311,11 +323,18 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
     tag = uuid.uuid4().hex[:8]
     write_failed = False
 
+    def spacy_model():
+        nonlocal model
+        if model is None:
+            model = default_model_name()
+        return model
+
     def finish_one():
         nonlocal write_failed
         write_failed = True  # until this shard is written: its errors are not reading errors
         k, shard, mask, fut = pending.popleft()
         if any(mask):
+            spacy_model()
             texts = [d.text for d, m in zip(shard, mask) if m]
             items, prov = fut.result() if fut is not None else parse_shard(texts, pretok, model)
             it = iter(items)
@@ -341,7 +360,7 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
             fut = None
             if any(mask) and client is not None:
                 texts = [d.text for d, m in zip(shard, mask) if m]
-                fut = client.submit(parse_shard, texts, pretok, model, key=f"gramtile-parse-{tag}-{k}")
+                fut = client.submit(parse_shard, texts, pretok, spacy_model(), key=f"gramtile-parse-{tag}-{k}")
             pending.append((k, shard, mask, fut))
             while len(pending) >= window:
                 finish_one()

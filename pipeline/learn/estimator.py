@@ -37,7 +37,8 @@ from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.models import TrainedResources, kernel_reps, train
-from gramtile.pipeline.representations.encode import kind_of
+from gramtile.pipeline.parsing.convert import parse
+from gramtile.pipeline.representations.encode import KIND_OF_TYPE, kind_of
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.resources.keys import resource_reps
 
@@ -63,6 +64,9 @@ def _as_docs(X, reps):
     X = list(X)
     if not X:
         raise EvaluationError("KernelSVC: no examples; pass a non-empty list of Documents or structures")
+    if any(not isinstance(x, (Document, dict)) and type(x) not in KIND_OF_TYPE for x in X):
+        # spaCy Docs, conllu TokenLists, bracket strings, raw text: what gramtile.parse reads
+        X = parse(X, what="KernelSVC")
     out = []
     for i, x in enumerate(X):
         if isinstance(x, Document):

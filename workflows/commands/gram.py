@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.stores.storage import beside, is_url
@@ -56,11 +57,10 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
 
 
 def run(args) -> int:
-
-
     # a URL stays a string: Path() would fold "memory://g" into the local path "memory:/g"
     out = args.out if is_url(args.out) else Path(args.out)
     corpus = args.corpus
+    as_spec(args.kernel)  # a bad spec fails before --input is prepared
     if args.input:
         corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,

