@@ -66,7 +66,8 @@ def test_lookup_order(no_env, monkeypatch):
 
 
 def test_unknown_profile_lists_known_ones(no_env):
-    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['local', 'sequential', 'threads'\]"):
+    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['kubernetes', 'local', "
+                       r"'scheduler', 'sequential', 'slurm', 'threads'\].*gramtile profiles"):
         get_profile("gpu")
 
 

@@ -126,7 +126,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         if r not in have:
             raise KernelSpecError(f"kernel {spec.to_json()} reads representation {r!r}, but corpus store {cs.path} "
                                   f"holds {sorted(have)}; set the kernel's 'rep' to one of those or prepare the "
-                                  f"corpus with that representation")
+                                  f"corpus with it (gramtile prepare --reps {','.join(sorted({*have, r}))}: "
+                                  "tree, ptree and seq are derived from a dependency tree, ptree from a tree)")
     n = cs.n
     r_idx = _selection(rows, n, "rows")
     symmetric = cols is None or (not isinstance(cols, str) and cols is rows)

@@ -32,6 +32,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.parsing.convert import complete
 from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
@@ -126,7 +127,8 @@ def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> C
              for what, old, new in (("input", m["source"], source), ("format", m["input_format"], fmt),
                                     ("shard size", m["shard_size"], shard_size),
                                     ("reader options", old_reader, options["reader_options"]),
-                                    ("hdag", bool((m.get("options") or {}).get("hdag")), bool(options.get("hdag"))))
+                                    ("hdag", bool((m.get("options") or {}).get("hdag")), bool(options.get("hdag"))),
+                                    ("reps", (m.get("options") or {}).get("reps"), options.get("reps")))
              if old != new]
     if diffs:
         store.close()
@@ -164,7 +166,7 @@ def _interrupted_create(loc) -> bool:
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
             on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
             model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
-            reader_options: dict | None = None, client=None, hdag: bool = False) -> PrepareSummary:
+            reader_options: dict | None = None, client=None, hdag: bool = False, reps=None) -> PrepareSummary:
     """Prepare (or resume preparing) a corpus store.
 
     Parameters
@@ -201,6 +203,13 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     hdag : bool
         Also build the chunked HDAG of every parsed text (:mod:`gramtile.pipeline.parsing.hdag_build`;
         parses with the entity recogniser). Part of the store's options.
+    reps : list of str, optional
+        Store exactly these representations, derived where the input lacks them
+        (:func:`gramtile.pipeline.parsing.convert.complete`: ``tree``, ``ptree`` and ``seq`` from a
+        dependency tree, ``ptree`` from a bracket tree); a representation an example cannot be
+        given stops the run, listing those it can. ``["all"]`` (or ``"all"``): every representation
+        derivable from each example. Default: what the input has (parsed texts: ``dep``, ``seq``,
+        ``tree``, ``ptree``). Part of the store's options.
 
     Returns
     -------
@@ -221,6 +230,12 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     options = {"on_error": on_error, "max_tokens": max_tokens, "reader_options": reader_options}
     if hdag:
         options["hdag"] = True
+    if reps is not None:
+        reps = [r.strip() for r in (reps.split(",") if isinstance(reps, str) else reps)]
+        if not reps or not all(reps) or len(set(reps)) != len(reps):
+            raise CorpusFormatError(f"reps={reps!r}: give distinct representation names, e.g. dep,tree,ptree,seq",
+                                    fix="correct --reps")
+        options["reps"] = reps
     loc = location(out)
     created = not loc.exists() or _interrupted_create(loc)
     store = _open_store(out, str(input_path), fmt, shard_size, options)
@@ -312,6 +327,9 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
             dep, hdag = item
             return {**derive_all(dep), "hdag": hdag}
 
+    reps = (store.manifest.get("options") or {}).get("reps")
+    if reps is not None and reps != ["all"] and wants_hdag(store) and "hdag" not in reps:
+        reps = [*reps, "hdag"]
     S = store.manifest["shard_size"]
     done = store.shard_ranges
     total = None if n_estimate is None else max(len(done), -(-n_estimate // S))
@@ -344,6 +362,9 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
                     d.structures = item if isinstance(item, dict) else derive(item)
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
+        if reps is not None:
+            for d in shard:
+                d.structures = complete(d.structures, None if reps == ["all"] else reps, f"{d.source or d.id}: ")
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)

@@ -28,7 +28,8 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="corpus store made by `gramtile prepare`")
-    src.add_argument("--input", help="JSON-lines file: prepared on the fly into OUT.corpus.zarr beside --out")
+    src.add_argument("--input", help="JSON-lines file: prepared on the fly into OUT.corpus.zarr beside --out, with "
+                                     "every derivable representation (prepare --reps all)")
     p.add_argument("--kernel", required=True, help="kernel spec JSON or @spec.json")
     p.add_argument("--out", required=True,
                    help="Gram store to create or resume (GRAM.zarr; a path or an fsspec URL such as s3://b/g.zarr)")
@@ -52,7 +53,9 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
     """
 
     corpus = beside(out, ".corpus.zarr")
-    prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress)
+    # every derivable representation (ptree of a bracket tree, tree/ptree/seq of a dependency tree), so
+    # any kernel can read the store a rerun with another --kernel reuses
+    prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress, reps="all")
     return corpus
 
 
