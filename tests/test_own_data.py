@@ -5,6 +5,7 @@ leaving a store behind, spaCy Docs and strings refused by ``gramtile.gram``, CoN
 ``dep``, bracket trees without ``ptree``.
 """
 import json
+import os
 import site
 import subprocess
 import sys
@@ -247,3 +248,58 @@ def test_corpus_store_takes_parsed_documents(tmp_path):
     np.testing.assert_allclose(g.view().block(np.arange(4), np.arange(4)),
                                gramtile.gram({"kind": "route", "lam": 0.5}, docs))
 
+
+
+# ---- workflows -----------------------------------------------------------------------------
+
+def _num_qc_data(root):
+    d = root / "trec_qc_num_constituency"
+    d.mkdir(parents=True)
+    (d / "NUM_train.dat").write_text(SVMLIGHTTK)
+    (d / "NUM_test.dat").write_text(SVMLIGHTTK)
+    return root
+
+
+def test_shipped_workflow_runs_by_name_with_data(tmp_path, monkeypatch, capsys):
+    # was: the shipped workflows could not be run by name, and ${SHARED} was a hidden rule
+    data = _num_qc_data(tmp_path / "mydata")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GRAMTILE_DATA", raising=False)
+    assert main(["run", "num_qc", "--data", str(data), "--out", "out", "--cluster", "sequential",
+                 "--no-progress"]) == 0
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert {r["kernel"] for r in rows} == {"ST", "SST", "PT"}
+    assert "GRAMTILE_DATA" not in os.environ  # --data holds for the run only
+    assert main(["run", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "num_qc" in listed and "wsd" in listed
+
+
+def test_users_workflow_paths_start_at_its_folder(tmp_path, monkeypatch):
+    # was: a user's YAML resolved relative paths against the repository root
+    wfdir = tmp_path / "project"
+    wfdir.mkdir()
+    (wfdir / "train.dat").write_text(SVMLIGHTTK)
+    (wfdir / "test.dat").write_text(SVMLIGHTTK)
+    (wfdir / "mine.yaml").write_text("data: {train: train.dat, test: test.dat, format: svmlighttk}\n"
+                                     "kernels: {SST: {kind: sst, lam: 0.4}}\n"
+                                     "protocol: {split: fixed, C: 1}\n"
+                                     "report: {plot: false}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["run", str(wfdir / "mine.yaml"), "--out", "o", "--cluster", "sequential", "--no-progress"]) == 0
+    assert (elsewhere / "o" / "results.md").is_file()
+
+
+def test_workflow_errors_name_the_key_and_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GRAMTILE_DATA", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    assert main(["run", "num_qc", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "key 'data.train'" in err and "--data" in err
+    assert main(["run", "no_such_workflow", "--out", str(tmp_path / "o")]) == 2
+    assert "num_qc" in capsys.readouterr().err
+    (tmp_path / "bad.yaml").write_text("data: {input: x.dat, format: svmlighttk, shards: 3}\nkernels: {A: {kind: st}}\n")
+    assert main(["run", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o")]) == 2
+    assert "key 'data.shards'" in capsys.readouterr().err
