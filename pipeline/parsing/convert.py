@@ -29,13 +29,10 @@ How an item is read:
 """
 from __future__ import annotations
 
-import sys
-
 from conllu.models import TokenList
 
-from gramtile.pipeline import optional
 from gramtile.pipeline.parsing.derive import dep_to_seq, dep_to_tree, tree_to_ptree
-from gramtile.pipeline.parsing.parse import doc_to_dep, load_model, parse_deps
+from gramtile.pipeline.parsing.parse import doc_to_dep, is_spacy_doc, load_model, parse_deps
 from gramtile.pipeline.readers.base import head_problem
 from gramtile.pipeline.representations.brackets import BracketError, parse_tree
 from gramtile.pipeline.representations.encode import KIND_OF_TYPE
@@ -120,11 +117,6 @@ def _bracket_tree(text: str):
         return parse_tree(s)
     except BracketError:
         return None
-
-
-def is_spacy_doc(x) -> bool:
-    """Whether ``x`` is a spaCy ``Doc`` (without importing spaCy when nothing has)."""
-    return "spacy" in sys.modules and isinstance(x, optional.spacy_doc())
 
 
 def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bool = False,

@@ -18,6 +18,7 @@ Conventions
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline import optional
@@ -74,6 +75,11 @@ def provenance(nlp) -> dict:
     meta = nlp.meta
     return {"model": f"{meta.get('lang', 'xx')}_{meta.get('name', 'unknown')}",
             "model_version": meta.get("version"), "spacy_version": spacy.__version__}
+
+
+def is_spacy_doc(x) -> bool:
+    """Whether ``x`` is a spaCy ``Doc`` (without importing spaCy when nothing has: then it is not)."""
+    return "spacy" in sys.modules and isinstance(x, optional.spacy_doc())
 
 
 def doc_to_dep(doc) -> DepTree:
