@@ -7,8 +7,17 @@ The package is assembled from the repository's top-level folders:
 - :func:`gram` (:mod:`gramtile.pipeline.compute.inmemory`): a kernel matrix in memory;
 - :func:`parse` (:mod:`gramtile.pipeline.parsing.convert`): a user's raw text, spaCy Docs,
   CoNLL-U TokenLists or bracket strings as Documents with the representations kernels read.
+
+Importing gramtile sets ``NUMBA_CACHE_DIR`` (unless it is set) to the user cache folder, before
+Numba is imported, so the compiled kernel cores are cached even in a read-only install
+(:mod:`gramtile.pipeline.compute.compilation`). Import gramtile before Numba, or set it yourself.
 """
+import os
 from importlib.metadata import version
+
+from platformdirs import user_cache_dir
+
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(user_cache_dir("gramtile"), "numba"))
 
 from gramtile.pipeline.compute.inmemory import gram
 from gramtile.pipeline.parsing.convert import parse

@@ -303,3 +303,24 @@ def test_workflow_errors_name_the_key_and_data(tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.yaml").write_text("data: {input: x.dat, format: svmlighttk, shards: 3}\nkernels: {A: {kind: st}}\n")
     assert main(["run", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "o")]) == 2
     assert "key 'data.shards'" in capsys.readouterr().err
+
+
+# ---- Numba compilation -----------------------------------------------------------------------
+
+def test_first_compile_is_announced_once_and_cached_in_the_user_cache(tmp_path):
+    # was: 22-29 s of silent compiling, cached in site-packages/__pycache__ (unwritable when read-only)
+    code = "import gramtile; print(gramtile.gram({'kind': 'route'}, ['(S (A a) (B b))'])[0, 0])"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "cache")
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert first.stdout.strip() == "7.5"
+    (line,) = [ln for ln in first.stderr.splitlines() if "compiling" in ln]
+    assert line.startswith("gramtile: compiling kernel cores (route), once, about ") and str(tmp_path) in line
+    assert any((tmp_path / "cache").rglob("*.nbi"))  # Numba wrote its cache there
+    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "compiling" not in again.stderr
+    env.pop("NUMBA_CACHE_DIR")
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    where = subprocess.run([sys.executable, "-c", "import gramtile, numba; print(numba.config.CACHE_DIR)"],
+                           env=env, capture_output=True, text=True, check=True)
+    assert where.stdout.strip() == str(tmp_path / "xdg" / "gramtile" / "numba")

@@ -30,6 +30,7 @@ from tqdm import tqdm
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.compute.compilation import announce, mark_compiled
 from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
@@ -198,6 +199,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             if on_tile is not None:
                 on_tile(res)
 
+        if todo and progress:
+            announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
         try:
             if executor == "sequential":
                 run_sequential(job, grid, todo, record)
@@ -217,6 +220,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                             bar.write(f"gramtile gram: Dask cluster {cluster!r}"
                                       + (f", dashboard {link}" if link else ""), file=sys.stderr)
                         run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
+            if state["tiles"]:
+                mark_compiled(spec)
         finally:
             if bar is not None:
                 bar.close()

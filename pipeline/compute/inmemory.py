@@ -12,6 +12,7 @@ from gramtile.kernels.batches import Batch
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
+from gramtile.pipeline.compute.compilation import announce, mark_compiled
 from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.representations.encode import KIND_OF_TYPE, encode, kind_of
 from gramtile.pipeline.representations.structures import Document
@@ -140,7 +141,9 @@ def gram_with_resources(spec, X, Y=None):
     """
     spec = as_spec(spec)
     bx, by, vocabs = encode_with_resources(spec, X, Y)
+    announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
     K, _, _ = evaluate_block(spec, bx, by)
+    mark_compiled(spec)
     names = resource_reps(spec)
     return K, list(vocabs.sym.strings), {n: bx[n] for n in names}
 
