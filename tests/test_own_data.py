@@ -17,6 +17,7 @@ import pytest
 
 import gramtile
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.learn.estimator import KernelSVC
 from gramtile.pipeline.parsing.convert import available, complete, tokenlist_to_dep
 from gramtile.pipeline.parsing.derive import derive_all
@@ -27,6 +28,7 @@ from gramtile.pipeline.representations.structures import DepTree, Document, PTre
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
+from gramtile.workflows.runner import build_corpus, load_workflow
 
 CONLLU = """# sent_id = s1
 # text = The dog barks .
@@ -149,7 +151,6 @@ def test_conllu_gives_pt_sst_route_grams_from_the_cli(tmp_path, capsys):
 
 def test_dp_input_gets_derived_reps(tmp_path):
     (tmp_path / "a.dp").write_text("The\tDT\t2\tNMOD\ndog\tNN\t3\tSBJ\nbarks\tVBZ\t0\tROOT\n\n")
-    from gramtile.pipeline.compute.prepare import prepare
     s = prepare(tmp_path / "a.dp", "dp", tmp_path / "a.zarr", reps=["tree", "ptree"], progress=False)
     assert set(s.representations) == {"tree", "ptree"}
 
@@ -324,3 +325,14 @@ def test_first_compile_is_announced_once_and_cached_in_the_user_cache(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import gramtile, numba; print(numba.config.CACHE_DIR)"],
                            env=env, capture_output=True, text=True, check=True)
     assert where.stdout.strip() == str(tmp_path / "xdg" / "gramtile" / "numba")
+
+
+def test_workflow_derives_its_representations_from_gold_trees(tmp_path, monkeypatch):
+    # a user's CoNLL-U workflow can name the route kernel's ptree: derived from the dependency trees
+    (tmp_path / "mine.conllu").write_text(CONLLU * 2)
+    (tmp_path / "labels.yaml").write_text("data: {input: mine.conllu, format: conllu, representations: [ptree, tree]}\n"
+                                          "kernels: {route: {kind: route}, SST: {kind: sst}}\n")
+    store, parts = build_corpus(load_workflow(tmp_path / "labels.yaml"), tmp_path / "c.zarr", progress=False)
+    assert set(store.representations) == {"ptree", "tree"} and parts == {"all": (0, 6)}
+    first = store.documents(0, 1)[0].structures
+    assert first["ptree"] == PTree.from_tree(first["tree"])

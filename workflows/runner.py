@@ -64,6 +64,7 @@ from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
+from gramtile.pipeline.parsing.convert import available, complete
 from gramtile.pipeline.parsing.formats import FORMATS, read
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
@@ -372,12 +373,14 @@ def _documents(wf: Workflow):
     def keep(docs):
         for doc in docs:
             if reps is not None and doc.structures:
-                missing = [r for r in reps if r not in doc.structures]
+                can = available(doc.structures)
+                missing = [r for r in reps if r not in can]
                 if missing:
                     raise WorkflowError(f"{wf.path}: key 'data.representations' = {reps!r}: example {doc.id} "
-                                        f"({doc.source}) has no {missing[0]!r} (it has {sorted(doc.structures)}); "
-                                        "name representations the data has")
-                doc.structures = {r: doc.structures[r] for r in reps}
+                                        f"({doc.source}) has no {missing[0]!r} (it has {sorted(doc.structures)}, "
+                                        f"and can be given {can}); name representations the data can have")
+                # derived where missing: tree/ptree/seq of a dependency tree, ptree of a tree (as prepare --reps)
+                doc.structures = complete(doc.structures, reps)
             yield doc
 
     for part, p in wf.data["inputs"].items():

@@ -249,7 +249,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
             if store.parser and model and store.parser.get("package") not in (None, model):
                 raise StoreMismatchError(
                     f"corpus store {out} was parsed with spaCy model {store.parser['package']!r}, this run "
-                    f"asks for {model!r}. Fix: rerun with --model {store.parser['package']} or use a new --out")
+                    f"asks for {model!r}. Fix: rerun with --spacy-model {store.parser['package']} or use a new --out")
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
             run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
             try:
