@@ -336,3 +336,24 @@ def test_workflow_derives_its_representations_from_gold_trees(tmp_path, monkeypa
     assert set(store.representations) == {"ptree", "tree"} and parts == {"all": (0, 6)}
     first = store.documents(0, 1)[0].structures
     assert first["ptree"] == PTree.from_tree(first["tree"])
+
+
+def test_store_and_in_memory_batches_share_one_compiled_core(tmp_path):
+    # was: store batches (read-only shard cache) and encoded ones (writable) were two Numba
+    # signatures, so the tree core compiled twice (17.6 s more on a fresh install). Counted in
+    # Numba's cache: one file per compiled signature of each core.
+    (tmp_path / "t.dat").write_text(SVMLIGHTTK)
+    code = f"""
+import gramtile
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.prepare import prepare
+prepare({str(tmp_path / "t.dat")!r}, "svmlighttk", {str(tmp_path / "c.zarr")!r}, progress=False)
+run_gram({str(tmp_path / "c.zarr")!r}, {{"kind": "sst"}}, {str(tmp_path / "g.zarr")!r}, cluster="sequential",
+         progress=False)
+gramtile.gram({{"kind": "sst"}}, {TREES!r})
+"""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=600)
+    for core in ("_block", "_diag"):
+        compiled = list((tmp_path / "cache").rglob(f"tree_kernels.{core}-*.nbc"))
+        assert len(compiled) == 1, compiled

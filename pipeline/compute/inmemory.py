@@ -22,16 +22,17 @@ from gramtile.pipeline.resources.keys import resource_names, resource_reps
 
 
 def batch_for(data, base):
-    """The batch a base spec reads from ``data`` (a Batch, or a mapping name -> Batch)."""
+    """The batch a base spec reads from ``data`` (a Batch, or a mapping name -> Batch), read-only
+    (:meth:`Batch.readonly`: the cores are compiled for one array signature, not two)."""
     if isinstance(data, Batch):
         if data.kind != base.reads:
             raise KernelSpecError(f"kernel {base.kind!r} reads {base.reads!r} examples, got a {data.kind!r} batch")
-        return data
+        return data.readonly()
     rep = base.rep_name
     if rep not in data:
         raise KernelSpecError(f"kernel {base.kind!r} reads representation {rep!r}, which the examples do not have "
                               f"(they have {sorted(data)}); set the spec's 'rep' to one of those")
-    return data[rep]
+    return data[rep].readonly()
 
 
 def resources_for(data, base):
