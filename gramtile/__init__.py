@@ -2,16 +2,30 @@
 
 The package is assembled from the repository's top-level folders:
 ``gramtile.kernels`` (kernels/), ``gramtile.pipeline`` (pipeline/), ``gramtile.workflows``
-(workflows/). This module holds only the public entry points.
+(workflows/). This module holds only the public entry points:
+
+- :func:`gram` (:mod:`gramtile.pipeline.compute.inmemory`): a kernel matrix in memory;
+- :func:`parse` (:mod:`gramtile.pipeline.parsing.convert`): a user's raw text, spaCy Docs,
+  CoNLL-U TokenLists or bracket strings as Documents with the representations kernels read.
+
+Importing gramtile sets ``NUMBA_CACHE_DIR`` (unless it is set) to the user cache folder, before
+Numba is imported, so the compiled kernel cores are cached even in a read-only install
+(:mod:`gramtile.pipeline.compute.compilation`). Import gramtile before Numba, or set it yourself.
 """
 import importlib
+import os
 from importlib.metadata import version
 
+from platformdirs import user_cache_dir
+
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(user_cache_dir("gramtile"), "numba"))
+
 from gramtile.pipeline.compute.inmemory import gram
+from gramtile.pipeline.parsing.convert import parse
 
 __version__ = version("gramtile")
 
-__all__ = ["__version__", "gram"]
+__all__ = ["__version__", "gram", "parse"]
 
 # ---- scikit-learn estimators (issue 17), imported on first use: `import gramtile` stays fast ----
 _ESTIMATORS = {"KernelSVC": "gramtile.pipeline.learn.estimator", "GramTransformer": "gramtile.pipeline.learn.estimator",

@@ -222,6 +222,26 @@ class Batch:
         cols = {k: np.concatenate([b.columns[k] for b in batches]) for k in batches[0].columns}
         return Batch(kind, np.concatenate(offs), cols)
 
+    def readonly(self) -> Batch:
+        """This batch with read-only views of its arrays (no copy).
+
+        Numba compiles a core once per argument signature, and an array's read-only flag is part
+        of it: batches from a corpus store's shard cache are read-only, freshly encoded or
+        concatenated ones are not, so handing the cores either kind compiled every core twice
+        (17 s more for the tree kernels; BENCHMARKS.md, issue 16). The cores get only read-only
+        batches (``pipeline/compute/inmemory.batch_for``).
+        """
+
+        def ro(a):
+            if a is None or not a.flags.writeable:
+                return a
+            v = a.view()
+            v.flags.writeable = False
+            return v
+
+        return Batch(self.kind, ro(self.offsets), {k: ro(v) for k, v in self.columns.items()},
+                     ro(self.child_ptr), ro(self.child_idx))
+
     def arrays(self) -> dict:
         """All arrays by name (``offsets`` and the node columns), for storage."""
         out = {"offsets": self.offsets}

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from gramtile.pipeline.compute.cluster import (
-    BUILTIN_PROFILES,
     get_profile,
     load_profiles,
     open_client,
+    packaged_cluster_file,
     scheduler_address,
     slurm_job_script,
 )
@@ -30,10 +30,15 @@ def no_env(monkeypatch, tmp_path):
 
 
 def test_builtin_profiles_without_a_file(no_env):
+    # every profile of the repository's cluster.yaml ships with the package (issue 16: outside a
+    # checkout `--cluster scheduler` was "unknown cluster profile 'scheduler'")
     profiles = load_profiles()
-    assert set(profiles) == set(BUILTIN_PROFILES) == {"sequential", "local", "threads"}
+    assert set(profiles) == {"sequential", "local", "threads", "scheduler", "slurm", "kubernetes"}
+    assert packaged_cluster_file().read_text() == REPO_CLUSTER_FILE.read_text()  # one source: the top-level file
     assert profiles["local"].options["n_workers"] == 2 and profiles["local"].type == "local"
-    assert profiles["local"].source == "built-in"
+    assert profiles["local"].source == f"built-in ({packaged_cluster_file()})"
+    assert get_profile("scheduler").options["address"] == "tcp://127.0.0.1:8786"
+    assert get_profile("slurm").type == "slurm"
     assert profiles["threads"].type == "threads" and profiles["threads"].options == {"n_workers": 2}
     assert profiles["threads"].in_process and not profiles["local"].in_process
     assert profiles["threads"].n_workers == 2
@@ -61,7 +66,8 @@ def test_lookup_order(no_env, monkeypatch):
 
 
 def test_unknown_profile_lists_known_ones(no_env):
-    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['local', 'sequential', 'threads'\]"):
+    with pytest.raises(ClusterConfigError, match=r"unknown cluster profile 'gpu'.*\['kubernetes', 'local', "
+                       r"'scheduler', 'sequential', 'slurm', 'threads'\].*gramtile profiles"):
         get_profile("gpu")
 
 

@@ -1,4 +1,4 @@
-"""Workflow files (``gramtile run workflows/NAME.yaml --out DIR``): schema, validation and runner.
+"""Workflow files (``gramtile run NAME --data DIR --out DIR`` or ``gramtile run FILE.yaml --out DIR``): schema, validation and runner.
 
 A workflow names the data, the representations to keep, the kernels (by name), the protocol
 and the report; :func:`run_workflow` wires prepare -> Gram stores -> evaluation -> report::
@@ -28,9 +28,10 @@ and the report; :func:`run_workflow` wires prepare -> Gram stores -> evaluation 
       plot: true                     # accuracy bar chart (results.png)
       title: NUM vs rest
 
-Paths are relative to the repository root (the folder holding ``workflows/``) unless absolute;
-``${SHARED}`` expands to the ``shared/data`` folder beside the repository (override with the
-``GRAMTILE_SHARED`` environment variable). Every kernel is computed as its distinct *base*
+A relative path starts at the workflow file's own folder. ``${DATA}`` (and its older name
+``${SHARED}``, which the shipped files use) expands to the data folder :func:`data_dir`:
+``gramtile run ... --data DIR`` or ``$GRAMTILE_DATA``, else ``../shared/data`` beside a checkout.
+Shipped files run by name (``gramtile run num_qc``, :func:`find_workflow`). Every kernel is computed as its distinct *base*
 kernels, one Gram store each (``DIR/gram-<hash>.zarr``, symmetric over train + test); normalised
 and composite kernels are derived from those stores without recomputing a pair. Rerunning the
 same command reuses the corpus store and every finished tile (resumable).
@@ -63,13 +64,16 @@ from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
+from gramtile.pipeline.parsing.convert import available, complete
 from gramtile.pipeline.parsing.formats import FORMATS, read
-from gramtile.pipeline.parsing.parse import default_model_name
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.errors import WorkflowError
 
-REPO = Path(__file__).resolve().parents[1]
+#: The shipped workflow files (``gramtile run NAME``): this package's folder.
+WORKFLOWS_DIR = Path(__file__).resolve().parent
+#: The repository root when gramtile runs from a checkout (it holds pyproject.toml), else None.
+CHECKOUT = WORKFLOWS_DIR.parent if (WORKFLOWS_DIR.parent / "pyproject.toml").is_file() else None
 _TOP = {"name", "description", "data", "kernels", "protocol", "report"}
 _DATA = {"input", "train", "test", "format", "representations", "limit", "reader_options", "model"}
 _PROTOCOL = {"split", "folds", "seed", "model", "C", "class_weight", "multiclass", "positive", "epochs",
@@ -79,10 +83,32 @@ _REPORT = {"plot", "title", "columns"}
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def shared_dir() -> Path:
-    """The shared data folder: ``$GRAMTILE_SHARED`` or ``../shared/data`` beside the repository."""
-    env = os.environ.get("GRAMTILE_SHARED")
-    return Path(env) if env else REPO.parent / "shared" / "data"
+def data_dir() -> Path | None:
+    """The data folder ``${DATA}`` (and ``${SHARED}``) expand to: ``$GRAMTILE_DATA`` (what
+    ``gramtile run --data DIR`` sets), else ``$GRAMTILE_SHARED`` (its older name), else
+    ``../shared/data`` beside a checkout; None when gramtile is installed and neither is set."""
+    for var in ("GRAMTILE_DATA", "GRAMTILE_SHARED"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).expanduser()
+    return None if CHECKOUT is None else CHECKOUT.parent / "shared" / "data"
+
+
+def shipped_workflows() -> dict:
+    """The workflow files shipped with gramtile, ``{name: path}`` (``gramtile run --list``)."""
+    return {p.stem: p for p in sorted(WORKFLOWS_DIR.glob("*.yaml"))}
+
+
+def find_workflow(name_or_path) -> Path:
+    """A workflow file given by path, or by the name of a shipped one (``num_qc``)."""
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return p
+    shipped = shipped_workflows()
+    name = p.name[:-5] if p.name.endswith(".yaml") else p.name
+    if name in shipped and (len(p.parts) == 1 or p.parent.name == "workflows"):
+        return shipped[name]
+    raise WorkflowError(f"{name_or_path}: no such workflow file, and no shipped workflow of that name; the shipped "
+                        f"ones are {sorted(shipped)} (`gramtile run --list`)")
 
 
 @dataclass
@@ -147,20 +173,29 @@ def _unknown(path, where, obj, allowed):
 
 
 def resolve_path(path, key, text) -> Path:
+    """The file a workflow key names: ``${DATA}``/``${SHARED}`` expand to :func:`data_dir`, other
+    ``${VAR}`` to environment variables; a relative path starts at the workflow file's folder."""
     if not isinstance(text, str) or not text.strip():
-        raise_bad_key(path, key, text, "give a file path (relative to the repository, absolute, or ${SHARED}/...)")
+        raise_bad_key(path, key, text, "give a file path (relative to the workflow file's folder, absolute, "
+                                       "or ${DATA}/...)")
 
     def sub(m):
-        if m.group(1) == "SHARED":
-            return str(shared_dir())
+        if m.group(1) in ("DATA", "SHARED"):
+            d = data_dir()
+            if d is None:
+                raise_bad_key(path, key, text, f"${{{m.group(1)}}} is the data folder, and none is set; pass "
+                                               "`gramtile run ... --data DIR` (or set $GRAMTILE_DATA)")
+            return str(d)
         if m.group(1) in os.environ:
             return os.environ[m.group(1)]
-        raise_bad_key(path, key, text, f"unknown variable ${{{m.group(1)}}}; use ${{SHARED}} or an environment variable")
+        raise_bad_key(path, key, text, f"unknown variable ${{{m.group(1)}}}; use ${{DATA}} (the --data folder) "
+                                       "or an environment variable")
 
     p = Path(_VAR.sub(sub, text)).expanduser()
-    p = p if p.is_absolute() else REPO / p
+    p = p if p.is_absolute() else Path(path).resolve().parent / p
     if not p.exists():
-        raise_bad_key(path, key, text, f"{p} does not exist; fix the path")
+        raise_bad_key(path, key, text, f"{p} does not exist; fix the path" +
+                      (" or --data" if _VAR.search(text) else ""))
     return p
 
 
@@ -338,12 +373,14 @@ def _documents(wf: Workflow):
     def keep(docs):
         for doc in docs:
             if reps is not None and doc.structures:
-                missing = [r for r in reps if r not in doc.structures]
+                can = available(doc.structures)
+                missing = [r for r in reps if r not in can]
                 if missing:
                     raise WorkflowError(f"{wf.path}: key 'data.representations' = {reps!r}: example {doc.id} "
-                                        f"({doc.source}) has no {missing[0]!r} (it has {sorted(doc.structures)}); "
-                                        "name representations the data has")
-                doc.structures = {r: doc.structures[r] for r in reps}
+                                        f"({doc.source}) has no {missing[0]!r} (it has {sorted(doc.structures)}, "
+                                        f"and can be given {can}); name representations the data can have")
+                # derived where missing: tree/ptree/seq of a dependency tree, ptree of a tree (as prepare --reps)
+                doc.structures = complete(doc.structures, reps)
             yield doc
 
     for part, p in wf.data["inputs"].items():
@@ -392,8 +429,9 @@ def build_corpus(wf: Workflow, out: Path, progress: bool = True):
 
         if not store.complete:
             run = store.begin_run({"cluster": "sequential", "workflow": str(wf.path)})
-            write_shards(store, stream(), None, get_profile("sequential"), run, wf.data.get("model") or
-                          _default_model(), False, progress, None)
+            # model None: the default one, looked up only if a text needs parsing
+            write_shards(store, stream(), None, get_profile("sequential"), run, wf.data.get("model"), False,
+                         progress, None)
             store.finish()
         else:
             for _ in stream():
@@ -403,11 +441,6 @@ def build_corpus(wf: Workflow, out: Path, progress: bool = True):
         store.close()
     parts_file.write_text(json.dumps(parts))
     return CorpusStore.open(out), parts
-
-
-def _default_model():
-
-    return default_model_name()
 
 
 # ---- running ---------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ is — never a parameter that changes a stored number. ``cluster.yaml`` looks li
 
 A profile's ``type`` (``sequential``, ``threads``, ``local``, ``scheduler``, ``slurm``,
 ``kubernetes``) defaults to its name. The file is looked up in this order: an explicit ``cluster_file``
-(``--cluster-file``), ``$GRAMTILE_CLUSTER_FILE``, ``./cluster.yaml``; the built-in
-``sequential``, ``threads`` and ``local`` profiles are always available unless the file redefines
-them.
+(``--cluster-file``), ``$GRAMTILE_CLUSTER_FILE``, ``./cluster.yaml``. The built-in profiles
+(``sequential``, ``local``, ``threads``, ``scheduler``, ``slurm``, ``kubernetes``) are those of the
+repository's top-level ``cluster.yaml``, shipped inside the package as ``gramtile/cluster.yaml``
+(:func:`packaged_cluster_file`); they are always available unless the user's file redefines them.
 ``$GRAMTILE_SCHEDULER`` overrides the address of a ``scheduler`` profile.
 
 Profile types
@@ -40,7 +41,8 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from importlib.resources import files
 from pathlib import Path
 
 import dask
@@ -51,12 +53,6 @@ from gramtile.pipeline.compute.errors import ClusterConfigError
 
 TYPES = ("sequential", "threads", "local", "scheduler", "slurm", "kubernetes")
 
-BUILTIN_PROFILES = {
-    "sequential": {},
-    "local": {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB", "worker_ttl": 60},
-    # worker threads of the driver process (every kernel core releases the GIL)
-    "threads": {"n_workers": 2},
-}
 
 _POS_INT = "a positive integer"
 #: Seconds of silence after which the scheduler of a ``local`` profile drops a worker.
@@ -130,15 +126,30 @@ def find_cluster_file(cluster_file=None):
     return p if p.is_file() else None
 
 
+def packaged_cluster_file():
+    """The built-in profiles' file: ``cluster.yaml`` inside the installed package (a link to the
+    repository's top-level ``cluster.yaml`` in a checkout, a copy of it in a wheel)."""
+    p = Path(str(files("gramtile").joinpath("cluster.yaml")))
+    if not p.is_file():
+        raise ClusterConfigError(f"the built-in cluster profiles file {p} is missing from the installation. "
+                                 "Fix: reinstall gramtile")
+    return p
+
+
 def load_profiles(cluster_file=None) -> dict:
-    """All profiles by name, validated; file profiles override the built-in ones."""
-    profiles = {}
-    for name, opts in BUILTIN_PROFILES.items():
-        opts = dict(opts)
-        profiles[name] = Profile(name, opts.pop("type", name), opts)
+    """All profiles by name, validated; the user's file's profiles override the built-in ones
+    (:func:`packaged_cluster_file`)."""
+    builtin = packaged_cluster_file()
+    profiles = {n: replace(p, source=f"built-in ({builtin})") for n, p in read_profiles(builtin).items()}
     path = find_cluster_file(cluster_file)
-    if path is None:
-        return profiles
+    if path is not None and path.resolve() != packaged_cluster_file().resolve():
+        profiles.update(read_profiles(path))
+    return profiles
+
+
+def read_profiles(path) -> dict:
+    """The validated profiles of one cluster file, by name."""
+    profiles = {}
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as e:
@@ -204,8 +215,10 @@ def get_profile(name: str = "local", cluster_file=None) -> Profile:
     p = profiles.get(name)
     if p is None:
         src = find_cluster_file(cluster_file)
+        where = f"{src} and the built-in {packaged_cluster_file()}" if src else f"built-in {packaged_cluster_file()}"
         raise ClusterConfigError(f"unknown cluster profile {name!r}; known profiles: {sorted(profiles)} "
-                                 f"(from {src or 'built-in defaults'}). Fix: pick one or add it to cluster.yaml")
+                                 f"(from {where}; `gramtile profiles` lists them). "
+                                 "Fix: pick one or add it to ./cluster.yaml (or --cluster-file)")
     return p
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.compute.compilation import announce, mark_compiled
 from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -127,7 +128,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         if r not in have:
             raise KernelSpecError(f"kernel {spec.to_json()} reads representation {r!r}, but corpus store {cs.path} "
                                   f"holds {sorted(have)}; set the kernel's 'rep' to one of those or prepare the "
-                                  f"corpus with that representation")
+                                  f"corpus with it (gramtile prepare --reps {','.join(sorted({*have, r}))}: "
+                                  "tree, ptree and seq are derived from a dependency tree, ptree from a tree)")
     n = cs.n
     r_idx = _selection(rows, n, "rows")
     symmetric = cols is None or (not isinstance(cols, str) and cols is rows)
@@ -197,6 +199,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             if on_tile is not None:
                 on_tile(res)
 
+        if todo and progress:
+            announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
         try:
             if executor == "sequential":
                 run_sequential(job, grid, todo, record)
@@ -219,6 +223,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                             else:
                                 log.info(msg)
                         run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
+            if state["tiles"]:
+                mark_compiled(spec)
         finally:
             if bar is not None:
                 bar.close()

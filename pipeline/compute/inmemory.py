@@ -12,7 +12,9 @@ from gramtile.kernels.batches import Batch
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
-from gramtile.pipeline.representations.encode import encode, kind_of
+from gramtile.pipeline.compute.compilation import announce, mark_compiled
+from gramtile.pipeline.parsing.convert import parse
+from gramtile.pipeline.representations.encode import KIND_OF_TYPE, encode, kind_of
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.resources.build import build_value
@@ -20,16 +22,17 @@ from gramtile.pipeline.resources.keys import resource_names, resource_reps
 
 
 def batch_for(data, base):
-    """The batch a base spec reads from ``data`` (a Batch, or a mapping name -> Batch)."""
+    """The batch a base spec reads from ``data`` (a Batch, or a mapping name -> Batch), read-only
+    (:meth:`Batch.readonly`: the cores are compiled for one array signature, not two)."""
     if isinstance(data, Batch):
         if data.kind != base.reads:
             raise KernelSpecError(f"kernel {base.kind!r} reads {base.reads!r} examples, got a {data.kind!r} batch")
-        return data
+        return data.readonly()
     rep = base.rep_name
     if rep not in data:
         raise KernelSpecError(f"kernel {base.kind!r} reads representation {rep!r}, which the examples do not have "
                               f"(they have {sorted(data)}); set the spec's 'rep' to one of those")
-    return data[rep]
+    return data[rep].readonly()
 
 
 def resources_for(data, base):
@@ -82,15 +85,26 @@ def evaluate_block(spec, X, Y=None):
 
 
 def _structures(items):
-    """Normalise user input to a mapping rep name -> list of structures."""
+    """Normalise user input to a mapping rep name -> list of structures.
+
+    Structures of one kind and Documents with structures are used as they are; anything else
+    :func:`gramtile.pipeline.parsing.convert.parse` reads (spaCy Docs, conllu TokenLists, bracket
+    strings, raw text) is converted by it first.
+    """
     if isinstance(items, dict):
         return {k: list(v) for k, v in items.items()}
+    if isinstance(items, (str, bytes)):
+        raise TypeError("gramtile.gram() takes a list of examples, got a single string; wrap it: [text]")
     items = list(items)
-    if items and isinstance(items[0], Document):
-        names = set(items[0].structures)
-        return {n: [d.structures[n] for d in items] for n in names if all(n in d.structures for d in items)}
     if not items:
         raise ValueError("gram() needs at least one example")
+    kinds = {type(x) for x in items}
+    if not (kinds == {Document} and all(d.structures for d in items)) and \
+            not (len(kinds) == 1 and (kinds <= set(KIND_OF_TYPE) or isinstance(items[0], dict))):
+        items = parse(items, what="gramtile.gram")
+    if isinstance(items[0], Document):
+        names = set(items[0].structures)
+        return {n: [d.structures[n] for d in items] for n in names if all(n in d.structures for d in items)}
     return {DEFAULT_REP[kind_of(items[0])]: items}
 
 
@@ -100,8 +114,10 @@ def gram(spec, X, Y=None) -> np.ndarray:
     Parameters
     ----------
     spec : KernelSpec, dict or JSON string (``@file`` allowed)
-    X, Y : list of structures (Tree, DepTree, TokenSeq, PTree, ...), list of Documents, or a
-        mapping representation name -> list of structures. Y=None gives the square K(X, X).
+    X, Y : list of structures (Tree, DepTree, TokenSeq, PTree, ...), list of Documents, a
+        mapping representation name -> list of structures, or a list of what
+        ``gramtile.parse`` reads (spaCy Docs, conllu TokenLists, bracket strings, raw text),
+        converted by it. Y=None gives the square K(X, X).
         Resources a kernel needs (similarity matrices for soft matching) are built from these
         examples: WordNet over their combined vocabulary, LSA from their sequences.
 
@@ -126,7 +142,9 @@ def gram_with_resources(spec, X, Y=None):
     """
     spec = as_spec(spec)
     bx, by, vocabs = encode_with_resources(spec, X, Y)
+    announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
     K, _, _ = evaluate_block(spec, bx, by)
+    mark_compiled(spec)
     names = resource_reps(spec)
     return K, list(vocabs.sym.strings), {n: bx[n] for n in names}
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.parsing.convert import complete
 from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
@@ -125,7 +126,8 @@ def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> C
              for what, old, new in (("input", m["source"], source), ("format", m["input_format"], fmt),
                                     ("shard size", m["shard_size"], shard_size),
                                     ("reader options", old_reader, options["reader_options"]),
-                                    ("hdag", bool((m.get("options") or {}).get("hdag")), bool(options.get("hdag"))))
+                                    ("hdag", bool((m.get("options") or {}).get("hdag")), bool(options.get("hdag"))),
+                                    ("reps", (m.get("options") or {}).get("reps"), options.get("reps")))
              if old != new]
     if diffs:
         store.close()
@@ -163,7 +165,7 @@ def _interrupted_create(loc) -> bool:
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
             on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
             model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
-            reader_options: dict | None = None, client=None, hdag: bool = False) -> PrepareSummary:
+            reader_options: dict | None = None, client=None, hdag: bool = False, reps=None) -> PrepareSummary:
     """Prepare (or resume preparing) a corpus store.
 
     Parameters
@@ -200,6 +202,13 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     hdag : bool
         Also build the chunked HDAG of every parsed text (:mod:`gramtile.pipeline.parsing.hdag_build`;
         parses with the entity recogniser). Part of the store's options.
+    reps : list of str, optional
+        Store exactly these representations, derived where the input lacks them
+        (:func:`gramtile.pipeline.parsing.convert.complete`: ``tree``, ``ptree`` and ``seq`` from a
+        dependency tree, ``ptree`` from a bracket tree); a representation an example cannot be
+        given stops the run, listing those it can. ``["all"]`` (or ``"all"``): every representation
+        derivable from each example. Default: what the input has (parsed texts: ``dep``, ``seq``,
+        ``tree``, ``ptree``). Part of the store's options.
 
     Returns
     -------
@@ -220,17 +229,26 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
     options = {"on_error": on_error, "max_tokens": max_tokens, "reader_options": reader_options}
     if hdag:
         options["hdag"] = True
+    if reps is not None:
+        reps = [r.strip() for r in (reps.split(",") if isinstance(reps, str) else reps)]
+        if not reps or not all(reps) or len(set(reps)) != len(reps):
+            raise CorpusFormatError(f"reps={reps!r}: give distinct representation names, e.g. dep,tree,ptree,seq",
+                                    fix="correct --reps")
+        options["reps"] = reps
+    loc = location(out)
+    created = not loc.exists() or _interrupted_create(loc)
     store = _open_store(out, str(input_path), fmt, shard_size, options)
     try:
         if store.complete:
             summary = _summary(store, out, [], [], len(store.shard_ranges), t0)
             summary.already_complete = True
         else:
-            model = model or (store.parser or {}).get("package") or default_model_name()
-            if store.parser and store.parser.get("package") not in (None, model):
+            # None until a text needs parsing: gold input (trees, CoNLL-U) needs no spaCy model
+            model = model or (store.parser or {}).get("package")
+            if store.parser and model and store.parser.get("package") not in (None, model):
                 raise StoreMismatchError(
                     f"corpus store {out} was parsed with spaCy model {store.parser['package']!r}, this run "
-                    f"asks for {model!r}. Fix: rerun with --model {store.parser['package']} or use a new --out")
+                    f"asks for {model!r}. Fix: rerun with --spacy-model {store.parser['package']} or use a new --out")
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
             run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
             try:
@@ -242,6 +260,11 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
                         parsed, written, reused = write_shards(store, docs, client, profile, run, model,
                                                                 pretok, progress, _estimate_records(input_path, fmt))
             except Exception as e:
+                if created and not store.shard_ranges:
+                    # this run made the store and wrote nothing into it: leave nothing behind
+                    store.close()
+                    loc.remove_all()
+                    raise
                 runs = store.manifest["runs"]
                 runs[run - 1].update(stopped=now(), error=str(e))
                 store.update_manifest(runs=runs)
@@ -289,7 +312,11 @@ def wants_hdag(store) -> bool:
 
 
 def write_shards(store, docs, client, profile, run, model, pretok, progress, n_estimate):
-    """Stream shards: verify done ones, parse and write the others in order."""
+    """Stream shards: verify done ones, parse and write the others in order.
+
+    ``model`` None means the default spaCy model (:func:`default_model_name`), looked up only
+    when a shard has a text to parse: gold structures need no model installed.
+    """
     parse_shard, derive = parse_derive_shard, derive_all
     if wants_hdag(store):
         # parsing with the entity recogniser, and each item carries its HDAG
@@ -299,6 +326,9 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
             dep, hdag = item
             return {**derive_all(dep), "hdag": hdag}
 
+    reps = (store.manifest.get("options") or {}).get("reps")
+    if reps is not None and reps != ["all"] and wants_hdag(store) and "hdag" not in reps:
+        reps = [*reps, "hdag"]
     S = store.manifest["shard_size"]
     done = store.shard_ranges
     total = None if n_estimate is None else max(len(done), -(-n_estimate // S))
@@ -310,11 +340,18 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
     tag = uuid.uuid4().hex[:8]
     write_failed = False
 
+    def spacy_model():
+        nonlocal model
+        if model is None:
+            model = default_model_name()
+        return model
+
     def finish_one():
         nonlocal write_failed
         write_failed = True  # until this shard is written: its errors are not reading errors
         k, shard, mask, fut = pending.popleft()
         if any(mask):
+            spacy_model()
             texts = [d.text for d, m in zip(shard, mask) if m]
             items, prov = fut.result() if fut is not None else parse_shard(texts, pretok, model)
             it = iter(items)
@@ -324,6 +361,9 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
                     d.structures = item if isinstance(item, dict) else derive(item)
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
+        if reps is not None:
+            for d in shard:
+                d.structures = complete(d.structures, None if reps == ["all"] else reps, f"{d.source or d.id}: ")
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)
@@ -340,7 +380,7 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
             fut = None
             if any(mask) and client is not None:
                 texts = [d.text for d, m in zip(shard, mask) if m]
-                fut = client.submit(parse_shard, texts, pretok, model, key=f"gramtile-parse-{tag}-{k}")
+                fut = client.submit(parse_shard, texts, pretok, spacy_model(), key=f"gramtile-parse-{tag}-{k}")
             pending.append((k, shard, mask, fut))
             while len(pending) >= window:
                 finish_one()

