@@ -239,8 +239,14 @@ class Batch:
             v.flags.writeable = False
             return v
 
-        return Batch(self.kind, ro(self.offsets), {k: ro(v) for k, v in self.columns.items()},
-                     ro(self.child_ptr), ro(self.child_idx))
+        # views of a batch validated when it was built: building them skips validate() (the
+        # cores' entry point calls this for every block)
+        out = object.__new__(Batch)
+        for name, value in (("kind", self.kind), ("offsets", ro(self.offsets)),
+                            ("columns", {k: ro(v) for k, v in self.columns.items()}),
+                            ("child_ptr", ro(self.child_ptr)), ("child_idx", ro(self.child_idx))):
+            object.__setattr__(out, name, value)
+        return out
 
     def arrays(self) -> dict:
         """All arrays by name (``offsets`` and the node columns), for storage."""

@@ -13,8 +13,6 @@ import numpy as np
 from gramtile.kernels.composite import normalize_block
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
 from gramtile.pipeline.stores.gram_store import GramStore
 
 
@@ -129,20 +127,8 @@ def store_labels(store) -> list:
         If that corpus store's content hash is not the one the Gram store was computed from.
     """
 
-    path = store.meta.get("corpus_path")
-    if not path:
-        raise StoreError(f"{store.path} names no corpus store in its provenance; pass --labels FILE")
-    try:
-        cs = CorpusStore.open(path)
-    except StoreError as e:
-        raise StoreError(f"the corpus store {path} named by {store.path} cannot be opened ({e}); "
-                         "pass --labels FILE, or restore the corpus store at that path") from None
-    if cs.content_hash != store.corpus_hash:
-        raise StoreMismatchError(f"corpus store {path} has content hash {cs.content_hash}, but {store.path} was "
-                                 f"computed from {store.corpus_hash}; restore the original corpus store or pass "
-                                 "--labels FILE with the labels of the store's rows")
-    labels = cs.labels
-    return check_labels([labels[i] for i in store.rows()], f"corpus store {path}")
+    labels = store.labels("row", fix="pass --labels FILE with the labels of the store's rows")
+    return check_labels(labels, f"corpus store {store.meta.get('corpus_path')}")
 
 
 def read_labels(path, n: int | None = None) -> list:

@@ -335,13 +335,16 @@ class GramStore:
                 f"the done mask of Gram store {self.path} is damaged ({type(e).__name__}: {e}). Fix: run "
                 f"`gramtile verify --repair {self.path}`, which rebuilds it from the stored tiles") from None
 
-    def tile_intact(self, t: Tile) -> bool:
-        """True when tile ``t``'s K chunk and both diagonal chunks read back finite (checksums pass)."""
+    def tile_intact(self, t: Tile, crc: int = 0) -> bool:
+        """True when tile ``t``'s K chunk and both diagonal chunks read back finite (checksums pass)
+        and, when ``crc`` (its manifest entry) is given, the chunk's values have that checksum."""
         r0, r1, c0, c1 = self.spans(t)
         try:
-            return bool(np.isfinite(np.asarray(self.K[r0:r1, c0:c1])).all()
+            v = np.asarray(self.K[r0:r1, c0:c1])
+            return bool(np.isfinite(v).all()
                         and np.isfinite(np.asarray(self.diag_rows[r0:r1])).all()
-                        and np.isfinite(np.asarray(self.diag_cols[c0:c1])).all())
+                        and np.isfinite(np.asarray(self.diag_cols[c0:c1])).all()
+                        and (not crc or tile_checksum(v) == crc))
         except Exception:  # noqa: BLE001  (checksum mismatch, truncated chunk, ...)
             return False
 
@@ -364,10 +367,8 @@ class GramStore:
             self._new_manifest(gshape)
             self._bind()
             manifest = None
-        kept = [tl for tl in self.grid().tiles() if self.tile_intact(tl)
-                and (manifest is None or not manifest[tl.i, tl.j]
-                     or tile_checksum(self.K[slice(*self.spans(tl)[:2]), slice(*self.spans(tl)[2:])])
-                     == manifest[tl.i, tl.j])]
+        kept = [tl for tl in self.grid().tiles()
+                if self.tile_intact(tl, 0 if manifest is None else int(manifest[tl.i, tl.j]))]
         mask = np.zeros(gshape, dtype=bool)
         for tl in kept:
             mask[tl.i, tl.j] = True
@@ -487,8 +488,10 @@ class GramStore:
         all_ids = self.corpus_store().ids
         return [str(all_ids[i]) for i in sel]
 
-    def corpus_store(self) -> CorpusStore:
+    def corpus_store(self, fix: str = "pass the labels yourself") -> CorpusStore:
         """The corpus store named in the provenance, checked to hold the content K was computed from.
+
+        ``fix`` is the alternative the messages offer (the CLI's is ``pass --labels FILE``).
 
         Raises
         ------
@@ -496,22 +499,22 @@ class GramStore:
         """
         path = self.meta.get("corpus_path")
         if not path:
-            raise StoreError(f"{self.path} names no corpus store in its provenance; pass the labels yourself")
+            raise StoreError(f"{self.path} names no corpus store in its provenance; {fix}")
         try:
             cs = CorpusStore.open(path)
         except StoreError as e:
             raise StoreError(f"the corpus store {path} named by {self.path} cannot be opened ({e}); restore the "
-                             "corpus store at that path, or pass the labels yourself") from None
+                             f"corpus store at that path, or {fix}") from None
         if cs.content_hash != self.corpus_hash:
             raise StoreMismatchError(f"corpus store {path} has content hash {cs.content_hash}, but {self.path} was "
-                                     f"computed from {self.corpus_hash}; restore the original corpus store")
+                                     f"computed from {self.corpus_hash}; restore the original corpus store, or {fix}")
         return cs
 
-    def labels(self, which: str = "row") -> list:
+    def labels(self, which: str = "row", fix: str = "pass the labels yourself") -> list:
         """Labels of the row (or column) examples as read from the corpus store (plain Python
-        values: a string label is a ``str``, never its JSON quoting)."""
+        values: a string label is a ``str``, never its JSON quoting); ``fix`` as in :meth:`corpus_store`."""
         sel = self.rows() if which == "row" or self.symmetric else self.cols()
-        labels = self.corpus_store().labels
+        labels = self.corpus_store(fix).labels
         return [labels[i] for i in sel]
 
     def view(self) -> GramView:
