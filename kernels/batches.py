@@ -180,6 +180,21 @@ class Batch:
         if explicit_children:
             validate(self)
 
+    @staticmethod
+    def of_valid(kind: str, offsets, columns, child_ptr=None, child_idx=None) -> Batch:
+        """A batch made from the arrays of batches already validated (whole examples taken,
+        reordered or concatenated, views made read-only): built without running :func:`validate`
+        again, since it runs for every tile and block the cores get. The child CSR is derived as
+        in the constructor when not given."""
+        out = object.__new__(Batch)
+        if child_ptr is None and ("parent" in columns or "head" in columns):
+            child_ptr, child_idx = _children_csr(columns.get("parent", columns.get("head")), offsets,
+                                                 columns.get("position"))
+        for name, value in (("kind", kind), ("offsets", offsets), ("columns", columns),
+                            ("child_ptr", child_ptr), ("child_idx", child_idx)):
+            object.__setattr__(out, name, value)
+        return out
+
     @property
     def n(self) -> int:
         return int(self.offsets.shape[0] - 1)
@@ -200,7 +215,7 @@ class Batch:
         np.cumsum(lens, out=new_off[1:])
         gather = np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)]) if len(idx) else np.zeros(0, np.int64)
         cols = {k: np.ascontiguousarray(v[gather]) for k, v in self.columns.items()}
-        return Batch(self.kind, new_off, cols)
+        return Batch.of_valid(self.kind, new_off, cols)  # whole examples of a validated batch
 
     def slice(self, start: int, stop: int) -> Batch:
         """Examples ``start:stop`` as a new batch (node arrays are copied, contiguous)."""
@@ -220,7 +235,7 @@ class Batch:
             offs.append(b.offsets[1:] + base)
             base += int(b.offsets[-1])
         cols = {k: np.concatenate([b.columns[k] for b in batches]) for k in batches[0].columns}
-        return Batch(kind, np.concatenate(offs), cols)
+        return Batch.of_valid(kind, np.concatenate(offs), cols)  # validated batches, end to end
 
     def readonly(self) -> Batch:
         """This batch with read-only views of its arrays (no copy).
@@ -239,14 +254,8 @@ class Batch:
             v.flags.writeable = False
             return v
 
-        # views of a batch validated when it was built: building them skips validate() (the
-        # cores' entry point calls this for every block)
-        out = object.__new__(Batch)
-        for name, value in (("kind", self.kind), ("offsets", ro(self.offsets)),
-                            ("columns", {k: ro(v) for k, v in self.columns.items()}),
-                            ("child_ptr", ro(self.child_ptr)), ("child_idx", ro(self.child_idx))):
-            object.__setattr__(out, name, value)
-        return out
+        return Batch.of_valid(self.kind, ro(self.offsets), {k: ro(v) for k, v in self.columns.items()},
+                              ro(self.child_ptr), ro(self.child_idx))
 
     def arrays(self) -> dict:
         """All arrays by name (``offsets`` and the node columns), for storage."""
