@@ -1,4 +1,5 @@
-"""Every kernel family, imported so that each registers its spec classes; the spec builders.
+"""Every kernel family, imported so that each registers its spec classes (and its feature map,
+``gramtile.kernels.maps``, where it has one); the spec builders.
 
 ``REGISTRY`` (in :mod:`gramtile.kernels.spec`) maps the stable ``kind`` id to the spec class;
 a family module fills it when imported. Build specs from JSON through this module
@@ -18,9 +19,17 @@ from gramtile.kernels import (  # noqa: F401  (each family registers its specs o
     tree_kernels,
     wsd_kernels,
 )
+from gramtile.kernels.maps import bag, route, subsequence, tree  # noqa: F401  (each registers its map)
+from gramtile.kernels.maps import feature_map, no_map_reason
 from gramtile.kernels.spec import REGISTRY, as_spec, parse_spec, spec_from_dict
 
-__all__ = ["REGISTRY", "as_spec", "kinds", "parse_spec", "spec_from_dict"]
+__all__ = ["REGISTRY", "as_spec", "feature_map", "has_map", "kinds", "no_map_reason", "parse_spec",
+           "spec_from_dict"]
+
+
+def has_map(spec) -> bool:
+    """Whether a base spec has a finite explicit feature map (``gramtile.kernels.maps``)."""
+    return feature_map(spec) is not None
 
 
 def kinds() -> list:
