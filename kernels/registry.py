@@ -19,8 +19,11 @@ from gramtile.kernels import (  # noqa: F401  (each family registers its specs o
     tree_kernels,
     wsd_kernels,
 )
-from gramtile.kernels.maps import bag, route, subsequence, tree  # noqa: F401  (each registers its map)
+from gramtile.kernels.maps import bag as bag_map  # noqa: F401  (each module of maps registers its map)
 from gramtile.kernels.maps import feature_map, no_map_reason
+from gramtile.kernels.maps import route as route_map  # noqa: F401
+from gramtile.kernels.maps import subsequence as subsequence_map  # noqa: F401
+from gramtile.kernels.maps import tree as tree_map  # noqa: F401
 from gramtile.kernels.spec import REGISTRY, as_spec, parse_spec, spec_from_dict
 
 __all__ = ["REGISTRY", "as_spec", "feature_map", "has_map", "kinds", "no_map_reason", "parse_spec",
