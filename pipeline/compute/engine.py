@@ -27,10 +27,12 @@ import uuid
 import numpy as np
 
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.kernels.registry import as_spec
+from gramtile.kernels.registry import as_spec, has_map, no_map_reason
 from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.compute.compilation import announce, mark_compiled
 from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
+from gramtile.pipeline.compute.product import PATHS
+from gramtile.pipeline.compute.product import ensure as ensure_features
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
@@ -79,7 +81,7 @@ def _check_out(out):
 
 def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local", cluster_file=None,
              progress=True, memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
-             on_tile=None, client=None) -> GramStore:
+             on_tile=None, client=None, path: str = "auto") -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
 
     Parameters
@@ -109,6 +111,10 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         Called with each :class:`~gramtile.pipeline.compute.executors.TileResult` after it is recorded.
     client : distributed.Client, optional
         An already connected client to run on (``cluster`` is then only recorded in the log).
+    path : {"auto", "pairwise", "product"}
+        For base kernels with a finite feature map (:mod:`gramtile.pipeline.compute.product`):
+        ``auto`` computes a tile as a matrix product of stored feature rows when that is
+        estimated cheaper, the others force a path. Each tile's choice is in the log.
 
     Returns
     -------
@@ -117,6 +123,13 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
 
     spec = as_spec(spec)
     tile = check_tile(tile)
+    if path not in PATHS:
+        raise KernelSpecError(f"path {path!r}: use one of {list(PATHS)} (--path)")
+    if path == "product":
+        for b in spec.base_specs():
+            if not has_map(b):
+                raise KernelSpecError(f"--path product: kernel {b.to_json()} has no explicit feature map "
+                                      f"({no_map_reason(b)}); use --path auto or pairwise")
     profile = None
     if client is None and cluster != "sequential":
 
@@ -156,6 +169,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         # the corpus resources the kernel reads (similarity matrices, domain spaces): built now,
         # in the driver, if the corpus store lacks them; their content hashes join the provenance
         resources = ensure_for_spec(corpus_at, spec)
+        feature_sets = ensure_features(corpus_at, spec, path)  # explicit features: built here too
         store = GramStore.create_or_open(
             out, spec=spec, corpus_hash=cs.content_hash, corpus_path=corpus_at, resources=resources,
             rows=r_idx, cols=c_idx, tile=tile, symmetric=symmetric,
@@ -170,12 +184,14 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
                       store_path=out.canonical(), tile=store.tile, symmetric=symmetric,
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
-                      store_uid=store.meta.get("uid"), run=run_id)
+                      store_uid=store.meta.get("uid"), run=run_id, path=path if feature_sets else "pairwise")
         executor = "dask" if client is not None else \
             "sequential" if profile is None or profile.type == "sequential" else \
             "threads" if profile.type == "threads" else "dask"
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
-                   "tiles_total": total_tiles, "executor": executor, "cluster": cluster})
+                   "tiles_total": total_tiles, "executor": executor, "cluster": cluster, "path": path,
+                   "feature_sets": {h[:16]: {"n_features": m["n_features"], "build_seconds": m["build_seconds"]}
+                                    for h, m in feature_sets.items()}})
         store.touch(run=run_id)  # fences the tasks of any earlier run (write_tile checks it)
         todo_evals = sum(grid.evaluations(t) for t in todo)
         bar = None
@@ -186,10 +202,12 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
 
         def record(res):
             store.mark_done(res.tile, res.diag_r, res.diag_c, res.crc)
-            store.log({"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
-                       "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),
-                       "cpu_seconds": round(res.cpu_seconds, 6), "time": time.time(),
-                       "worker": res.worker})
+            line = {"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
+                    "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),
+                    "cpu_seconds": round(res.cpu_seconds, 6), "time": time.time(), "worker": res.worker}
+            if res.paths:
+                line["paths"] = res.paths  # product or pairwise, per base kernel with a feature map
+            store.log(line)
             state["evals"] += res.evaluations
             state["tiles"] += 1
             if bar is not None:

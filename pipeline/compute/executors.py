@@ -45,6 +45,7 @@ from gramtile.kernels.batches import Batch
 from gramtile.kernels.registry import parse_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import evaluate_block
+from gramtile.pipeline.compute.product import tile_products
 from gramtile.pipeline.resources.keys import resource_names
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreMismatchError
@@ -74,6 +75,8 @@ class TileJob:
     store_uid: str | None = None
     #: the run that planned the tasks; a task writes only while it is the store's current run
     run: str | None = None
+    #: "auto", "pairwise" or "product" for the kernels with a feature map (compute/product.py)
+    path: str = "pairwise"
 
     def key(self, t: Tile) -> str:
         """Deterministic Dask key of tile ``t`` within its run (a rerun's keys differ, so a task of
@@ -99,6 +102,8 @@ class TileResult:
     cpu_seconds: float = 0.0
     #: crc32c of the tile's values (gram_store.tile_checksum), recorded in the store's manifest
     crc: int = 0
+    #: the path each base kernel with a feature map took, with its cost estimates (for the log)
+    paths: list | None = None
 
 
 # ---- per-process caches --------------------------------------------------------------------
@@ -244,18 +249,16 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
     res = corpus_resources(job.corpus_path, job.corpus_hash, spec, job.reps)
     if res:
         X = {**X, **res}  # a copy: the cached tile range stays resource-free
-    if job.symmetric and t.i == t.j:
-        K, dr, dc = evaluate_block(spec, X)
-        n = len(ridx)
-        evals = n * (n + 1) // 2
-    else:
-        Y = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
-        K, dr, dc = evaluate_block(spec, X, Y)
-        evals = len(ridx) * len(cidx)
+    on_diag = job.symmetric and t.i == t.j
+    Y = None if on_diag else load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
+    n = len(ridx)
+    evals = n * (n + 1) // 2 if on_diag else n * len(cidx)
+    done, paths = tile_products(job.corpus_path, spec, job.path, ridx, cidx, X, Y, on_diag)
+    K, dr, dc = evaluate_block(spec, X, Y, done=done)
     write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid, job.run)
     return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
                       time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0,
-                      tile_checksum(K))
+                      tile_checksum(K), paths or None)
 
 
 def warm_up(job: TileJob, ridx: np.ndarray):

@@ -63,7 +63,7 @@ def base_block(base, X, Y=None):
     return base.block(bx, by, **kw), base.diag(bx, **kw), base.diag(by, **kw)
 
 
-def evaluate_block(spec, X, Y=None):
+def evaluate_block(spec, X, Y=None, done=None):
     """Evaluate ``spec`` on row examples X and column examples Y (None: Y = X).
 
     Parameters
@@ -71,6 +71,9 @@ def evaluate_block(spec, X, Y=None):
     spec : KernelSpec
     X, Y : Batch or mapping of representation name -> Batch (same examples across names).
         X also carries the resources its base kernels name (:func:`resource_names`).
+    done : dict, optional
+        ``{base spec hash: (K, diag_X, diag_Y)}`` of base kernels already evaluated another way
+        (the product path, :mod:`gramtile.pipeline.compute.product`); the others are evaluated here.
 
     Returns
     -------
@@ -79,7 +82,8 @@ def evaluate_block(spec, X, Y=None):
     diag_Y : ndarray, shape (n_Y,)
     """
     spec = as_spec(spec)
-    base = {b.spec_hash: base_block(b, X, Y) for b in spec.base_specs()}
+    done = done or {}
+    base = {b.spec_hash: done[b.spec_hash] if b.spec_hash in done else base_block(b, X, Y) for b in spec.base_specs()}
     K, dx, dy = spec.combine(base)
     return np.ascontiguousarray(K, dtype=np.float64), dx, dy
 

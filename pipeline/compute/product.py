@@ -1,0 +1,195 @@
+"""The product path: Gram blocks of kernels with a finite feature map as matrix products.
+
+For a base spec with a map (``gramtile.kernels.maps``), ``K = Phi_X diag(w) Phi_Y^T`` with
+``Phi`` the unweighted feature rows (counts, or sums of occurrence weights) and ``w_f = base **
+order_f``. A block is computed as a dense part over the *frequent* features (those held by at
+least a fraction :func:`dense_threshold` of the corpus: a BLAS product) plus a sparse part over
+the rare ones (SciPy's sparse product, whose cost is the sum over features of row-count x
+column-count). Both parts hold exact products of the same numbers the pairwise core multiplies,
+so the two paths agree to float64 round-off (tests: 1e-12 relative).
+
+The engine (:func:`tile_products`, called by each tile task) chooses per tile and base kernel:
+``path="pairwise"`` or ``"product"`` forces one; ``"auto"`` takes the product path when its
+estimated cost beats the pairwise estimate (:func:`estimate`, from the stored feature
+frequencies and the examples' sizes). The choice and both estimates go into the store's log.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from gramtile.kernels.maps import feature_map, weights
+from gramtile.kernels.maps.subsequence import occurrences
+from gramtile.pipeline.stores import feature_store
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.feature_store import FeatureVocab, rows_of
+
+PATHS = ("auto", "pairwise", "product")
+
+#: Cost constants of the estimates, in ns on one core (bench/features.py measured them on the
+#: 5,483 NUM trees and the 5,952 TREC questions, BENCHMARKS.md "Issue 18"): one multiply-add of
+#: the sparse part, one of the dense (BLAS) part, one entry of a block (allocation, the dense
+#: result of the sparse part), one stored row entry gathered.
+NS_SPARSE, NS_DENSE, NS_ENTRY, NS_NNZ = 4.0, 0.1, 3.0, 30.0
+#: Pairwise cost per evaluation in ns: a + b * (mean size of x + mean size of y) for the tree
+#: and bag cores (which walk both examples' node groups), a + b * n * |x| |y| for the
+#: subsequence dynamic programme.
+PAIR_COST = {"st": (60.0, 8.0), "bow": (15.0, 2.0), "route": (30.0, 4.0), "subsequence": (40.0, 1.2)}
+#: Feature sets larger than this many occurrences are not enumerated by ``auto`` (subsequence).
+MAX_OCCURRENCES = 50_000_000
+#: At most this many frequent features go to the dense part.
+MAX_DENSE = 2048
+
+
+def dense_threshold() -> float:
+    """Fraction of examples above which a feature is cheaper in the dense part: a dense feature
+    costs every entry of the block once (NS_DENSE), a sparse one (df_x df_y) NS_SPARSE."""
+    return float(np.sqrt(NS_DENSE / NS_SPARSE))
+
+
+def features(spec, X, vocab: FeatureVocab | None = None):
+    """The explicit feature rows of examples X under a base spec with a map.
+
+    Parameters
+    ----------
+    spec : base KernelSpec with a feature map (``gramtile.kernels.registry.has_map``)
+    X : Batch (or mapping representation name -> Batch)
+    vocab : FeatureVocab, optional
+        Feature ids to extend (e.g. to encode a second set of examples with the same ids).
+
+    Returns
+    -------
+    (Phi, w, vocab): ``Phi`` a SciPy CSR matrix (len(X) x n_features), unweighted; ``w`` the
+    feature weights (``K = Phi diag(w) Phi^T``); the vocabulary.
+    """
+    fmap = feature_store.map_of(spec)
+    batch = X if hasattr(X, "kind") else X[spec.rep_name]
+    vocab = FeatureVocab() if vocab is None else vocab
+    lf = fmap.local(spec, batch)
+    gid = vocab.intern(lf)
+    phi = rows_of(lf, gid, len(vocab))
+    return phi, weights(fmap, spec, vocab.order), vocab
+
+
+def _rows_split(phi: sp.csr_matrix, dense: np.ndarray):
+    """(the ``dense`` columns of ``phi`` as an array, the other columns as CSR)."""
+    n = phi.shape[0]
+    if dense.shape[0] == 0:
+        return np.zeros((n, 0)), phi
+    D = phi[:, dense].toarray()
+    mask = np.ones(phi.shape[1], np.bool_)
+    mask[dense] = False
+    keep = mask[phi.indices]
+    row = np.repeat(np.arange(n), np.diff(phi.indptr))
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(row[keep], minlength=n), out=indptr[1:])
+    return D, sp.csr_matrix((phi.data[keep], phi.indices[keep], indptr), shape=phi.shape)
+
+
+def block(phi_x, w, dense=None, phi_y=None):
+    """``(K, diag_x, diag_y)`` of ``Phi_X diag(w) Phi_Y^T`` (``phi_y=None``: Y = X, symmetric).
+
+    ``dense`` lists the feature ids computed in the dense (BLAS) part; the rest go through a
+    sparse product. A symmetric block is made exactly symmetric (its upper triangle mirrored),
+    as the pairwise cores make theirs.
+    """
+    dense = np.zeros(0, np.int64) if dense is None else np.asarray(dense, np.int64)
+    Dx, Rx = _rows_split(phi_x, dense)
+    wd = w[dense]
+    Rxw = Rx @ sp.diags(w)
+    if phi_y is None:
+        Dy, Ry = Dx, Rx
+    else:
+        Dy, Ry = _rows_split(phi_y, dense)
+    K = (Rxw @ Ry.T).toarray()
+    if dense.shape[0]:
+        K += (Dx * wd) @ Dy.T
+    dx = np.asarray(Rxw.multiply(Rx).sum(axis=1)).reshape(-1) + (Dx * Dx) @ wd
+    if phi_y is None:
+        K = np.triu(K) + np.triu(K, 1).T
+        return K, dx, dx
+    Ryw = Ry @ sp.diags(w)
+    dy = np.asarray(Ryw.multiply(Ry).sum(axis=1)).reshape(-1) + (Dy * Dy) @ wd
+    return K, dx, dy
+
+
+def frequent(fs) -> np.ndarray:
+    """Ids of the features of a stored feature set that go to the dense part."""
+    thr = dense_threshold() * fs.n
+    ids = np.flatnonzero(fs.df >= max(thr, 1))
+    if ids.shape[0] > MAX_DENSE:
+        ids = np.sort(ids[np.argsort(-fs.df[ids], kind="stable")[:MAX_DENSE]])
+    return ids
+
+
+def estimate(base, fs, r: int, c: int, symmetric: bool, size_x: float, size_y: float) -> dict:
+    """Estimated ns of a block of ``r`` x ``c`` examples on each path.
+
+    Product: sum over rare features of (df r / n)(df c / n) sparse multiply-adds, r c k dense
+    ones for the k frequent features, plus the block's entries and the rows gathered.
+    Pairwise: evaluations (r (r + 1) / 2 for a symmetric block) times :data:`PAIR_COST`.
+    """
+    n = max(fs.n, 1)
+    dense = frequent(fs)
+    df = fs.df.astype(np.float64)
+    rare2 = float((df * df).sum() - (df[dense] ** 2).sum())
+    nnz = float(df.sum())
+    prod = (NS_SPARSE * rare2 * (r / n) * (c / n) * (0.5 if symmetric else 1.0)
+            + NS_DENSE * r * c * dense.shape[0] + NS_ENTRY * r * c + NS_NNZ * nnz * (r + c) / n)
+    evals = r * (r + 1) / 2 if symmetric else r * c
+    a, b = PAIR_COST.get(base.kind, (100.0, 10.0))
+    if base.kind == "subsequence":
+        per = a + b * base.n * size_x * size_y
+    else:
+        per = a + b * (size_x + size_y)
+    return {"product": prod, "pairwise": evals * per}
+
+
+def bases_with_map(spec) -> list:
+    return [b for b in spec.base_specs() if feature_map(b) is not None]
+
+
+def ensure(corpus_path, spec, path: str) -> dict:
+    """Driver side: build the feature sets the run may use (none for ``path="pairwise"``).
+
+    Returns ``{base spec hash: feature-set attribute}``. With ``auto``, a subsequence kernel whose
+    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences keeps the pairwise path.
+    """
+    if path == "pairwise":
+        return {}
+    out = {}
+    for b in bases_with_map(spec):
+        if path == "auto" and b.kind == "subsequence":
+            if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
+                continue
+        out[b.spec_hash] = feature_store.ensure(corpus_path, b)
+    return out
+
+
+def tile_products(corpus_path: str, spec, path: str, ridx, cidx, X, Y, symmetric: bool):
+    """Tile side: the blocks of the base kernels that take the product path on this tile.
+
+    Returns ``(done, choices)``: ``done`` maps base spec hash -> (K, diag_rows, diag_cols) for
+    :func:`~gramtile.pipeline.compute.inmemory.evaluate_block`; ``choices`` lists, per base
+    kernel with a map, ``{"kernel", "path", "estimate_ns": {...}}`` for the log.
+    """
+    done, choices = {}, []
+    if path == "pairwise":
+        return done, choices
+    for b in bases_with_map(spec):
+        meta = feature_store.info(corpus_path, b)
+        if meta is None:  # auto left it out (too many occurrences)
+            continue
+        fs = feature_store.load(corpus_path, b)
+        bx = X[b.rep_name]
+        by = bx if Y is None else Y[b.rep_name]
+        est = estimate(b, fs, len(ridx), len(cidx), symmetric, float(np.mean(bx.sizes())) if bx.n else 0.0,
+                       float(np.mean(by.sizes())) if by.n else 0.0)
+        chosen = "product" if path == "product" or est["product"] < est["pairwise"] else "pairwise"
+        choices.append({"kernel": b.kind, "path": chosen,
+                        "estimate_ns": {k: round(v) for k, v in est.items()}})
+        if chosen == "product":
+            dense = frequent(fs)
+            px = fs.rows(ridx)
+            done[b.spec_hash] = block(px, fs.w, dense, None if symmetric else fs.rows(cidx))
+    return done, choices

@@ -1,0 +1,320 @@
+"""Explicit feature sets of a corpus, stored in its corpus store; the corpus-level feature vocabulary.
+
+A kernel with a finite feature map (``gramtile.kernels.maps``) gives every example a sparse row
+``phi(x)`` over corpus-level feature ids, and ``K(x, y) = sum_f w_f phi_f(x) phi_f(y)``. For a
+corpus store the rows, the feature vocabulary and the feature frequencies are built once, by
+the Gram engine's driver (under the corpus store's writer lock, before any tile is submitted,
+like corpus resources), and afterwards only loaded, so tiles computed on different workers
+share feature ids::
+
+    CORPUS.zarr/features/<kind>-<param hash>/
+        zarr.json                 attribute "gramtile_features": kind, params, n_examples,
+                                  n_features, shard sha256s, corpus content hash, content_hash
+        key_ptr, key_items        the feature vocabulary: feature f's key (FeatureVocab), in id order
+        order                     weight exponent of each feature (w_f = base ** order_f)
+        df                        number of examples holding each feature (its frequency)
+        phi/<k>/indptr, indices, data    shard k's rows (CSR, ids increasing within a row)
+
+The **param hash** covers what fixes features and values (``FeatureMap.params``: for ST the
+representation and ``leaves``, not ``lam``, which only changes the weights). The attribute is
+written last; a group without it is an unfinished build and is rebuilt. Loading a shard checks
+its sha256. The corpus content hash does not cover ``features/``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
+
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.maps import LocalFeatures, feature_map, no_map_reason, weights
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreLockedError
+from gramtile.pipeline.stores.storage import location
+
+ATTR = "gramtile_features"
+GROUP = "features"
+FORMAT_VERSION = 1
+LOCK_WAIT_SECONDS = 600.0
+_COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
+
+#: builds and shard loads in this process (tests check that tile tasks only load)
+stats = {"built": 0, "shard_loads": 0}
+_cache_lock = threading.Lock()
+_meta_cache: dict = {}
+_shard_cache: dict = {}
+
+
+class FeatureVocab:
+    """Corpus-level feature ids: a feature's key (its items, with references translated to
+    corpus ids) -> id, assigned in first-seen order and append-only, like a vocabulary."""
+
+    def __init__(self, key_ptr=None, key_items=None, order=None):
+        self.index: dict = {}
+        self._ptr = [0]
+        self._items: list = []
+        self._order: list = []
+        if key_ptr is not None:
+            items = np.asarray(key_items, np.int64)
+            buf = items.tobytes()
+            for f in range(len(key_ptr) - 1):
+                self.index[buf[8 * key_ptr[f]:8 * key_ptr[f + 1]]] = f
+            self._ptr = list(np.asarray(key_ptr, np.int64))
+            self._items = [items]
+            self._order = [np.asarray(order, np.int64)]
+
+    def __len__(self):
+        return len(self.index)
+
+    def intern(self, lf: LocalFeatures, grow: bool = True) -> np.ndarray:
+        """Corpus ids of the local features of ``lf`` (new keys get new ids when ``grow``,
+        else -1, as does a feature referencing an unknown one)."""
+        gid = np.full(lf.m, -1, np.int64)
+        items = lf.key_items.copy()
+        new_items, new_order = [], []
+        ptr = self._ptr
+        item_level = np.repeat(lf.level, np.diff(lf.key_ptr))
+        for lv in np.unique(lf.level):
+            feats = np.flatnonzero(lf.level == lv)
+            lo, hi = lf.key_ptr[feats], lf.key_ptr[feats + 1]
+            # translate this level's references (lower levels are done)
+            refs = (item_level == lv) & lf.key_ref
+            items[refs] = gid[lf.key_items[refs]]
+            buf = items.tobytes()
+            bad = np.zeros(items.shape[0], np.bool_)
+            bad[refs] = items[refs] < 0
+            for f, a, b in zip(feats.tolist(), lo.tolist(), hi.tolist()):
+                key = buf[8 * a:8 * b]
+                g = self.index.get(key)
+                if g is None:
+                    if not grow or bad[a:b].any():
+                        continue
+                    g = len(self.index)
+                    self.index[key] = g
+                    new_items.append(items[a:b].copy())
+                    ptr.append(ptr[-1] + (b - a))
+                    new_order.append(int(lf.order[f]))
+                gid[f] = g
+        if new_items:
+            self._items.append(np.concatenate(new_items))
+            self._order.append(np.asarray(new_order, np.int64))
+        return gid
+
+    def arrays(self) -> dict:
+        z = np.zeros(0, np.int64)
+        return {"key_ptr": np.asarray(self._ptr, np.int64),
+                "key_items": np.concatenate(self._items) if self._items else z,
+                "order": np.concatenate(self._order) if self._order else z}
+
+    @property
+    def order(self) -> np.ndarray:
+        return self.arrays()["order"]
+
+
+def rows_of(lf: LocalFeatures, gid: np.ndarray, n_features: int) -> sp.csr_matrix:
+    """The CSR rows (examples x corpus features) of ``lf`` under corpus ids ``gid``
+    (features with id -1 are left out)."""
+    col = gid[lf.idx]
+    keep = col >= 0
+    row = np.repeat(np.arange(lf.ptr.shape[0] - 1), np.diff(lf.ptr))
+    m = sp.csr_matrix((lf.val[keep], (row[keep], col[keep])), shape=(lf.ptr.shape[0] - 1, n_features))
+    m.sort_indices()
+    return m
+
+
+def map_of(base):
+    fmap = feature_map(base)
+    if fmap is None:
+        raise KernelSpecError(f"kernel {base.to_json()} has no explicit feature map: {no_map_reason(base)}")
+    return fmap
+
+
+def group_name(base) -> str:
+    """``features/<kind>-<param hash>`` of a base spec with a feature map."""
+    fmap = map_of(base)
+    params = {"format": FORMAT_VERSION, "kind": base.kind, **fmap.params(base)}
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{GROUP}/{base.kind}-{digest}"
+
+
+def _open(corpus_path, mode="r"):
+    loc = location(corpus_path)
+    if not loc.exists("zarr.json"):
+        raise StoreError(f"no corpus store at {loc}. Fix: create it with `gramtile prepare --out {loc}`")
+    return zarr.open_group(loc.zarr_store(), mode=mode)
+
+
+def info(corpus_path, base) -> dict | None:
+    """The stored attribute of the base spec's feature set (None when absent or unfinished)."""
+    g = _open(corpus_path)
+    try:
+        node = g[group_name(base)]
+    except KeyError:
+        return None
+    meta = node.attrs.get(ATTR)
+    return dict(meta) if meta and meta.get("content_hash") else None
+
+
+def _lock(corpus_path, wait: float):
+    lock = location(corpus_path).lock(".lock", f"corpus store {corpus_path}")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return lock.acquire()
+        except StoreLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _sha(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def _write(g, name, a):
+    g.create_array(name, data=a, chunks=(max(1, a.shape[0]),), compressors=_COMPRESSORS, overwrite=True)
+
+
+def _build(corpus_path, base, cs: CorpusStore) -> dict:
+    t0 = time.perf_counter()
+    fmap = map_of(base)
+    rep = base.rep_name
+    if rep not in cs.representations:
+        raise KernelSpecError(f"kernel {base.to_json()} reads representation {rep!r}, which corpus store "
+                              f"{corpus_path} does not hold (it holds {sorted(cs.representations)})")
+    root = _open(corpus_path, mode="r+")
+    g = root.require_group(group_name(base))
+    if ATTR in g.attrs:
+        del g.attrs[ATTR]
+    vocab = FeatureVocab()
+    shards, df_parts = [], []
+    ranges = [(int(a), int(b)) for a, b in cs.shard_ranges] or [(0, int(cs.n))]
+    for k, (a, b) in enumerate(ranges):
+        batch = cs.load(rep, a, b)
+        lf = fmap.local(base, batch)
+        gid = vocab.intern(lf)
+        m = rows_of(lf, gid, len(vocab))
+        sg = g.require_group("phi").require_group(str(k))
+        indptr, indices = m.indptr.astype(np.int64), m.indices.astype(np.int64)
+        for name, arr in (("indptr", indptr), ("indices", indices), ("data", m.data)):
+            _write(sg, name, arr)
+        shards.append({"index": k, "start": a, "stop": b, "sha256": _sha(indptr, indices, m.data)})
+        df_parts.append(np.bincount(indices, minlength=len(vocab)))
+    nf = len(vocab)
+    df = np.zeros(nf, np.int64)
+    for d in df_parts:
+        df[:d.shape[0]] += d
+    arrays = {**vocab.arrays(), "df": df}
+    for name, arr in arrays.items():
+        _write(g, name, arr)
+    meta = {"kind": base.kind, "params": fmap.params(base), "format_version": FORMAT_VERSION,
+            "n_examples": int(cs.n), "n_features": nf, "nnz": int(df.sum()), "shards": shards,
+            "corpus_content_hash": cs.content_hash, "build_seconds": round(time.perf_counter() - t0, 3),
+            "content_hash": _sha(*(arrays[k] for k in sorted(arrays)), *(s["sha256"].encode() for s in shards))}
+    g.attrs[ATTR] = meta  # last: marks the group finished
+    stats["built"] += 1
+    return meta
+
+
+def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
+    """The feature set of ``base`` in the corpus store, built (under the store's writer lock,
+    from every example) if missing or made from another corpus content; returns its attribute."""
+    cs = CorpusStore.open(corpus_path)
+    meta = info(corpus_path, base)
+    if meta is not None and meta.get("corpus_content_hash") == cs.content_hash:
+        return meta
+    if not cs.complete:
+        raise StoreError(f"corpus store {corpus_path} is incomplete; feature sets are built from the whole corpus. "
+                         f"Fix: rerun `gramtile prepare` to finish it first")
+    lock = _lock(corpus_path, wait)
+    try:
+        meta = info(corpus_path, base)  # another driver may have built it while we waited
+        if meta is None or meta.get("corpus_content_hash") != cs.content_hash:
+            meta = _build(corpus_path, base, cs)
+    finally:
+        lock.release()
+    return meta
+
+
+class FeatureSet:
+    """A loaded feature set: frequencies, orders, and rows read shard by shard (cached)."""
+
+    def __init__(self, corpus_path, base, meta: dict):
+        self.corpus_path = corpus_path
+        self.base = base
+        self.meta = meta
+        g = _open(corpus_path)[group_name(base)]
+        self._g = g
+        self.df = g["df"][...]
+        self.order = g["order"][...]
+        self.n = int(meta["n_examples"])
+        self.n_features = int(meta["n_features"])
+        self.w = weights(map_of(base), base, self.order)
+        self._starts = np.asarray([s["start"] for s in meta["shards"]], np.int64)
+
+    def _shard(self, k: int) -> sp.csr_matrix:
+        s = self.meta["shards"][k]
+        key = (location(self.corpus_path).canonical(), self.meta["content_hash"], k)
+        with _cache_lock:
+            hit = _shard_cache.get(key)
+        if hit is not None:
+            return hit
+        sg = self._g["phi"][str(k)]
+        try:
+            indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
+        except Exception as e:  # a failed crc32c check surfaces as a codec error
+            raise StoreCorruptError(f"feature shard {k} of {group_name(self.base)} in {self.corpus_path} cannot be "
+                                    f"read ({e}). Fix: delete that group; the next `gramtile gram` rebuilds it") from None
+        if _sha(indptr, indices, data) != s["sha256"]:
+            raise StoreCorruptError(f"feature shard {k} of {group_name(self.base)} in {self.corpus_path} does not "
+                                    f"match its recorded sha256. Fix: delete that group; the next `gramtile gram` "
+                                    f"rebuilds it")
+        m = sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], self.n_features))
+        stats["shard_loads"] += 1
+        with _cache_lock:
+            _shard_cache[key] = m
+            while len(_shard_cache) > 64:
+                _shard_cache.pop(next(iter(_shard_cache)))
+        return m
+
+    def rows(self, idx) -> sp.csr_matrix:
+        """Rows of corpus examples ``idx`` (any order), shape (len(idx), n_features)."""
+        idx = np.asarray(idx, np.int64)
+        sh = np.searchsorted(self._starts, idx, side="right") - 1
+        parts, where = [], np.empty(idx.shape[0], np.int64)
+        pos = 0
+        for k in np.unique(sh):
+            m = self._shard(int(k))
+            sel = np.flatnonzero(sh == k)
+            parts.append(m[idx[sel] - self._starts[k]])
+            where[sel] = np.arange(pos, pos + sel.shape[0])
+            pos += sel.shape[0]
+        whole = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+        if not np.array_equal(where, np.arange(idx.shape[0])):
+            whole = whole[where]  # row i of the result is row where[i] of the shard-ordered stack
+        return whole
+
+
+def load(corpus_path, base) -> FeatureSet:
+    """The stored feature set of ``base`` (never built here: the driver built it)."""
+    meta = info(corpus_path, base)
+    if meta is None:
+        raise StoreError(f"corpus store {corpus_path} has no feature set {group_name(base)} for kernel "
+                         f"{base.to_json()}. Fix: run `gramtile gram` (its driver builds it) or pass --path pairwise")
+    key = (location(corpus_path).canonical(), meta["content_hash"])
+    with _cache_lock:
+        fs = _meta_cache.get(key)
+    if fs is None:
+        fs = FeatureSet(corpus_path, base, meta)
+        with _cache_lock:
+            _meta_cache[key] = fs
+    return fs
