@@ -104,13 +104,18 @@ def block(phi_x, w, dense=None, phi_y=None):
     K = (Rxw @ Ry.T).toarray()
     if dense.shape[0]:
         K += (Dx * wd) @ Dy.T
-    dx = np.asarray(Rxw.multiply(Rx).sum(axis=1)).reshape(-1) + (Dx * Dx) @ wd
+    # diagonals row by row from the rows alone (a CSR product sums each row in one order, so an
+    # example's self-kernel is the same number in every tile it appears in)
+    dx = _self(phi_x, w)
     if phi_y is None:
         K = np.triu(K) + np.triu(K, 1).T
         return K, dx, dx
-    Ryw = Ry @ sp.diags(w)
-    dy = np.asarray(Ryw.multiply(Ry).sum(axis=1)).reshape(-1) + (Dy * Dy) @ wd
-    return K, dx, dy
+    return K, dx, _self(phi_y, w)
+
+
+def _self(phi: sp.csr_matrix, w: np.ndarray) -> np.ndarray:
+    """Self-kernels sum_f w_f phi_f(x)^2 of each row."""
+    return np.asarray(phi.multiply(phi) @ w, dtype=np.float64).reshape(-1)
 
 
 def frequent(fs) -> np.ndarray:

@@ -304,6 +304,13 @@ class FeatureSet:
         return whole
 
 
+def clear_cache():
+    """Forget the feature sets and shards loaded in this process."""
+    with _cache_lock:
+        _meta_cache.clear()
+        _shard_cache.clear()
+
+
 def load(corpus_path, base) -> FeatureSet:
     """The stored feature set of ``base`` (never built here: the driver built it)."""
     meta = info(corpus_path, base)

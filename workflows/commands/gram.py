@@ -39,6 +39,10 @@ def add_parser(sub):
                    help="tile edge in examples (default: the store's, else chosen from a memory budget)")
     p.add_argument("--cluster", default="local", help=CLUSTER_HELP)
     p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
+    p.add_argument("--path", choices=("auto", "pairwise", "product"), default="auto",
+                   help="for kernels with an explicit feature map (st, bow, route, exact subsequence): compute "
+                        "tiles as matrix products of stored feature rows when estimated cheaper (auto, the "
+                        "default), always (product) or never (pairwise); each tile's choice is in the store's log")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -67,7 +71,8 @@ def run(args) -> int:
     if args.input:
         corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,
-                  cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress)
+                  cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress,
+                  path=args.path)
     done, total = st.tiles_done()
     print(f"{out}: {done}/{total} tiles done, K {st.shape[0]} x {st.shape[1]}, kernel {st.kernel_hash[:16]}")
     return 0 if done == total else 1

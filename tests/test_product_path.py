@@ -1,0 +1,121 @@
+"""The engine's product path (pipeline/compute/product.py): feature sets stored in the corpus
+store, tiles as matrix products, the per-tile choice recorded in the log, and the same K as the
+pairwise cores on every path and executor."""
+import numpy as np
+import pytest
+import zarr
+from conftest import corpus_store_of, num_trees
+
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.compute import product
+from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.stores import feature_store
+from gramtile.pipeline.stores.errors import StoreCorruptError
+from gramtile.workflows.cli import main
+
+ST = '{"kind": "st", "lam": 0.4}'
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return corpus_store_of(tmp_path_factory.mktemp("corpus") / "num500.zarr", num_trees(500), 150)
+
+
+def gram(corpus, spec, out, path, **kw):
+    st = run_gram(corpus, spec, out, tile=kw.pop("tile", 128), cluster=kw.pop("cluster", "sequential"),
+                  progress=False, path=path, **kw)
+    return st, st.view().to_numpy()
+
+
+def tiles_logged(st):
+    return [r for r in st.read_log() if r.get("event") == "tile"]
+
+
+def max_rel(A, B):
+    scale = np.maximum(np.abs(A), np.abs(B))
+    return float(np.max(np.where(scale > 0, np.abs(A - B) / np.where(scale > 0, scale, 1), 0.0)))
+
+
+@pytest.mark.parametrize("spec", [ST, '{"kind": "st", "lam": 0.7, "leaves": true}',
+                                  '{"kind": "normalized", "kernel": {"kind": "st", "lam": 0.4}}',
+                                  '{"kind": "sum", "kernels": [{"weight": 1, "kernel": {"kind": "st"}}, '
+                                  '{"weight": 0.5, "kernel": {"kind": "sst"}}]}'])
+def test_product_and_pairwise_paths_give_the_same_K(corpus, tmp_path, spec):
+    _, K0 = gram(corpus, spec, tmp_path / "pair.zarr", "pairwise")
+    sp, K1 = gram(corpus, spec, tmp_path / "prod.zarr", "product" if "sst" not in spec else "auto")
+    assert max_rel(K1, K0) <= 1e-12
+    # base kernels are exactly symmetric on both paths; the normalised composite divides by the
+    # row and then the column root, on either path, which is symmetric to round-off only
+    assert np.array_equal(K1, K1.T) if "normalized" not in spec else max_rel(K1, K1.T) <= 1e-15
+    for rec in tiles_logged(sp):
+        st_paths = [p for p in rec["paths"] if p["kernel"] == "st"]
+        assert len(st_paths) == 1 and {"product", "pairwise"} == set(st_paths[0]["estimate_ns"])
+    pair_log = tiles_logged(run_gram(corpus, spec, tmp_path / "pair.zarr", progress=False, cluster="sequential"))
+    assert all("paths" not in r for r in pair_log)  # the pairwise run recorded no product choice
+
+
+def test_auto_records_the_cheaper_estimate_and_the_forced_path(corpus, tmp_path):
+    st, K = gram(corpus, ST, tmp_path / "auto.zarr", "auto")
+    recs = tiles_logged(st)
+    assert recs
+    for rec in recs:
+        (p,) = rec["paths"]
+        est = p["estimate_ns"]
+        assert p["path"] == ("product" if est["product"] < est["pairwise"] else "pairwise")
+    start = [r for r in st.read_log() if r.get("event") == "start"][-1]
+    assert start["path"] == "auto" and start["feature_sets"]
+    st2, K2 = gram(corpus, ST, tmp_path / "forced.zarr", "product")
+    assert all(r["paths"][0]["path"] == "product" for r in tiles_logged(st2))
+    assert max_rel(K2, K) <= 1e-12
+
+
+def test_rectangular_selection_and_threads(corpus, tmp_path):
+    kw = {"rows": "0:130", "cols": "200:500"}
+    _, K0 = gram(corpus, ST, tmp_path / "a.zarr", "pairwise", **kw)
+    _, K1 = gram(corpus, ST, tmp_path / "b.zarr", "product", cluster="threads", **kw)
+    assert K1.shape == (130, 300) and max_rel(K1, K0) <= 1e-12
+
+
+def test_feature_set_built_once_and_shared_by_lam(corpus, tmp_path):
+    gram(corpus, ST, tmp_path / "one.zarr", "product")
+    before = feature_store.stats["built"]
+    gram(corpus, '{"kind": "st", "lam": 0.9}', tmp_path / "two.zarr", "product")  # lam changes weights only
+    assert feature_store.stats["built"] == before
+    (base,) = product.bases_with_map(as_spec(ST))
+    meta = feature_store.info(corpus, base)
+    assert meta["n_examples"] == 500 and meta["n_features"] > 0
+    assert sum(s["stop"] - s["start"] for s in meta["shards"]) == 500
+
+
+def test_corrupt_feature_shard_is_reported(tmp_path):
+    c = corpus_store_of(tmp_path / "c.zarr", num_trees(60), 30)
+    gram(c, ST, tmp_path / "g.zarr", "product")
+    base = as_spec(ST)
+    g = zarr.open_group(str(c), mode="r+")[feature_store.group_name(base)]["phi"]["1"]
+    data = g["data"][...]
+    data[0] += 1.0
+    g["data"][...] = data  # a valid chunk with the wrong numbers: the recorded sha256 catches it
+    feature_store.clear_cache()
+    with pytest.raises(StoreCorruptError, match="sha256"):
+        feature_store.load(c, base).rows(np.arange(30, 60))
+
+
+def test_product_path_for_a_kernel_without_a_map_is_refused(corpus, tmp_path, capsys):
+    with pytest.raises(KernelSpecError, match="no explicit feature map"):
+        run_gram(corpus, '{"kind": "sst"}', tmp_path / "x.zarr", path="product", progress=False)
+    assert not (tmp_path / "x.zarr").exists()
+    assert main(["-q", "gram", "--corpus", str(corpus), "--kernel", '{"kind": "pt"}', "--out",
+                 str(tmp_path / "y.zarr"), "--path", "product", "--cluster", "sequential"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no explicit feature map" in err[0]
+
+
+def test_cli_gram_path_option(corpus, tmp_path):
+    for path in ("pairwise", "product"):
+        assert main(["-q", "gram", "--corpus", str(corpus), "--kernel", ST, "--out", str(tmp_path / f"{path}.zarr"),
+                     "--path", path, "--cluster", "sequential", "--rows", "0:200"]) == 0
+    from gramtile.pipeline.stores.gram_store import GramStore
+    K0 = GramStore.open(tmp_path / "pairwise.zarr").view().to_numpy()
+    K1 = GramStore.open(tmp_path / "product.zarr").view().to_numpy()
+    assert max_rel(K1, K0) <= 1e-12
