@@ -53,68 +53,102 @@ _shard_cache: dict = {}
 
 class FeatureVocab:
     """Corpus-level feature ids: a feature's key (its items, with references translated to
-    corpus ids) -> id, assigned in first-seen order and append-only, like a vocabulary."""
+    corpus ids) -> id, assigned in first-seen order and append-only, like a vocabulary.
+
+    Keys of one length are looked up together: their int64 items, viewed as one fixed-width byte
+    string each, are the dictionary keys (one dictionary per key length, so the byte strings
+    NumPy returns without their trailing zero bytes stay distinct)."""
 
     def __init__(self, key_ptr=None, key_items=None, order=None):
         self.index: dict = {}
-        self._ptr = [0]
+        self.size = 0
+        self._ptr = [np.zeros(1, np.int64)]
         self._items: list = []
         self._order: list = []
         if key_ptr is not None:
+            key_ptr = np.asarray(key_ptr, np.int64)
             items = np.asarray(key_items, np.int64)
-            buf = items.tobytes()
-            for f in range(len(key_ptr) - 1):
-                self.index[buf[8 * key_ptr[f]:8 * key_ptr[f + 1]]] = f
-            self._ptr = list(np.asarray(key_ptr, np.int64))
+            feats = np.arange(key_ptr.shape[0] - 1)
+            for L, sel, keys in self._keys(items, key_ptr, feats):
+                self.index.setdefault(L, {}).update(zip(keys, sel.tolist()))
+            self.size = int(feats.shape[0])
+            self._ptr = [key_ptr]
             self._items = [items]
             self._order = [np.asarray(order, np.int64)]
 
     def __len__(self):
-        return len(self.index)
+        return self.size
+
+    @staticmethod
+    def _keys(items, key_ptr, feats):
+        """Per key length L: (L, positions in ``feats``, the keys as byte strings)."""
+        lens = key_ptr[feats + 1] - key_ptr[feats]
+        for L in np.unique(lens).tolist():
+            sel = np.flatnonzero(lens == L)
+            f = feats[sel]
+            mat = np.ascontiguousarray(items[key_ptr[f][:, None] + np.arange(max(L, 1))]) if L else \
+                np.zeros((f.shape[0], 1), np.int64)
+            yield L, sel, mat.view(f"S{8 * mat.shape[1]}").ravel().tolist()
+
+    def _lookup(self, items, key_ptr, feats, bad, grow):
+        """Ids of keys ``feats`` (new ones appended when ``grow`` and not ``bad``; else -1)."""
+        out = np.full(feats.shape[0], -1, np.int64)
+        new = []
+        for L, sel, keys in self._keys(items, key_ptr, feats):
+            d = self.index.setdefault(L, {})
+            got = np.fromiter((d.get(k, -1) for k in keys), np.int64, len(keys))
+            if grow:
+                for q in np.flatnonzero((got < 0) & ~bad[sel]).tolist():
+                    g = d.get(keys[q])
+                    if g is None:
+                        g = d[keys[q]] = self.size
+                        self.size += 1
+                        new.append((g, sel[q]))
+                    got[q] = g
+            out[sel] = got
+        new.sort()
+        return out, [q for _, q in new]
 
     def intern(self, lf: LocalFeatures, grow: bool = True) -> np.ndarray:
         """Corpus ids of the local features of ``lf`` (new keys get new ids when ``grow``,
         else -1, as does a feature referencing an unknown one)."""
         gid = np.full(lf.m, -1, np.int64)
         items = lf.key_items.copy()
-        new_items, new_order = [], []
-        ptr = self._ptr
-        item_level = np.repeat(lf.level, np.diff(lf.key_ptr))
-        for lv in np.unique(lf.level):
+        item_feat = np.repeat(np.arange(lf.m), np.diff(lf.key_ptr))
+        item_level = lf.level[item_feat]
+        for lv in np.unique(lf.level).tolist():
             feats = np.flatnonzero(lf.level == lv)
-            lo, hi = lf.key_ptr[feats], lf.key_ptr[feats + 1]
             # translate this level's references (lower levels are done)
             refs = (item_level == lv) & lf.key_ref
             items[refs] = gid[lf.key_items[refs]]
-            buf = items.tobytes()
-            bad = np.zeros(items.shape[0], np.bool_)
-            bad[refs] = items[refs] < 0
-            for f, a, b in zip(feats.tolist(), lo.tolist(), hi.tolist()):
-                key = buf[8 * a:8 * b]
-                g = self.index.get(key)
-                if g is None:
-                    if not grow or bad[a:b].any():
-                        continue
-                    g = len(self.index)
-                    self.index[key] = g
-                    new_items.append(items[a:b].copy())
-                    ptr.append(ptr[-1] + (b - a))
-                    new_order.append(int(lf.order[f]))
-                gid[f] = g
-        if new_items:
-            self._items.append(np.concatenate(new_items))
-            self._order.append(np.asarray(new_order, np.int64))
+            bad = np.zeros(lf.m, np.bool_)
+            bad[item_feat[refs & (items < 0)]] = True
+            ids, new = self._lookup(items, lf.key_ptr, feats, bad[feats], grow)
+            gid[feats] = ids
+            if new:
+                nf = feats[np.asarray(new, np.int64)]
+                lens = lf.key_ptr[nf + 1] - lf.key_ptr[nf]
+                self._ptr.append(self._ptr[-1][-1] + np.cumsum(lens))
+                self._items.append(items[_ranges(lf.key_ptr[nf], lens)])
+                self._order.append(lf.order[nf].astype(np.int64))
         return gid
 
     def arrays(self) -> dict:
         z = np.zeros(0, np.int64)
-        return {"key_ptr": np.asarray(self._ptr, np.int64),
+        return {"key_ptr": np.concatenate(self._ptr),
                 "key_items": np.concatenate(self._items) if self._items else z,
                 "order": np.concatenate(self._order) if self._order else z}
 
     @property
     def order(self) -> np.ndarray:
-        return self.arrays()["order"]
+        return np.concatenate(self._order) if self._order else np.zeros(0, np.int64)
+
+
+def _ranges(starts, lens) -> np.ndarray:
+    """Concatenation of ``arange(s, s + l)`` over (starts, lens)."""
+    total = int(lens.sum())
+    ends = np.cumsum(lens)
+    return np.repeat(starts - (ends - lens), lens) + np.arange(total)
 
 
 def rows_of(lf: LocalFeatures, gid: np.ndarray, n_features: int) -> sp.csr_matrix:
