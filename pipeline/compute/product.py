@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramtile.kernels.maps import feature_map, weights
+from gramtile.kernels.maps.product import mirror_upper, sparse_block
 from gramtile.kernels.maps.subsequence import occurrences
 from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -96,19 +97,20 @@ def block(phi_x, w, dense=None, phi_y=None):
     dense = np.zeros(0, np.int64) if dense is None else np.asarray(dense, np.int64)
     Dx, Rx = _rows_split(phi_x, dense)
     wd = w[dense]
-    Rxw = Rx @ sp.diags(w)
     if phi_y is None:
         Dy, Ry = Dx, Rx
     else:
         Dy, Ry = _rows_split(phi_y, dense)
-    K = (Rxw @ Ry.T).toarray()
+    K = sparse_block(Rx.indptr.astype(np.int64), Rx.indices.astype(np.int64), Rx.data, Ry.indptr.astype(np.int64),
+                     Ry.indices.astype(np.int64), Ry.data, np.ascontiguousarray(w, np.float64), int(phi_x.shape[1]),
+                     phi_y is None)
     if dense.shape[0]:
-        K += (Dx * wd) @ Dy.T
+        K += (Dx * wd) @ Dy.T  # BLAS
     # diagonals row by row from the rows alone (a CSR product sums each row in one order, so an
     # example's self-kernel is the same number in every tile it appears in)
     dx = _self(phi_x, w)
     if phi_y is None:
-        K = np.triu(K) + np.triu(K, 1).T
+        mirror_upper(K)  # exactly symmetric, as the pairwise cores' blocks
         return K, dx, dx
     return K, dx, _self(phi_y, w)
 
