@@ -27,15 +27,17 @@ from gramtile.pipeline.stores.feature_store import FeatureVocab, rows_of
 
 PATHS = ("auto", "pairwise", "product")
 
-#: Cost constants of the estimates, in ns on one core (bench/features.py measured them on the
-#: 5,483 NUM trees and the 5,952 TREC questions, BENCHMARKS.md "Issue 18"): one multiply-add of
-#: the sparse part, one of the dense (BLAS) part, one entry of a block (allocation, the dense
-#: result of the sparse part), one stored row entry gathered.
-NS_SPARSE, NS_DENSE, NS_ENTRY, NS_NNZ = 4.0, 0.1, 3.0, 30.0
-#: Pairwise cost per evaluation in ns: a + b * (mean size of x + mean size of y) for the tree
-#: and bag cores (which walk both examples' node groups), a + b * n * |x| |y| for the
-#: subsequence dynamic programme.
-PAIR_COST = {"st": (60.0, 8.0), "bow": (15.0, 2.0), "route": (30.0, 4.0), "subsequence": (40.0, 1.2)}
+#: Cost constants of the estimates, in ns of one core's CPU time, measured with
+#: ``bench/features.py`` and a 1000 x 1000 block of the NUM trees (BENCHMARKS.md, "Issue 18"):
+#: one multiply-add of the sparse part, one of the dense (BLAS) part, one entry of a block
+#: (allocation, the scatter's pass, the dense part's sum, the mirror), one stored row entry
+#: gathered for the block.
+NS_SPARSE, NS_DENSE, NS_ENTRY, NS_NNZ = 1.5, 0.2, 15.0, 30.0
+#: Pairwise CPU ns per evaluation, ``a + b * (mean size of x + mean size of y)`` for the tree,
+#: route and bag cores, ``a + b * n * |x| |y|`` for the subsequence dynamic programme (fitted to
+#: the pairwise rates of the same benchmark: ST 480-530 ns on the NUM trees of 30 nodes, route
+#: 75-135 ns).
+PAIR_COST = {"st": (60.0, 8.0), "bow": (15.0, 2.0), "route": (20.0, 1.5), "subsequence": (40.0, 1.2)}
 #: Feature sets larger than this many occurrences are not enumerated by ``auto`` (subsequence).
 MAX_OCCURRENCES = 50_000_000
 #: At most this many frequent features go to the dense part.

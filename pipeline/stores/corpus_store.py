@@ -18,6 +18,10 @@ Layout::
       resources/<name>-<param hash>/
                            corpus resources (similarity matrices, domain spaces) built after
                            completion, with provenance and content hash (pipeline/resources/build.py)
+      features/<kind>-<param hash>/
+                           explicit feature sets of kernels with a feature map: the corpus-level
+                           feature vocabulary, frequencies and rows per shard
+                           (pipeline/stores/feature_store.py), built by the Gram engine's driver
       .lock                held by the one writer (pid and host; at a URL also a token)
 
 A store can be written and read at an fsspec URL (``s3://bucket/c.zarr``,
@@ -52,7 +56,7 @@ overwrites whatever a killed run left behind. Ids are therefore deterministic.
 The content hash (sha256) is computed when the store is completed, by reading back every
 stored array. It covers the ids, labels, texts, vocabularies, the kind of each
 representation, its per-example sizes and node columns, but not the source path, the run
-history or ``resources/`` (adding a resource keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
+history, ``resources/`` or ``features/`` (adding either keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
 which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
 """
 from __future__ import annotations
