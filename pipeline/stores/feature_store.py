@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -359,3 +362,89 @@ def load(corpus_path, base) -> FeatureSet:
         with _cache_lock:
             _meta_cache[key] = fs
     return fs
+
+
+# ---- feature stores (gramtile features --out F.zarr) ------------------------------------------
+
+STORE_ATTR = "gramtile_feature_store"
+
+
+def linear_rows(corpus_path, spec) -> tuple:
+    """Rows whose dot products are the kernel: ``Phi diag(sqrt(w))`` of a base spec with a map,
+    divided by their norms for ``normalized`` of one. Returns ``(csr rows, base spec)``."""
+    base, normalize = spec, False
+    if spec.kind == "normalized":
+        base, normalize = spec.kernel, True
+    if spec.parts() and not normalize or base.parts():
+        raise KernelSpecError(f"gramtile features takes a base kernel with a feature map or 'normalized' of one, "
+                              f"got {spec.to_json()}")
+    ensure(corpus_path, base)
+    fs = load(corpus_path, base)
+    X = fs.rows(np.arange(fs.n)) @ sp.diags(np.sqrt(fs.w))
+    X = sp.csr_matrix(X)
+    if normalize:
+        norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).reshape(-1))
+        X = sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)) @ X
+        X = sp.csr_matrix(X)
+    X.sort_indices()
+    return X, base
+
+
+def write_store(corpus_path, spec, out) -> dict:
+    """Write the explicit features of every corpus example into a new feature store ``out``
+    (a local path): rows chunked by the corpus's shards, with ids and labels. Written beside
+    ``out`` and renamed into place, so a failed run leaves nothing behind."""
+    out = Path(out)
+    if out.exists():
+        raise StoreError(f"--out {out} exists; choose another path or delete it")
+    cs = CorpusStore.open(corpus_path)
+    X, base = linear_rows(corpus_path, spec)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        g = zarr.open_group(str(tmp), mode="w")
+        shards = []
+        ranges = [(int(a), int(b)) for a, b in cs.shard_ranges] or [(0, int(cs.n))]
+        for k, (a, b) in enumerate(ranges):
+            m = X[a:b]
+            sg = g.require_group("rows").require_group(str(k))
+            for name, arr in (("indptr", m.indptr.astype(np.int64)), ("indices", m.indices.astype(np.int64)),
+                              ("data", m.data)):
+                _write(sg, name, arr)
+            shards.append({"index": k, "start": a, "stop": b,
+                           "sha256": _sha(m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data)})
+        for name, values in (("labels", cs.labels), ("ids", cs.ids)):
+            g.create_array(name, shape=(len(values),), dtype=str, chunks=(max(1, len(values)),),
+                           compressors=_COMPRESSORS)
+            g[name][:] = np.asarray([str(x) for x in values], dtype=object)
+        meta = {"spec": spec.to_dict(), "corpus_path": location(corpus_path).canonical(),
+                "corpus_content_hash": cs.content_hash, "n_examples": int(X.shape[0]),
+                "n_features": int(X.shape[1]), "nnz": int(X.nnz), "shards": shards,
+                "feature_set": group_name(base)}
+        g.attrs[STORE_ATTR] = meta
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return meta
+
+
+def open_store(path) -> tuple:
+    """``(rows csr, labels, attribute)`` of a feature store written by :func:`write_store`."""
+    loc = location(path)
+    if not loc.exists("zarr.json"):
+        raise StoreError(f"no feature store at {path}. Fix: write one with `gramtile features --corpus C --kernel "
+                         f"SPEC --out {path}`")
+    g = zarr.open_group(loc.zarr_store(), mode="r")
+    meta = g.attrs.get(STORE_ATTR)
+    if not meta:
+        raise StoreCorruptError(f"{path} is not a gramtile feature store (no {STORE_ATTR!r} attribute)")
+    parts = []
+    for s in meta["shards"]:
+        sg = g["rows"][str(s["index"])]
+        indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
+        if _sha(indptr, indices, data) != s["sha256"]:
+            raise StoreCorruptError(f"rows of shard {s['index']} of feature store {path} do not match their sha256. "
+                                    f"Fix: write the store again")
+        parts.append(sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], meta["n_features"])))
+    X = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, meta["n_features"]))
+    return X, [str(x) for x in g["labels"][...]], dict(meta)
