@@ -57,3 +57,22 @@ def test_linear_learner_k_fold_train_save_predict(corpus, tmp_path):
     again = linear.LinearModel.load(tmp_path / "m")
     assert again.predict(X) == model.predict(X)
     assert again.meta["feature_set"] == meta["feature_set"]
+
+
+def test_cli_evaluate_and_train_with_features(corpus, tmp_path, capsys):
+    f = str(tmp_path / "f.zarr")
+    assert main(["-q", "features", "--corpus", str(corpus), "--kernel", '{"kind": "st"}', "--out", f]) == 0
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--folds", "3", "--C", "0.1,1",
+                 "--class-weight", "balanced"]) == 0
+    out = capsys.readouterr().out
+    assert "| 0.1 |" in out and "| 1 |" in out and "3-fold" in out
+    assert main(["-q", "train", "--features", f, "--model", "linear", "--out", str(tmp_path / "m")]) == 0
+    X, labels, _ = open_store(f)
+    m = linear.LinearModel.load(tmp_path / "m")
+    assert len(m.predict(X)) == 400 and set(m.predict(X)) <= set(labels)
+    # misuse is one line, exit 2
+    assert main(["-q", "evaluate", "--features", f]) == 2
+    assert main(["-q", "train", "--features", f, "--model", "svm", "--out", str(tmp_path / "m2")]) == 2
+    assert main(["-q", "evaluate", "--model", "svm"]) == 2
+    assert not (tmp_path / "m2").exists()

@@ -18,6 +18,7 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.metrics import accuracy
+from gramtile.pipeline.stores.feature_store import open_store
 
 
 def _fit(X, y, C: float, class_weight):
@@ -94,3 +95,29 @@ def train(X, labels, C: float = 1.0, class_weight=None, meta: dict | None = None
     y = np.asarray(labels, dtype=object)
     clf = _fit(X, y, float(C), class_weight)
     return LinearModel(clf.coef_, clf.intercept_, [c for c in clf.classes_], meta or {})
+
+
+def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None) -> dict:
+    """:func:`evaluate` on a feature store (``gramtile evaluate --features F.zarr --model linear``)."""
+    X, labels, meta = open_store(path)
+    res = evaluate(X, labels, folds=folds, seed=seed, Cs=Cs, class_weight=class_weight)
+    res.update(features=str(path), kernel=meta["spec"], n=int(X.shape[0]), n_features=int(X.shape[1]))
+    return res
+
+
+def train_store(path, out, C: float = 1.0, class_weight=None) -> LinearModel:
+    """Train on every row of a feature store and save the model into the new directory ``out``
+    (``gramtile train --features F.zarr --model linear``)."""
+    X, labels, meta = open_store(path)
+    model = train(X, labels, C=C, class_weight=class_weight, meta=meta)
+    model.save(out)
+    return model
+
+
+def table(res: dict) -> str:
+    """The markdown table of an :func:`evaluate_store` result."""
+    lines = [f"linear SVM on {res['n']} x {res['n_features']} explicit features of {res['kernel']}, "
+             f"{res['folds']}-fold (seed {res['seed']})", "", "| C | accuracy |", "|---:|---:|"]
+    for C, r in sorted(res["C"].items()):
+        lines.append(f"| {C:g} | {r['accuracy']:.4f} |")
+    return "\n".join(lines)

@@ -20,6 +20,8 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
+from gramtile.pipeline.learn.linear import evaluate_store
+from gramtile.pipeline.learn.linear import table as linear_table
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
@@ -34,12 +36,15 @@ def add_parser(sub):
                        description="Train and score an SVM (C grid) or kernel voted perceptron from a Gram store "
                                    "by stratified k-fold or a fixed split; print a markdown table and, with "
                                    "--out, write results.md / results.json.")
-    p.add_argument("--gram", required=True, action="append", metavar="GRAM.zarr",
+    p.add_argument("--features", metavar="F.zarr", default=None,
+                   help="a feature store (`gramtile features`) instead of --gram: with --model linear, LinearSVC "
+                        "one-vs-rest on the explicit features, k-fold over the --C grid")
+    p.add_argument("--gram", required=False, action="append", metavar="GRAM.zarr",
                    help="square Gram store over the labelled examples; repeat it for each base kernel of --kernel")
     p.add_argument("--kernel", default=None, metavar="SPEC",
                    help="kernel spec JSON or @spec.json composed from the --gram stores' kernels, e.g. "
                         '\'{"kind": "sum", "kernels": [A, B]}\' (default: the one --gram store\'s own kernel)')
-    p.add_argument("--model", choices=("svm", "perceptron", "nystroem"), default="svm",
+    p.add_argument("--model", choices=("svm", "perceptron", "nystroem", "linear"), default="svm",
                    help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
@@ -170,8 +175,23 @@ def _source(args):
     return ViewKernelSource(view), used, spec.to_dict()
 
 
+def run_features(args) -> int:
+    """``--features F.zarr --model linear``: k-fold LinearSVC on a feature store (learn/linear.py)."""
+    if args.model != "linear" or not args.features or args.gram:
+        raise EvaluationError("--features F.zarr goes with --model linear and without --gram; --model linear "
+                              "needs --features (write one with `gramtile features`)")
+    res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,
+                         Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight))
+    print(linear_table(res))
+    return 0
+
+
 def run(args) -> int:
 
+    if args.features or args.model == "linear":
+        return run_features(args)
+    if not args.gram:
+        raise EvaluationError("--gram GRAM.zarr is required (or --features F.zarr with --model linear)")
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:

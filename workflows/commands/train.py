@@ -16,6 +16,7 @@ import time
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.linear import train_store
 from gramtile.pipeline.learn.models import read_documents, train, train_from_store
 from gramtile.pipeline.learn.models import stored_kernel as _stored
 from gramtile.pipeline.progress import log
@@ -29,12 +30,15 @@ def add_parser(sub):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", metavar="CORPUS.zarr", help="corpus store made by `gramtile prepare`")
     src.add_argument("--input", metavar="FILE", help="training file (read with --format; texts are parsed)")
+    src.add_argument("--features", metavar="F.zarr",
+                     help="a feature store (`gramtile features`): with --model linear, LinearSVC on its rows")
     p.add_argument("--format", default="jsonl", help="format of --input (default jsonl)")
-    p.add_argument("--kernel", required=True, help="kernel spec JSON or @spec.json")
+    p.add_argument("--kernel", required=False, help="kernel spec JSON or @spec.json (required unless --features)")
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
-    p.add_argument("--model", choices=("svm", "perceptron"), default="svm", help="learner (default svm)")
+    p.add_argument("--model", choices=("svm", "perceptron", "linear"), default="svm",
+                   help="learner (default svm; linear: with --features)")
     p.add_argument("--C", type=float, default=1.0, help="SVM C (default 1)")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
@@ -57,6 +61,16 @@ def stored_kernel(spec, grams, corpus_hash=None):
 def run(args) -> int:
 
     t0 = time.perf_counter()
+    if args.features or args.model == "linear":
+        if not args.features or args.model != "linear" or args.gram or args.kernel:
+            raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
+                                  "names its kernel); --model linear needs --features")
+        m = train_store(args.features, args.out, C=args.C, class_weight=parse_class_weight(args.class_weight))
+        print(f"{args.out}: linear model over {m.coef.shape[1]} features, classes {m.classes} "
+              f"({time.perf_counter() - t0:.1f} s)")
+        return 0
+    if not args.kernel:
+        raise EvaluationError("--kernel SPEC is required (unless --features F.zarr --model linear)")
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed)
