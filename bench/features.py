@@ -3,7 +3,8 @@
 Workloads: the 5,483 NUM training trees (``trec_qc_num_constituency/NUM_train.dat``: ``tree``
 and the derived ``ptree``) and the 5,952 TREC QC questions (KeLP's ``train_5500`` + ``TREC_10``:
 the ``grct`` tree, the derived ``ptree`` and the ``bow`` bag; ``trec_qc/train.txt`` +
-``test.txt`` parsed by spaCy for ``seq``). For each mapped kernel, the full n x n matrix in one
+``test.txt`` parsed by spaCy for ``seq``) and, with ``--sets semeval``, the ``seq`` of the 8,000
+SemEval-2010 task 8 training sentences (parsed by spaCy while read). For each mapped kernel, the full n x n matrix in one
 process on one core:
 
 - pairwise: ``spec.block(batch)`` (the core's upper triangle, mirrored) and ``spec.diag``;
@@ -62,6 +63,9 @@ def load(name):
     if name == "num":
         trees = [d.structures["tree"] for d in read(DATA / "trec_qc_num_constituency" / "NUM_train.dat", "svmlighttk")]
         return {"tree": trees, "ptree": [complete({"tree": t}, ["ptree"])["ptree"] for t in trees]}
+    if name == "semeval":
+        docs = read(DATA / "semeval2010_task8_train" / "TRAIN_FILE.TXT", "semeval")
+        return {"seq": [d.structures["seq"] for d in docs]}
     kelp = DATA / "trec_qc_kelp_trees"
     docs = list(itertools.chain(read(kelp / "train_5500.coarse.klp.gz", "kelp"), read(kelp / "TREC_10.coarse.klp.gz", "kelp")))
     text = [d.text for name in ("train.txt", "test.txt") for d in read(DATA / "trec_qc" / name, "trec")]
@@ -120,7 +124,7 @@ def engine_level(spec, structs_by_rep, workdir: Path, tag: str):
         cs.finish()
         cs.close()
     out = {}
-    for path in ("pairwise", "product"):
+    for path in ("pairwise", "product", "auto"):
         shutil.rmtree(corpus / "features", ignore_errors=True)
         clear_cache()
         g = workdir / f"{tag}-{spec.kind}-{path}.zarr"
@@ -128,13 +132,16 @@ def engine_level(spec, structs_by_rep, workdir: Path, tag: str):
         st, wall, cpu = timed(lambda: run_gram(corpus, spec, g, tile=1000, cluster="sequential", progress=False,
                                                path=path))
         out[path] = (wall, cpu, st.view().to_numpy())
+        if path == "auto":
+            chosen = [p["path"] for r in st.read_log() if r.get("event") == "tile" for p in r.get("paths", [])]
+            out["chose"] = {c: chosen.count(c) for c in sorted(set(chosen))}
     return out["pairwise"][0], out["product"][0], out["pairwise"][1], out["product"][1], \
-        max_rel(out["product"][2], out["pairwise"][2])
+        max_rel(out["product"][2], out["pairwise"][2]), out["auto"][0], out["chose"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sets", default="num,trec")
+    ap.add_argument("--sets", default="num,trec", help="num, trec, semeval")
     ap.add_argument("--kernels", default="st,bow,route,ssk2,ssk3")
     ap.add_argument("--engine", default=None, help="scratch folder: also time run_gram on both paths")
     a = ap.parse_args()
@@ -158,11 +165,11 @@ def main():
                   f"(mean size {r['mean_size']:.1f}) | {r['prod_cpu'] * 1e9 / max(r['rare_df2'], 1):.1f} |", flush=True)
             if a.engine:
                 Path(a.engine).mkdir(parents=True, exist_ok=True)
-                wp, wq, cp, cq, err = engine_level(spec, {spec.rep_name: data[spec.rep_name]}, Path(a.engine),
-                                                   f"{name}-{spec.rep_name}")
+                wp, wq, cp, cq, err, wa, chose = engine_level(spec, {spec.rep_name: data[spec.rep_name]},
+                                                              Path(a.engine), f"{name}-{spec.rep_name}")
                 print(f"| {name} | engine `run_gram` sequential, tile 1000 | {n:,} | | {wp:.2f} ({cp:.2f}) | | "
-                      f"{wq:.2f} ({cq:.2f}) incl. feature build | {wp / wq:.1f}x ({cp / cq:.1f}x) | {err:.1e} | | |",
-                      flush=True)
+                      f"{wq:.2f} ({cq:.2f}) incl. feature build | {wp / wq:.1f}x ({cp / cq:.1f}x) | {err:.1e} | "
+                      f"auto {wa:.2f} s, tiles {chose} | |", flush=True)
     print(f"# load after: {os.getloadavg()[0]:.2f}")
 
 

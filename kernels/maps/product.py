@@ -14,10 +14,10 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def sparse_block(xp, xi, xv, yp, yi, yv, w, n_feat, symmetric):
-    """Dense (nx, ny) block of ``X diag(w) Y^T`` from CSR arrays (indices int64, any order within
-    a row). With ``symmetric`` (Y is X) only b >= a is accumulated: the lower triangle stays 0
-    (:func:`mirror_upper` fills it)."""
+def sparse_block(xp, xi, xv, yp, yi, yv, w, n_feat, symmetric, out):
+    """Add ``X diag(w) Y^T`` (CSR arrays, indices int64, any order within a row) into the dense
+    (nx, ny) block ``out``. With ``symmetric`` (Y is X) only b >= a is accumulated: the lower
+    triangle is left as it was (:func:`mirror_upper` fills it)."""
     nx = xp.shape[0] - 1
     ny = yp.shape[0] - 1
     m = yi.shape[0]
@@ -36,7 +36,6 @@ def sparse_block(xp, xi, xv, yp, yi, yv, w, n_feat, symmetric):
             post_v[fill[f]] = yv[k]
             fill[f] += 1
     cursor = post_ptr[:-1].copy()
-    out = np.zeros((nx, ny), np.float64)
     for a in range(nx):
         row = out[a]
         for k in range(xp[a], xp[a + 1]):
@@ -50,7 +49,6 @@ def sparse_block(xp, xi, xv, yp, yi, yv, w, n_feat, symmetric):
                 cursor[f] = q
             for t in range(q, post_ptr[f + 1]):
                 row[post_b[t]] += v * post_v[t]
-    return out
 
 
 @njit(cache=True, nogil=True)

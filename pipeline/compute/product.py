@@ -103,11 +103,11 @@ def block(phi_x, w, dense=None, phi_y=None):
         Dy, Ry = Dx, Rx
     else:
         Dy, Ry = _rows_split(phi_y, dense)
-    K = sparse_block(Rx.indptr.astype(np.int64), Rx.indices.astype(np.int64), Rx.data, Ry.indptr.astype(np.int64),
-                     Ry.indices.astype(np.int64), Ry.data, np.ascontiguousarray(w, np.float64), int(phi_x.shape[1]),
-                     phi_y is None)
-    if dense.shape[0]:
-        K += (Dx * wd) @ Dy.T  # BLAS
+    # the dense part first, written by BLAS into the block itself; the sparse part adds to it
+    K = (Dx * wd) @ Dy.T if dense.shape[0] else np.zeros((phi_x.shape[0], Ry.shape[0]))
+    sparse_block(Rx.indptr.astype(np.int64), Rx.indices.astype(np.int64), Rx.data, Ry.indptr.astype(np.int64),
+                 Ry.indices.astype(np.int64), Ry.data, np.ascontiguousarray(w, np.float64), int(phi_x.shape[1]),
+                 phi_y is None, K)
     # diagonals row by row from the rows alone (a CSR product sums each row in one order, so an
     # example's self-kernel is the same number in every tile it appears in)
     dx = _self(phi_x, w)
