@@ -10,7 +10,8 @@
    (``threads``) or on Dask (``--cluster`` profile of cluster.yaml); for every finished tile the
    driver writes its diagonal chunks and its done bit and appends a line to ``<store>/log.jsonl``
    (``{"event": "tile", "run": RUN_ID, "tile": [i, j], "evaluations", "seconds", "cpu_seconds",
-   "time", "worker"}``);
+   "time", "worker"}``, and ``"paths"`` for kernels with a feature map: the path each took, with
+   its cost estimates, :mod:`~gramtile.pipeline.compute.product`);
 5. log a ``"start"`` and an ``"end"`` line per run and print a summary.
 
 The numbers in the store depend only on the spec, the corpus and the selections: executor,

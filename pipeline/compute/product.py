@@ -123,7 +123,15 @@ def _self(phi: sp.csr_matrix, w: np.ndarray) -> np.ndarray:
 
 
 def frequent(fs) -> np.ndarray:
-    """Ids of the features of a stored feature set that go to the dense part."""
+    """Ids of the features of a stored feature set that go to the dense part (computed once per
+    loaded feature set)."""
+    ids = fs.dense_ids
+    if ids is None:
+        ids = fs.dense_ids = _frequent(fs)
+    return ids
+
+
+def _frequent(fs) -> np.ndarray:
     thr = dense_threshold() * fs.n
     ids = np.flatnonzero(fs.df >= max(thr, 1))
     if ids.shape[0] > MAX_DENSE:
@@ -140,9 +148,11 @@ def estimate(base, fs, r: int, c: int, symmetric: bool, size_x: float, size_y: f
     """
     n = max(fs.n, 1)
     dense = frequent(fs)
-    df = fs.df.astype(np.float64)
-    rare2 = float((df * df).sum() - (df[dense] ** 2).sum())
-    nnz = float(df.sum())
+    sums = fs.df_sums
+    if sums is None:
+        df = fs.df.astype(np.float64)
+        sums = fs.df_sums = (float((df * df).sum() - (df[dense] ** 2).sum()), float(df.sum()))
+    rare2, nnz = sums
     prod = (NS_SPARSE * rare2 * (r / n) * (c / n) * (0.5 if symmetric else 1.0)
             + NS_DENSE * r * c * dense.shape[0] + NS_ENTRY * r * c + NS_NNZ * nnz * (r + c) / n)
     evals = r * (r + 1) / 2 if symmetric else r * c

@@ -297,6 +297,9 @@ class FeatureSet:
         self.n_features = int(meta["n_features"])
         self.w = weights(map_of(base), base, self.order)
         self._starts = np.asarray([s["start"] for s in meta["shards"]], np.int64)
+        #: filled by the product path on first use: frequent feature ids, (sum of rare df^2, nnz)
+        self.dense_ids = None
+        self.df_sums = None
 
     def _shard(self, k: int) -> sp.csr_matrix:
         s = self.meta["shards"][k]
