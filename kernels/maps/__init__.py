@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 #: kind -> FeatureMap (filled by the family modules of this package on import)
 MAPS: dict = {}
@@ -143,16 +144,59 @@ def flat_features(ex: np.ndarray, rows: np.ndarray, values: np.ndarray, n: int) 
                              np.zeros(n + 1, np.int64), z0, np.zeros(0))
     uk, kinv = row_codes(rows)
     m = uk.shape[0]
-    pair = ex.astype(np.int64) * np.int64(m) + kinv
-    up, pinv = np.unique(pair, return_inverse=True)
-    val = np.bincount(pinv.reshape(-1), weights=values, minlength=up.shape[0])
-    row = up // m
-    ptr = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(row, minlength=n), out=ptr[1:])
+    ex = np.ascontiguousarray(ex, dtype=np.int64)
+    if ex.shape[0] and bool((np.diff(ex) >= 0).all()):
+        # occurrences in example order (the maps enumerate them so): merge per example, no global sort
+        ptr, idx, val = _merge_rows(ex, np.ascontiguousarray(kinv), np.ascontiguousarray(values, np.float64), n, m)
+    else:
+        pair = ex * np.int64(m) + kinv
+        up, pinv = np.unique(pair, return_inverse=True)
+        val = np.bincount(pinv.reshape(-1), weights=values, minlength=up.shape[0])
+        ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(up // m, minlength=n), out=ptr[1:])
+        idx = (up % m).astype(np.int64)
     kp, ki = unpad(uk)
     z = np.zeros(m, np.int64)
-    return LocalFeatures(kp, ki, np.zeros(ki.shape[0], np.bool_), z, z.copy(), ptr, (up % m).astype(np.int64),
-                         val.astype(np.float64))
+    return LocalFeatures(kp, ki, np.zeros(ki.shape[0], np.bool_), z, z.copy(), ptr, idx, val.astype(np.float64))
+
+
+@njit(cache=True, nogil=True)
+def _merge_rows(ex, feat, values, n, m):
+    """CSR rows from occurrences sorted by example: equal features of an example summed, ids
+    increasing within each row (a scatter table over the m features, reset per example)."""
+    slot = np.full(m, -1, np.int64)
+    ptr = np.zeros(n + 1, np.int64)
+    idx = np.empty(feat.shape[0], np.int64)
+    val = np.empty(feat.shape[0], np.float64)
+    k = 0
+    a = 0
+    total = feat.shape[0]
+    while a < total:
+        e = ex[a]
+        b = a
+        start = k
+        while b < total and ex[b] == e:
+            f = feat[b]
+            if slot[f] < 0:
+                slot[f] = k
+                idx[k] = f
+                val[k] = values[b]
+                k += 1
+            else:
+                val[slot[f]] += values[b]
+            b += 1
+        order = np.argsort(idx[start:k])
+        ii = idx[start:k][order]
+        vv = val[start:k][order]
+        idx[start:k] = ii
+        val[start:k] = vv
+        for q in range(start, k):
+            slot[idx[q]] = -1
+        ptr[e + 1] = k - start
+        a = b
+    for e in range(n):
+        ptr[e + 1] += ptr[e]
+    return ptr, idx[:k].copy(), val[:k].copy()
 
 
 class LevelBuilder:
