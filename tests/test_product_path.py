@@ -11,7 +11,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute import product
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.stores import feature_store
-from gramtile.pipeline.stores.errors import StoreCorruptError
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.workflows.cli import main
 
 ST = '{"kind": "st", "lam": 0.4}'
@@ -119,3 +119,16 @@ def test_cli_gram_path_option(corpus, tmp_path):
     K0 = GramStore.open(tmp_path / "pairwise.zarr").view().to_numpy()
     K1 = GramStore.open(tmp_path / "product.zarr").view().to_numpy()
     assert max_rel(K1, K0) <= 1e-12
+
+
+def test_auto_takes_the_pairwise_path_where_the_corpus_store_cannot_hold_features(tmp_path):
+    """The feature set is built into the corpus store; where that write fails (here a file sits
+    where the features group goes, as a write-protected store fails it), auto falls back."""
+    c = corpus_store_of(tmp_path / "c.zarr", num_trees(40), 20)
+    (c / "features").write_text("not a group")
+    st, K = gram(c, ST, tmp_path / "g.zarr", "auto")
+    assert all("paths" not in r for r in tiles_logged(st))
+    _, K0 = gram(c, ST, tmp_path / "p.zarr", "pairwise")
+    assert np.array_equal(K, K0)
+    with pytest.raises(StoreError, match="--path product"):
+        gram(c, ST, tmp_path / "h.zarr", "product")

@@ -21,8 +21,10 @@ import scipy.sparse as sp
 from gramtile.kernels.maps import feature_map, weights
 from gramtile.kernels.maps.product import mirror_upper, sparse_block
 from gramtile.kernels.maps.subsequence import occurrences
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import FeatureVocab, rows_of
 
 PATHS = ("auto", "pairwise", "product")
@@ -172,7 +174,9 @@ def ensure(corpus_path, spec, path: str) -> dict:
     """Driver side: build the feature sets the run may use (none for ``path="pairwise"``).
 
     Returns ``{base spec hash: feature-set attribute}``. With ``auto``, a subsequence kernel whose
-    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences keeps the pairwise path.
+    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences keeps the pairwise path,
+    and so does every kernel when the corpus store cannot be written (the feature set is built
+    into it).
     """
     if path == "pairwise":
         return {}
@@ -181,7 +185,16 @@ def ensure(corpus_path, spec, path: str) -> dict:
         if path == "auto" and b.kind == "subsequence":
             if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
                 continue
-        out[b.spec_hash] = feature_store.ensure(corpus_path, b)
+        try:
+            out[b.spec_hash] = feature_store.ensure(corpus_path, b)
+        except OSError as e:
+            if path == "product":
+                raise StoreError(f"--path product: cannot build the feature set of {b.to_json()} into corpus "
+                                 f"store {corpus_path} ({e}). Fix: make the store writable once, or use --path "
+                                 f"pairwise") from None
+            # auto on a corpus store this process cannot write (e.g. a shared read-only copy)
+            log.info(f"gramtile gram: no feature set for {b.kind} (corpus store {corpus_path} is not writable: "
+                     f"{e}); tiles take the pairwise path")
     return out
 
 
