@@ -349,6 +349,9 @@ def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cach
             if p in prev and np.all(box >= prev[p][1]):
                 a0 = prev[p][0]
             sol = solve_binary(rows, yc, box, tol=tol, alpha0=a0)
+            if not sol.converged:
+                raise EvaluationError(f"smo did not converge at C={C:g} for class {p!r} in {sol.iterations} "
+                                      "iterations; raise the tolerance (tol) or use --solver libsvm")
             prev[p] = (sol.alpha, box)
             sols[(C, p)] = (yc, sol)
     used = np.zeros(train.size, dtype=bool)
@@ -372,6 +375,59 @@ def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cach
             S = np.column_stack([dec[(C, c)] for c in classes])
             preds[C] = cl[S.shape[1] - 1 - np.argmax(S[:, ::-1], axis=1)]
     return preds
+
+
+@dataclass
+class ProblemTask:
+    """One binary problem of an smo fit on all training positions ``train`` of ``ref``'s source."""
+
+    ref: SourceRef
+    y: np.ndarray        # labels of ``train``
+    train: np.ndarray
+    positive: object     # the class labelled +1
+    box: np.ndarray      # per-example C
+    cache_mb: float
+    tol: float
+
+
+def solve_problem(task: ProblemTask):
+    """``(support positions, dual coefficients alpha_t y_t, intercept -rho)`` of one smo problem."""
+    rows = RowCache(task.ref.open(), task.train, task.cache_mb)
+    yc = np.where(task.y == task.positive, 1.0, -1.0)
+    sol = solve_binary(rows, yc, task.box, tol=task.tol)
+    if not sol.converged:
+        raise EvaluationError(f"smo did not converge for class {task.positive!r} in {sol.iterations} iterations; "
+                              "raise the tolerance (tol) or use --solver libsvm")
+    sv = np.flatnonzero(sol.alpha > 0)
+    return sv, (sol.alpha * yc)[sv], -sol.rho
+
+
+def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: SolverPlan | None = None,
+                      cluster=None, cluster_file=None, client=None, bar: bool = False) -> list:
+    """The decision functions of an smo SVM on all examples of ``source`` (labels ``y``): binary
+    (``classes[1]`` positive, as SVC) or one per class (one-vs-rest, class weights as in
+    :func:`smo_fit_predict`). One-vs-rest problems are independent tasks on ``cluster`` /
+    ``client``, each reading its rows from the store.
+
+    Returns
+    -------
+    list of (support positions, coefficients, intercept), one per decision function
+    """
+    plan = plan or plan_solver("smo", source.n, 0)
+    y = np.asarray(y)
+    train = np.arange(source.n, dtype=np.int64)
+    ref = source_ref(source)
+    ref.check_complete()
+    if client is None and cluster in (None, "sequential"):
+        ref = SourceRef(local=source)
+    binary = len(classes) == 2
+    tasks = []
+    for p in ([classes[1]] if binary else list(classes)):
+        yc = np.where(y == p, 1.0, -1.0)
+        box = class_C(y, C, class_weight) if binary or isinstance(class_weight, dict) else class_C(yc, C, class_weight)
+        tasks.append(ProblemTask(ref, y, train, p, box, plan.cache_mb, plan.tol))
+    return run_tasks(solve_problem, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                     desc="train", bar=bar)
 
 
 # ---- one split as a task --------------------------------------------------------------------------
