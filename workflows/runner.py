@@ -55,7 +55,7 @@ import yaml
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import get_profile
+from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import write_shards
 from gramtile.pipeline.learn.crossval import evaluate, prediction_scores, select_C
@@ -479,7 +479,7 @@ def base_stores(wf: Workflow, corpus, out: Path, cluster="local", cluster_file=N
 
 
 def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: bool = True, tile=None,
-                 client=None) -> list[dict]:
+                 client=None, solver: str = "auto", memory_mb=None, cache_mb=None) -> list[dict]:
     """Run a workflow end to end and write ``out/results.json``, ``out/results.md`` and plots.
 
     Parameters
@@ -487,9 +487,14 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     wf : Workflow or path
     out : path
         Output folder; its corpus and Gram stores are reused by a rerun.
-    cluster, cluster_file, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`
+    cluster, cluster_file, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`; the
+        learning fits of a kernel x model (its splits) run on the same profile, on one client
+        opened for the learning phase (results are the serial run's)
     tile : int, optional
         Tile edge of new Gram stores.
+    solver, memory_mb, cache_mb
+        The SVM solver of the learn steps (:func:`~gramtile.pipeline.learn.crossval.plan_solver`).
+        Recipe workflows (``recipe:``) keep their own learning code and run it in-process.
 
     Returns
     -------
@@ -521,6 +526,15 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
             raise WorkflowError(f"{wf.path}: example {corpus.ids[i]} has label {y!r}; workflows need one label "
                                 "per example")
     stores, seconds = base_stores(wf, corpus, out, cluster, cluster_file, progress, client, tile)
+    with shared_client(cluster, cluster_file, client) as (learn_cluster, learn_client):
+        learn = dict(solver=solver, memory_mb=memory_mb, cache_mb=cache_mb, cluster=learn_cluster,
+                     cluster_file=cluster_file, client=learn_client)
+        rows = _learn(wf, stores, seconds, labels, splits, p, say, learn)
+    return _report(wf, rows, corpus, how, out, say, t_start)
+
+
+def _learn(wf, stores, seconds, labels, splits, p, say, learn) -> list:
+    """Every kernel x model of the workflow's protocol: its result rows."""
     rows = []
     for name, spec in wf.kernels.items():
         source = ViewKernelSource(ComposedView(spec, stores))
@@ -547,7 +561,8 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                 continue
             ev = evaluate(source, labels, splits, model=model, C=C if model == "svm" else (1.0,),
                           class_weight=p["class_weight"] if model == "svm" else None, multiclass=p["multiclass"],
-                          epochs=p["epochs"], seed=p["perceptron_seed"], kernel=name, positive=p["positive"])
+                          epochs=p["epochs"], seed=p["perceptron_seed"], kernel=name, positive=p["positive"],
+                          **learn)
             for r in ev.rows:
                 r["spec"] = spec.to_dict()
                 r["gram_seconds"] = round(sum(seconds[b.spec_hash] for b in spec.base_specs()), 2)
@@ -556,6 +571,10 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                     r["n_train"] = int(splits[0].train.size)
             rows.extend(ev.rows)
             say(f"{name} {model}: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ev.rows))
+    return rows
+
+
+def _report(wf, rows, corpus, how, out, say, t_start):
     cols = wf.report.get("columns") or [c for c in ("kernel", "model", "C", "m", "class_weight", "multiclass", "n_train",
                                                     "n_test", "accuracy", "precision", "recall", "f1", "macro_f1")
                                         if any(r.get(c) is not None for r in rows)]
