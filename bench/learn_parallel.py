@@ -83,8 +83,9 @@ def main():
     base = min(m["wall"] for m in got["sequential"])
     for name, ms in got.items():
         best = min(m["wall"] for m in ms)
-        print(f"| {name} | {best:.1f} | {', '.join(f'{m['wall']:.1f}' for m in ms)} | {base / best:.2f}x | "
-              f"{', '.join(f'{m['load']:.1f}' for m in ms)} |")
+        walls = ", ".join(f"{m['wall']:.1f}" for m in ms)
+        loads = ", ".join(f"{m['load']:.1f}" for m in ms)
+        print(f"| {name} | {best:.1f} | {walls} | {base / best:.2f}x | {loads} |")
 
 
 if __name__ == "__main__":
