@@ -10,6 +10,16 @@ Models: ``"svm"`` is ``sklearn.svm.SVC(kernel="precomputed")`` (multi-class one-
 ``OneVsRestClassifier``, or SVC's native one-vs-one), ``"perceptron"`` the kernel voted
 perceptron of :mod:`gramtile.pipeline.learn.perceptron`.
 
+Solvers (:func:`plan_solver`): the SVM is fitted by libsvm on the two blocks held in memory,
+or, when K(train, train) would not fit the memory budget (or with ``solver="smo"``), by
+:mod:`gramtile.pipeline.learn.smo` over kernel rows read through a bounded cache
+(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands.
+
+Parallel: each split is a task (:class:`SplitTask`, :func:`run_split`) run by
+:func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster profile or client; a task
+carries store paths and indices, and the worker reads its own blocks. Results are assembled in
+split order, so they are the serial run's.
+
 Result rows are flat dicts. Binary tasks report precision/recall/F1 of the positive class
 (:func:`~gramtile.pipeline.learn.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
 ``macro_f1`` and ``micro_f1``. Overall figures pool the predictions of all test parts (each
