@@ -58,7 +58,7 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import write_shards
-from gramtile.pipeline.learn.crossval import evaluate, prediction_scores, select_C
+from gramtile.pipeline.learn.crossval import evaluate, prediction_scores
 from gramtile.pipeline.learn.folds import fixed_split, load_or_make_folds
 from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
@@ -555,7 +555,7 @@ def _learn(wf, stores, seconds, labels, splits, p, say, learn) -> list:
                 say(f"{name} nystroem: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ny))
                 continue
             if model == "svm" and p["select_C"] is not None:
-                rows.append(_selected_C_row(source, labels, splits, C, p, name, spec))
+                rows.append(_selected_C_row(source, labels, splits, C, p, name, spec, learn))
                 say(f"{name} svm, C chosen in the training part(s) {rows[-1]['C_chosen']}: "
                     f"accuracy {rows[-1]['accuracy']:.4f}")
                 continue
@@ -591,23 +591,19 @@ def _report(wf, rows, corpus, how, out, say, t_start):
     return rows
 
 
-def _selected_C_row(source, labels, splits, Cs, p, name, spec) -> dict:
+def _selected_C_row(source, labels, splits, Cs, p, name, spec, learn=None) -> dict:
     """Nested model selection: for each split, C from ``Cs`` by k-fold inside its training part,
-    then train on the whole training part and test; predictions pooled over splits."""
+    then train on the whole training part and test; predictions pooled over splits. The splits
+    are tasks of :func:`~gramtile.pipeline.learn.crossval.evaluate` (``learn``: its solver and
+    cluster options)."""
 
-    chosen, idx, pred = [], [], []
     y = np.asarray(labels)
-    for sp in splits:
-        c, _ = select_C(source, labels, sp.train, Cs, folds=p["select_C"]["folds"], seed=p["seed"],
-                        class_weight=p["class_weight"], multiclass=p["multiclass"], positive=p["positive"],
-                        metric=p["select_C"]["metric"])
-        ev = evaluate(source, labels, [sp], model="svm", C=[c], class_weight=p["class_weight"],
-                      multiclass=p["multiclass"], kernel=name, positive=p["positive"])
-        i, pr = next(iter(ev.predictions.values()))
-        chosen.append(c)
-        idx.append(i)
-        pred.append(pr)
-    idx, pred = np.concatenate(idx), np.concatenate(pred)
+    ev = evaluate(source, labels, splits, model="svm", C=list(Cs), class_weight=p["class_weight"],
+                  multiclass=p["multiclass"], kernel=name, positive=p["positive"], select="nested",
+                  inner_folds=p["select_C"]["folds"], inner_seed=p["seed"], inner_metric=p["select_C"]["metric"],
+                  **(learn or {}))
+    chosen = [r["C_chosen"] for r in ev.fold_rows]
+    idx, pred = next(iter(ev.predictions.values()))
     classes = sorted(np.unique(y).tolist())
     positive = p["positive"] or (positive_class(classes) if len(classes) == 2 else None)
     row, _ = prediction_scores(y[idx], pred, classes, positive)

@@ -460,6 +460,7 @@ class SplitTask:
     positive: object
     seed: object
     plan: SolverPlan
+    inner_metric: str = "accuracy"
 
 
 def run_split(task: SplitTask) -> list:
@@ -474,7 +475,8 @@ def run_split(task: SplitTask) -> list:
         if task.nested:
             c, _ = choose_C_source(ViewKernelSource(src, idx=sp.train), y[sp.train], task.c_grid,
                                    folds=task.inner_folds, seed=task.inner_seed, class_weight=task.class_weight,
-                                   multiclass=task.multiclass, positive=task.positive, plan=task.plan)
+                                   multiclass=task.multiclass, positive=task.positive, metric=task.inner_metric,
+                                   plan=task.plan)
         Cs = [c] if task.nested else [s.C for s in task.grid]
         preds = smo_fit_predict(src, y, sp.train, sp.test, Cs, task.classes, task.class_weight,
                                 task.plan.cache_mb, task.plan.tol)
@@ -489,7 +491,7 @@ def run_split(task: SplitTask) -> list:
         if task.nested:
             c, _ = choose_C_source(ArrayKernelSource(K_tr), y[sp.train], task.c_grid, folds=task.inner_folds,
                                    seed=task.inner_seed, class_weight=task.class_weight, multiclass=task.multiclass,
-                                   positive=task.positive, plan=task.plan)
+                                   positive=task.positive, metric=task.inner_metric, plan=task.plan)
             fit_s, extra = Setting("svm", c), {"C_chosen": c}
         est = fit_s.build(task.class_weight, task.multiclass, len(task.classes), task.seed)
         est.fit(K_tr, y[sp.train])
@@ -501,7 +503,7 @@ def run_split(task: SplitTask) -> list:
 def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=None, multiclass: str = "ovr",
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
              progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0,
-             solver: str | SolverPlan = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3,
+             inner_metric: str = "accuracy", solver: str | SolverPlan = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3,
              cluster=None, cluster_file=None, client=None, bar: bool = False, announce=None) -> Evaluation:
     """Fit and score a model on each split, reading two kernel blocks per split.
 
@@ -532,7 +534,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     select : {"test", "nested"}
         With several C: score every C on the test parts (``"test"``, one row per C, default),
         or choose C per split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its
-        training part only (``"nested"``, one row).
+        training part only (``"nested"``, one row), by ``inner_metric`` (accuracy, f1, macro_f1).
     solver : {"auto", "libsvm", "smo"} or SolverPlan
         SVM solver (:func:`plan_solver`): scikit-learn's SVC on K(train, train) in memory, or
         :mod:`~gramtile.pipeline.learn.smo` over kernel rows read through a cache of ``cache_mb``;
@@ -583,7 +585,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     if client is None and cluster in (None, "sequential"):
         ref = SourceRef(local=source)  # in this process: read through the caller's own source
     tasks = [SplitTask(ref, y, sp, grid, nested, c_grid, inner_folds, inner_seed, class_weight, multiclass, classes,
-                       positive, seed, plan) for sp in splits]
+                       positive, seed, plan, inner_metric) for sp in splits]
 
     def done(i, _):
         if progress is not None:
