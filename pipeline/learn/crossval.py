@@ -45,7 +45,7 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, in_process, run_tasks, source_ref
+from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
@@ -426,10 +426,8 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
     plan = plan or plan_solver("smo", source.n, 0)
     y = np.asarray(y)
     train = np.arange(source.n, dtype=np.int64)
-    ref = source_ref(source)
-    ref.check_complete()
-    if client is None and cluster in (None, "sequential"):
-        ref = SourceRef(local=source)
+    check_complete(source)
+    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
     binary = len(classes) == 2
     tasks = []
     for p in ([classes[1]] if binary else list(classes)):
@@ -580,10 +578,9 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     res.solver = plan.to_dict() if model == "svm" else None
     if announce is not None and model == "svm":
         announce(plan.line)
-    ref = source_ref(source)
-    ref.check_complete()
-    if client is None and cluster in (None, "sequential"):
-        ref = SourceRef(local=source)  # in this process: read through the caller's own source
+    check_complete(source)
+    # in this process, read through the caller's own source; elsewhere, each worker opens the stores
+    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
     tasks = [SplitTask(ref, y, sp, grid, nested, c_grid, inner_folds, inner_seed, class_weight, multiclass, classes,
                        positive, seed, plan, inner_metric) for sp in splits]
 

@@ -105,16 +105,37 @@ class SourceRef:
 
     def check_complete(self):
         """Raise :class:`IncompleteTileError` naming ``gramtile gram`` unless every store is complete."""
-        for s in self.stores:
-            st = GramStore.open(s.path)
-            done, total = st.tiles_done()
-            if done != total:
-                mask = st.done_mask()
-                a, b = next((t.i, t.j) for t in st.grid().tiles() if not mask[t.i, t.j])
-                raise IncompleteTileError(
-                    f"Gram store {s.path} is incomplete: tile {(a, b)} is not computed yet ({done} of {total} tiles "
-                    f"done), and learning reads K(train, train) from it. Fix: finish it by rerunning the same "
-                    f"`gramtile gram` command (it resumes; `gramtile status {s.path}` shows what is left)")
+        check_complete([GramStore.open(s.path) for s in self.stores])
+
+
+def check_complete(stores):
+    """Raise :class:`IncompleteTileError` naming ``gramtile gram`` unless every GramStore of ``stores``
+    (objects, or a kernel source whose stores to check) has all its tiles done."""
+    if not isinstance(stores, (list, tuple)):
+        stores = stores_of(stores)
+    for st in stores:
+        done, total = st.tiles_done()
+        if done != total:
+            mask = st.done_mask()
+            a, b = next((t.i, t.j) for t in st.grid().tiles() if not mask[t.i, t.j])
+            raise IncompleteTileError(
+                f"Gram store {st.path} is incomplete: tile {(a, b)} is not computed yet ({done} of {total} tiles "
+                f"done), and learning reads K(train, train) from it. Fix: finish it by rerunning the same "
+                f"`gramtile gram` command (it resumes; `gramtile status {st.path}` shows what is left)")
+
+
+def stores_of(source) -> list:
+    """The GramStores a kernel source reads (none for an in-memory one), without opening any."""
+    if isinstance(source, StoreKernelSource):
+        return [source.store]
+    view = getattr(source, "view", None) if isinstance(source, ViewKernelSource) else None
+    if isinstance(view, ComposedView):
+        return [v.store for v in view.views.values()]
+    if isinstance(view, GramView):
+        return [view.store]
+    if view is not None:
+        return stores_of(view)
+    return []
 
 
 _local = threading.local()
