@@ -572,7 +572,8 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     if isinstance(solver, SolverPlan):
         plan = solver
     else:
-        plan = plan_solver(solver, max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
+        plan = plan_solver(solver if model == "svm" else "libsvm",  # the perceptron reads its blocks into memory
+                           max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
                            memory_mb, cache_mb, inner_folds if nested else 0, multiclass, len(classes),
                            share=in_process(cluster, cluster_file, client), tol=tol)
     res.solver = plan.to_dict() if model == "svm" else None
