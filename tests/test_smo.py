@@ -90,3 +90,30 @@ def test_a_cache_smaller_than_two_rows_names_the_fix():
     K, y, tr, _ = rbf_problem(0)
     with pytest.raises(EvaluationError, match="fewer than two kernel rows.*--cache-mb"):
         RowCache(ArrayKernelSource(K), tr, cache_mb=8 * 260 * 1.5 / 1e6)
+
+
+class RecordingSource(ArrayKernelSource):
+    """An in-memory kernel source that records the size of every block read from it."""
+
+    def __init__(self, K):
+        super().__init__(K)
+        self.sizes = []
+
+    def block(self, rows, cols):
+        self.sizes.append(len(rows) * len(cols))
+        return super().block(rows, cols)
+
+
+def test_evaluate_with_smo_never_reads_more_than_the_cache_at_once():
+    from gramtile.pipeline.learn.crossval import evaluate
+    from gramtile.pipeline.learn.folds import stratified_kfold
+
+    K, y, _, _ = rbf_problem(3, n=300, n_test=60)
+    folds = stratified_kfold(y, 3, seed=0)
+    cache_mb = 8 * 240 * 40 / 1e6  # 40 kernel rows of a 240-example training part
+    src = RecordingSource(K)
+    ev = evaluate(src, y, folds, C=[0.5, 2.0], select="nested", inner_folds=2, solver="smo", cache_mb=cache_mb)
+    assert ev.solver["used"] == "smo"
+    assert max(src.sizes) * 8 <= cache_mb * 1e6  # no K(train, train), no whole K(test, train)
+    lib = evaluate(ArrayKernelSource(K), y, folds, C=[0.5, 2.0], select="nested", inner_folds=2, solver="libsvm")
+    assert np.mean(next(iter(ev.predictions.values()))[1] == next(iter(lib.predictions.values()))[1]) >= 0.999

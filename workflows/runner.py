@@ -55,10 +55,10 @@ import yaml
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import get_profile
+from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import write_shards
-from gramtile.pipeline.learn.crossval import evaluate, prediction_scores, select_C
+from gramtile.pipeline.learn.crossval import evaluate, prediction_scores
 from gramtile.pipeline.learn.folds import fixed_split, load_or_make_folds
 from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.nystroem import evaluate_nystroem
@@ -479,7 +479,7 @@ def base_stores(wf: Workflow, corpus, out: Path, cluster="local", cluster_file=N
 
 
 def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: bool = True, tile=None,
-                 client=None) -> list[dict]:
+                 client=None, solver: str = "auto", memory_mb=None, cache_mb=None) -> list[dict]:
     """Run a workflow end to end and write ``out/results.json``, ``out/results.md`` and plots.
 
     Parameters
@@ -487,9 +487,14 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     wf : Workflow or path
     out : path
         Output folder; its corpus and Gram stores are reused by a rerun.
-    cluster, cluster_file, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`
+    cluster, cluster_file, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`; the
+        learning fits of a kernel x model (its splits) run on the same profile, on one client
+        opened for the learning phase (results are the serial run's)
     tile : int, optional
         Tile edge of new Gram stores.
+    solver, memory_mb, cache_mb
+        The SVM solver of the learn steps (:func:`~gramtile.pipeline.learn.crossval.plan_solver`).
+        Recipe workflows (``recipe:``) keep their own learning code and run it in-process.
 
     Returns
     -------
@@ -521,6 +526,15 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
             raise WorkflowError(f"{wf.path}: example {corpus.ids[i]} has label {y!r}; workflows need one label "
                                 "per example")
     stores, seconds = base_stores(wf, corpus, out, cluster, cluster_file, progress, client, tile)
+    with shared_client(cluster, cluster_file, client) as (learn_cluster, learn_client):
+        learn = dict(solver=solver, memory_mb=memory_mb, cache_mb=cache_mb, cluster=learn_cluster,
+                     cluster_file=cluster_file, client=learn_client)
+        rows = _learn(wf, stores, seconds, labels, splits, p, say, learn)
+    return _report(wf, rows, corpus, how, out, say, t_start)
+
+
+def _learn(wf, stores, seconds, labels, splits, p, say, learn) -> list:
+    """Every kernel x model of the workflow's protocol: its result rows."""
     rows = []
     for name, spec in wf.kernels.items():
         source = ViewKernelSource(ComposedView(spec, stores))
@@ -541,13 +555,14 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                 say(f"{name} nystroem: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ny))
                 continue
             if model == "svm" and p["select_C"] is not None:
-                rows.append(_selected_C_row(source, labels, splits, C, p, name, spec))
+                rows.append(_selected_C_row(source, labels, splits, C, p, name, spec, learn))
                 say(f"{name} svm, C chosen in the training part(s) {rows[-1]['C_chosen']}: "
                     f"accuracy {rows[-1]['accuracy']:.4f}")
                 continue
             ev = evaluate(source, labels, splits, model=model, C=C if model == "svm" else (1.0,),
                           class_weight=p["class_weight"] if model == "svm" else None, multiclass=p["multiclass"],
-                          epochs=p["epochs"], seed=p["perceptron_seed"], kernel=name, positive=p["positive"])
+                          epochs=p["epochs"], seed=p["perceptron_seed"], kernel=name, positive=p["positive"],
+                          **learn)
             for r in ev.rows:
                 r["spec"] = spec.to_dict()
                 r["gram_seconds"] = round(sum(seconds[b.spec_hash] for b in spec.base_specs()), 2)
@@ -556,6 +571,10 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
                     r["n_train"] = int(splits[0].train.size)
             rows.extend(ev.rows)
             say(f"{name} {model}: " + ", ".join(f"C={r['C']} accuracy {r['accuracy']:.4f}" for r in ev.rows))
+    return rows
+
+
+def _report(wf, rows, corpus, how, out, say, t_start):
     cols = wf.report.get("columns") or [c for c in ("kernel", "model", "C", "m", "class_weight", "multiclass", "n_train",
                                                     "n_test", "accuracy", "precision", "recall", "f1", "macro_f1")
                                         if any(r.get(c) is not None for r in rows)]
@@ -572,23 +591,19 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     return rows
 
 
-def _selected_C_row(source, labels, splits, Cs, p, name, spec) -> dict:
+def _selected_C_row(source, labels, splits, Cs, p, name, spec, learn=None) -> dict:
     """Nested model selection: for each split, C from ``Cs`` by k-fold inside its training part,
-    then train on the whole training part and test; predictions pooled over splits."""
+    then train on the whole training part and test; predictions pooled over splits. The splits
+    are tasks of :func:`~gramtile.pipeline.learn.crossval.evaluate` (``learn``: its solver and
+    cluster options)."""
 
-    chosen, idx, pred = [], [], []
     y = np.asarray(labels)
-    for sp in splits:
-        c, _ = select_C(source, labels, sp.train, Cs, folds=p["select_C"]["folds"], seed=p["seed"],
-                        class_weight=p["class_weight"], multiclass=p["multiclass"], positive=p["positive"],
-                        metric=p["select_C"]["metric"])
-        ev = evaluate(source, labels, [sp], model="svm", C=[c], class_weight=p["class_weight"],
-                      multiclass=p["multiclass"], kernel=name, positive=p["positive"])
-        i, pr = next(iter(ev.predictions.values()))
-        chosen.append(c)
-        idx.append(i)
-        pred.append(pr)
-    idx, pred = np.concatenate(idx), np.concatenate(pred)
+    ev = evaluate(source, labels, splits, model="svm", C=list(Cs), class_weight=p["class_weight"],
+                  multiclass=p["multiclass"], kernel=name, positive=p["positive"], select="nested",
+                  inner_folds=p["select_C"]["folds"], inner_seed=p["seed"], inner_metric=p["select_C"]["metric"],
+                  **(learn or {}))
+    chosen = [r["C_chosen"] for r in ev.fold_rows]
+    idx, pred = next(iter(ev.predictions.values()))
     classes = sorted(np.unique(y).tolist())
     positive = p["positive"] or (positive_class(classes) if len(classes) == 2 else None)
     row, _ = prediction_scores(y[idx], pred, classes, positive)

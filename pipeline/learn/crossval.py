@@ -10,6 +10,16 @@ Models: ``"svm"`` is ``sklearn.svm.SVC(kernel="precomputed")`` (multi-class one-
 ``OneVsRestClassifier``, or SVC's native one-vs-one), ``"perceptron"`` the kernel voted
 perceptron of :mod:`gramtile.pipeline.learn.perceptron`.
 
+Solvers (:func:`plan_solver`): the SVM is fitted by libsvm on the two blocks held in memory,
+or, when K(train, train) would not fit the memory budget (or with ``solver="smo"``), by
+:mod:`gramtile.pipeline.learn.smo` over kernel rows read through a bounded cache
+(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands.
+
+Parallel: each split is a task (:class:`SplitTask`, :func:`run_split`) run by
+:func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster profile or client; a task
+carries store paths and indices, and the worker reads its own blocks. Results are assembled in
+split order, so they are the serial run's.
+
 Result rows are flat dicts. Binary tasks report precision/recall/F1 of the positive class
 (:func:`~gramtile.pipeline.learn.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
 ``macro_f1`` and ``micro_f1``. Overall figures pool the predictions of all test parts (each
@@ -26,20 +36,31 @@ on test data.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import stratified_kfold
+from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
+from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
-from gramtile.pipeline.learn.sources import ArrayKernelSource
+from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
+from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
 SELECT = ("nested", "test")
+#: ``solver`` values: ``libsvm`` (scikit-learn's SVC on K(train, train) in memory), ``smo``
+#: (:mod:`gramtile.pipeline.learn.smo` over kernel rows read through a cache of ``cache_mb``),
+#: ``auto`` (libsvm when its blocks fit the memory budget, else smo).
+SOLVERS = ("auto", "libsvm", "smo")
+#: Share of the memory available at start that the default budget (``--memory-mb``) takes.
+MEMORY_SHARE = 0.6
+#: libsvm's own kernel cache (SVC's ``cache_size``, MB), counted in the in-memory estimate.
+LIBSVM_CACHE_MB = 200.0
 
 
 def parse_class_weight(text):
@@ -132,11 +153,14 @@ def check_classes(classes, positive, class_weight):
 
 
 def read_block(source, rows, cols, what):
+    """K[rows][:, cols] as float64, refusing NaN / infinite entries (checked a band of rows at a
+    time, so the check allocates no second matrix)."""
     B = np.asarray(source.block(rows, cols), dtype=np.float64)
     if B.shape != (len(rows), len(cols)):
         raise EvaluationError(f"kernel source returned a block of shape {B.shape} for {what}, "
                               f"expected {(len(rows), len(cols))}")
-    if not np.all(np.isfinite(B)):
+    band = max(1, (1 << 24) // max(1, B.shape[1]))
+    if not all(np.isfinite(B[a:a + band]).all() for a in range(0, B.shape[0], band)):
         raise EvaluationError(f"the {what} block has NaN or infinite entries (an unfinished Gram store?); "
                               "finish it with `gramtile gram` (it resumes) and rerun")
     return B
@@ -168,12 +192,15 @@ class Evaluation:
         Setting label -> (test indices, predicted labels), pooled in split order.
     reports : dict
         Setting label -> full :func:`~gramtile.pipeline.learn.metrics.classification_report` (pooled).
+    solver : dict or None
+        The SVM solver used and why (:meth:`SolverPlan.to_dict`); None for the perceptron.
     """
 
     rows: list = field(default_factory=list)
     fold_rows: list = field(default_factory=list)
     predictions: dict = field(default_factory=dict)
     reports: dict = field(default_factory=dict)
+    solver: dict | None = None
 
 
 def _label(s: Setting) -> str:
@@ -194,9 +221,288 @@ def _base_row(kernel, s: Setting, class_weight, multiclass, n_classes):
     return row
 
 
+# ---- solver choice: in memory (libsvm) or through a row cache (smo) -------------------------------
+
+def available_memory_mb() -> float:
+    """Memory available to new allocations now (``MemAvailable`` of /proc/meminfo, else the free
+    pages), in MB (10^6 bytes)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (ValueError, OSError, AttributeError):
+        return 4096.0
+
+
+def default_memory_mb() -> float:
+    """The default memory budget of a learning run: :data:`MEMORY_SHARE` of what is available."""
+    return MEMORY_SHARE * available_memory_mb()
+
+
+def default_cache_mb(memory_mb: float) -> float:
+    """The default row cache of the smo solver: a quarter of the budget, between 100 MB and 4 GB."""
+    return float(min(4000.0, max(100.0, memory_mb / 4)))
+
+
+def in_memory_mb(n_train: int, n_test: int, nested_folds: int = 0) -> float:
+    """MB the in-memory path holds at its peak for one fit: K(train, train) and K(test, train),
+    plus, with nested C selection over ``nested_folds`` inner folds, the largest inner fold's two
+    blocks, plus libsvm's kernel cache."""
+    need = n_train * n_train + n_test * n_train
+    if nested_folds >= 2:
+        inner_te = -(-n_train // nested_folds)
+        inner_tr = n_train - n_train // nested_folds
+        need += inner_tr * inner_tr + inner_te * inner_tr
+    return 8 * need / 1e6 + LIBSVM_CACHE_MB
+
+
+@dataclass(frozen=True)
+class SolverPlan:
+    """Which SVM solver a run uses and why (recorded in results.json / provenance)."""
+
+    requested: str
+    used: str              # "libsvm" or "smo"
+    need_mb: float         # the in-memory path's peak per fit
+    memory_mb: float       # the budget per fit
+    cache_mb: float        # the smo row cache
+    tol: float = 1e-3
+
+    @property
+    def line(self) -> str:
+        how = (f"libsvm (scikit-learn SVC) on K(train, train) in memory: {self.need_mb:,.0f} MB per fit"
+               if self.used == "libsvm" else
+               f"smo over kernel rows read through a {self.cache_mb:,.0f} MB cache (K(train, train) in memory would "
+               f"need {self.need_mb:,.0f} MB per fit)")
+        why = "" if self.requested != "auto" else (
+            f" within the {self.memory_mb:,.0f} MB budget" if self.used == "libsvm"
+            else f", over the {self.memory_mb:,.0f} MB budget")
+        return f"solver {self.used} ({'--solver ' + self.requested if self.requested != 'auto' else 'auto'}): {how}{why}"
+
+    def to_dict(self) -> dict:
+        return {"requested": self.requested, "used": self.used, "in_memory_mb": round(self.need_mb, 1),
+                "memory_mb": round(self.memory_mb, 1), "cache_mb": round(self.cache_mb, 1), "tol": self.tol}
+
+
+def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_mb=None, cache_mb=None,
+                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, share: int = 1,
+                tol: float = 1e-3) -> SolverPlan:
+    """Choose the SVM solver of a run.
+
+    Parameters
+    ----------
+    solver : {"auto", "libsvm", "smo"}
+    n_train, n_test : the largest training and test parts of the run's fits
+    memory_mb : float, optional
+        Budget of the process (default :func:`default_memory_mb`); ``share`` fits running in one
+        process at once (the threads of an in-process profile) split it.
+    cache_mb : float, optional
+        Row cache of smo (default :func:`default_cache_mb` of the per-fit budget).
+    nested_folds : inner folds of nested C selection (0: none)
+    """
+    if solver not in SOLVERS:
+        raise EvaluationError(f"solver={solver!r}; use one of {list(SOLVERS)} (--solver)")
+    for name, v in (("--memory-mb", memory_mb), ("--cache-mb", cache_mb)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not v > 0
+                              or not math.isfinite(v)):
+            raise EvaluationError(f"{name} {v!r} must be a positive number of megabytes, e.g. {name} 2000")
+    budget = float(memory_mb if memory_mb is not None else default_memory_mb()) / max(1, int(share))
+    cache = float(cache_mb) if cache_mb is not None else default_cache_mb(budget)
+    need = in_memory_mb(n_train, n_test, nested_folds)
+    used = solver if solver != "auto" else ("libsvm" if need <= budget else "smo")
+    if used == "smo" and n_classes > 2 and multiclass == "ovo":
+        if solver == "smo":
+            raise EvaluationError("--solver smo trains one-vs-rest only; use --multiclass ovr, or --solver libsvm")
+        raise EvaluationError(f"K(train, train) would need {need:,.0f} MB in memory, over the {budget:,.0f} MB "
+                              "budget, and the bounded-memory solver (smo) trains one-vs-rest only. Fix: use "
+                              "--multiclass ovr, or raise --memory-mb")
+    row_mb = 8 * n_train / 1e6
+    if used == "smo" and cache < 2 * row_mb:
+        raise EvaluationError(f"--cache-mb {cache:g} holds fewer than two kernel rows of {n_train} training examples "
+                              f"({row_mb:.3f} MB each). Fix: pass --cache-mb {2 * row_mb + 0.001:.3f} or more")
+    return SolverPlan(solver, used, need, budget, cache, float(tol))
+
+
+def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cache_mb: float = 200.0,
+                    tol: float = 1e-3) -> dict:
+    """Fit the SVM with :mod:`~gramtile.pipeline.learn.smo` for every C of ``Cs`` and predict ``test``.
+
+    Binary: one problem, ``classes[1]`` positive (SVC's convention: f > 0 predicts ``classes[1]``).
+    More classes: one-vs-rest, the largest decision value wins, ties to the later class (as
+    ``OneVsRestClassifier``); class weights ``"balanced"`` balance each binary problem (as there),
+    a dict weights the examples of each original label. The C grid is solved in increasing order,
+    each problem warm-started from its solution at the previous C (the box only grows, so that
+    solution stays feasible). K(train, train) is read through one :class:`RowCache` of
+    ``cache_mb``; predictions read K(test, support) in bands of at most ``cache_mb``.
+
+    Returns
+    -------
+    dict C -> predicted labels of ``test``
+    """
+    y = np.asarray(y)
+    train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
+    ytr = y[train]
+    rows = RowCache(source, train, cache_mb)
+    binary = len(classes) == 2
+    problems = [classes[1]] if binary else list(classes)
+    sols, prev = {}, {}
+    for C in sorted(set(float(c) for c in Cs)):
+        for p in problems:
+            yc = np.where(ytr == p, 1.0, -1.0)
+            box = class_C(ytr, C, class_weight) if binary or isinstance(class_weight, dict) else \
+                class_C(yc, C, class_weight)
+            a0 = None
+            if p in prev and np.all(box >= prev[p][1]):
+                a0 = prev[p][0]
+            sol = solve_binary(rows, yc, box, tol=tol, alpha0=a0)
+            if not sol.converged:
+                raise EvaluationError(f"smo did not converge at C={C:g} for class {p!r} in {sol.iterations} "
+                                      "iterations; raise the tolerance (tol) or use --solver libsvm")
+            prev[p] = (sol.alpha, box)
+            sols[(C, p)] = (yc, sol)
+    used = np.zeros(train.size, dtype=bool)
+    for _, sol in sols.values():
+        used |= sol.alpha > 0
+    sv = np.flatnonzero(used)
+    coef = {k: (sol.alpha * yc)[sv] for k, (yc, sol) in sols.items()}
+    dec = {k: np.empty(test.size) for k in sols}
+    band = max(1, int(cache_mb * 1e6 // (8 * max(1, sv.size))))
+    for a in range(0, test.size, band):
+        Kb = read_block(source, test[a:a + band], train[sv], "test x support")
+        for k, (_, sol) in sols.items():
+            dec[k][a:a + band] = Kb @ coef[k] - sol.rho
+    cl = np.asarray(classes)
+    preds = {}
+    for C in Cs:
+        C = float(C)
+        if binary:
+            preds[C] = np.where(dec[(C, classes[1])] > 0, cl[1], cl[0])
+        else:
+            S = np.column_stack([dec[(C, c)] for c in classes])
+            preds[C] = cl[S.shape[1] - 1 - np.argmax(S[:, ::-1], axis=1)]
+    return preds
+
+
+@dataclass
+class ProblemTask:
+    """One binary problem of an smo fit on all training positions ``train`` of ``ref``'s source."""
+
+    ref: SourceRef
+    y: np.ndarray        # labels of ``train``
+    train: np.ndarray
+    positive: object     # the class labelled +1
+    box: np.ndarray      # per-example C
+    cache_mb: float
+    tol: float
+
+
+def solve_problem(task: ProblemTask):
+    """``(support positions, dual coefficients alpha_t y_t, intercept -rho)`` of one smo problem."""
+    rows = RowCache(task.ref.open(), task.train, task.cache_mb)
+    yc = np.where(task.y == task.positive, 1.0, -1.0)
+    sol = solve_binary(rows, yc, task.box, tol=task.tol)
+    if not sol.converged:
+        raise EvaluationError(f"smo did not converge for class {task.positive!r} in {sol.iterations} iterations; "
+                              "raise the tolerance (tol) or use --solver libsvm")
+    sv = np.flatnonzero(sol.alpha > 0)
+    return sv, (sol.alpha * yc)[sv], -sol.rho
+
+
+def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: SolverPlan | None = None,
+                      cluster=None, cluster_file=None, client=None, bar: bool = False) -> list:
+    """The decision functions of an smo SVM on all examples of ``source`` (labels ``y``): binary
+    (``classes[1]`` positive, as SVC) or one per class (one-vs-rest, class weights as in
+    :func:`smo_fit_predict`). One-vs-rest problems are independent tasks on ``cluster`` /
+    ``client``, each reading its rows from the store.
+
+    Returns
+    -------
+    list of (support positions, coefficients, intercept), one per decision function
+    """
+    plan = plan or plan_solver("smo", source.n, 0)
+    y = np.asarray(y)
+    train = np.arange(source.n, dtype=np.int64)
+    check_complete(source)
+    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
+    binary = len(classes) == 2
+    tasks = []
+    for p in ([classes[1]] if binary else list(classes)):
+        yc = np.where(y == p, 1.0, -1.0)
+        box = class_C(y, C, class_weight) if binary or isinstance(class_weight, dict) else class_C(yc, C, class_weight)
+        tasks.append(ProblemTask(ref, y, train, p, box, plan.cache_mb, plan.tol))
+    return run_tasks(solve_problem, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                     desc="train", bar=bar)
+
+
+# ---- one split as a task --------------------------------------------------------------------------
+
+@dataclass
+class SplitTask:
+    """Everything one split's fits need; the kernel comes from ``ref`` (opened on the worker)."""
+
+    ref: SourceRef
+    y: np.ndarray
+    split: Split
+    grid: list
+    nested: bool
+    c_grid: list
+    inner_folds: int
+    inner_seed: int
+    class_weight: object
+    multiclass: str
+    classes: list
+    positive: object
+    seed: object
+    plan: SolverPlan
+    inner_metric: str = "accuracy"
+
+
+def run_split(task: SplitTask) -> list:
+    """Fit and predict one split (its nested C selection included): ``[(setting fitted, extra row
+    fields, predictions of split.test)]`` in the order of ``task.grid``."""
+    src = task.ref.open()
+    sp, y = task.split, task.y
+    out = []
+    smo = task.plan.used == "smo" and task.grid[0].model == "svm"
+    if smo:
+        c = None
+        if task.nested:
+            c, _ = choose_C_source(ViewKernelSource(src, idx=sp.train), y[sp.train], task.c_grid,
+                                   folds=task.inner_folds, seed=task.inner_seed, class_weight=task.class_weight,
+                                   multiclass=task.multiclass, positive=task.positive, metric=task.inner_metric,
+                                   plan=task.plan)
+        Cs = [c] if task.nested else [s.C for s in task.grid]
+        preds = smo_fit_predict(src, y, sp.train, sp.test, Cs, task.classes, task.class_weight,
+                                task.plan.cache_mb, task.plan.tol)
+        for s in task.grid:
+            fit_s = Setting("svm", c) if task.nested else s
+            out.append((fit_s, {"C_chosen": c} if task.nested else {}, preds[float(fit_s.C)]))
+        return out
+    K_tr = read_block(src, sp.train, sp.train, f"{sp.name} train x train")
+    K_te = read_block(src, sp.test, sp.train, f"{sp.name} test x train")
+    for s in task.grid:
+        fit_s, extra = s, {}
+        if task.nested:
+            c, _ = choose_C_source(ArrayKernelSource(K_tr), y[sp.train], task.c_grid, folds=task.inner_folds,
+                                   seed=task.inner_seed, class_weight=task.class_weight, multiclass=task.multiclass,
+                                   positive=task.positive, metric=task.inner_metric, plan=task.plan)
+            fit_s, extra = Setting("svm", c), {"C_chosen": c}
+        est = fit_s.build(task.class_weight, task.multiclass, len(task.classes), task.seed)
+        est.fit(K_tr, y[sp.train])
+        out.append((fit_s, extra, np.asarray(est.predict(K_te))))
+        del est
+    return out
+
+
 def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=None, multiclass: str = "ovr",
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
-             progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0) -> Evaluation:
+             progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0,
+             inner_metric: str = "accuracy", solver: str | SolverPlan = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3,
+             cluster=None, cluster_file=None, client=None, bar: bool = False, announce=None) -> Evaluation:
     """Fit and score a model on each split, reading two kernel blocks per split.
 
     Parameters
@@ -226,7 +532,22 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     select : {"test", "nested"}
         With several C: score every C on the test parts (``"test"``, one row per C, default),
         or choose C per split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its
-        training part only (``"nested"``, one row).
+        training part only (``"nested"``, one row), by ``inner_metric`` (accuracy, f1, macro_f1).
+    solver : {"auto", "libsvm", "smo"} or SolverPlan
+        SVM solver (:func:`plan_solver`): scikit-learn's SVC on K(train, train) in memory, or
+        :mod:`~gramtile.pipeline.learn.smo` over kernel rows read through a cache of ``cache_mb``;
+        ``auto``: libsvm when its blocks fit ``memory_mb`` (default: a share of the available
+        memory), else smo. The perceptron always reads its blocks into memory.
+    tol : float
+        smo's stopping tolerance (libsvm keeps SVC's default, also 1e-3).
+    cluster, cluster_file, client
+        Run the splits as tasks on this cluster profile or Dask client
+        (:func:`~gramtile.pipeline.learn.parallel.run_tasks`); each task opens the stores itself and
+        reads its own blocks. Results are those of the serial run. None: in this process.
+    bar : bool
+        Show a progress bar over the splits' fits.
+    announce : callable, optional
+        Called once with the one-line description of the solver chosen (:attr:`SolverPlan.line`).
 
     Returns
     -------
@@ -248,21 +569,35 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         positive = positive_class(classes)
     check_classes(classes, positive, class_weight)
     res = Evaluation()
+    if isinstance(solver, SolverPlan):
+        plan = solver
+    else:
+        plan = plan_solver(solver if model == "svm" else "libsvm",  # the perceptron reads its blocks into memory
+                           max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
+                           memory_mb, cache_mb, inner_folds if nested else 0, multiclass, len(classes),
+                           share=in_process(cluster, cluster_file, client), tol=tol)
+    res.solver = plan.to_dict() if model == "svm" else None
+    if announce is not None and model == "svm":
+        announce(plan.line)
+    check_complete(source)
+    # in this process, read through the caller's own source; elsewhere, each worker opens the stores
+    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
+    tasks = [SplitTask(ref, y, sp, grid, nested, c_grid, inner_folds, inner_seed, class_weight, multiclass, classes,
+                       positive, seed, plan, inner_metric) for sp in splits]
+
+    def done(i, _):
+        if progress is not None:
+            sp = splits[i]
+            progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
+
+    results = run_tasks(run_split, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                        desc="evaluate", bar=bar, on_done=done)
     pooled = {_label(s): ([], []) for s in grid}
     fold_acc = {_label(s): [] for s in grid}
-    for sp in splits:
-        K_tr = read_block(source, sp.train, sp.train, f"{sp.name} train x train")
-        K_te = read_block(source, sp.test, sp.train, f"{sp.name} test x train")
-        for s in grid:
-            fit_s, extra = s, {}
+    for sp, fits in zip(splits, results):
+        for s, (fit_s, extra, pred) in zip(grid, fits):
             if nested:
-                c, _ = choose_C(K_tr, y[sp.train], c_grid, folds=inner_folds, seed=inner_seed,
-                                class_weight=class_weight, multiclass=multiclass, positive=positive)
-                chosen.append(c)
-                fit_s, extra = Setting("svm", c), {"C_chosen": c}
-            est = fit_s.build(class_weight, multiclass, len(classes), seed)
-            est.fit(K_tr, y[sp.train])
-            pred = np.asarray(est.predict(K_te))
+                chosen.append(fit_s.C)
             row, _ = prediction_scores(y[sp.test], pred, classes, positive)
             fold_acc[_label(s)].append(row["accuracy"])
             res.fold_rows.append({**_base_row(kernel, fit_s, class_weight, multiclass, len(classes)), **extra,
@@ -270,8 +605,6 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
                                   **row})
             pooled[_label(s)][0].append(sp.test)
             pooled[_label(s)][1].append(pred)
-        if progress is not None:
-            progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
     for s in grid:
         key = _label(s)
         idx, pred = np.concatenate(pooled[key][0]), np.concatenate(pooled[key][1])
@@ -411,6 +744,19 @@ def choose_C(K_train, y_train, C, folds: int = 3, seed: int = 0, class_weight=No
     -------
     (float, list of dict)
     """
+    return choose_C_source(ArrayKernelSource(K_train), y_train, C, folds=folds, seed=seed, class_weight=class_weight,
+                           multiclass=multiclass, positive=positive, metric=metric)
+
+
+def choose_C_source(source, y_train, C, folds: int = 3, seed: int = 0, class_weight=None, multiclass: str = "ovr",
+                    positive=None, metric: str = "accuracy", plan: SolverPlan | None = None):
+    """:func:`choose_C` over a kernel source of the training examples only (positions 0..n-1), fitted
+    with ``plan``'s solver (default libsvm in memory), in this process.
+
+    Returns
+    -------
+    (float, list of dict)
+    """
     y = np.asarray(y_train)
     counts = np.unique(y, return_counts=True)[1]
     k = int(min(folds, counts.min()))
@@ -419,8 +765,10 @@ def choose_C(K_train, y_train, C, folds: int = 3, seed: int = 0, class_weight=No
                               f"has {int(counts.min())}. Give one --C, or --C-on-test")
     if positive is not None and positive not in set(y.tolist()):
         positive = None
-    ev = evaluate(ArrayKernelSource(K_train), y, stratified_kfold(y, k, seed), model="svm", C=C,
-                  class_weight=class_weight, multiclass=multiclass, positive=positive, select="test")
+    if plan is None:
+        plan = SolverPlan("libsvm", "libsvm", 0.0, 0.0, 0.0)
+    ev = evaluate(source, y, stratified_kfold(y, k, seed), model="svm", C=C, class_weight=class_weight,
+                  multiclass=multiclass, positive=positive, select="test", solver=plan)
     if metric not in ev.rows[0]:
         raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
     best = max(ev.rows, key=lambda r: (r[metric], -r["C"]))

@@ -54,7 +54,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from itertools import islice
@@ -68,10 +70,11 @@ from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, gram_with_resources, resources_for
 from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
-from gramtile.pipeline.learn.crossval import Setting
+from gramtile.pipeline.learn.crossval import Setting, fit_smo_functions, plan_solver, read_block
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
+from gramtile.pipeline.learn.parallel import in_process
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
-from gramtile.pipeline.learn.sources import check_labels
+from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource, check_labels
 from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
@@ -231,6 +234,19 @@ class SavedModel:
         else:
             raise EvaluationError(f"cannot save a {type(est).__name__}; train an SVC, a one-vs-rest SVC or "
                                   "a VotedPerceptron on a precomputed kernel")
+        return cls.from_functions(spec, learner, scheme, classes, funcs, train_docs, params, provenance, resources)
+
+    @classmethod
+    def from_functions(cls, spec, learner: str, scheme: str, classes, funcs, train_docs, params=None,
+                       provenance=None, resources: TrainedResources | None = None) -> SavedModel:
+        """A saved model from its decision functions over training positions: for an SVM
+        ``(positions, coef, intercept[, pair])`` each (``f(x) = sum coef K(x, train[pos]) +
+        intercept``, as SVC's ``dual_coef_`` / ``intercept_``; e.g. from
+        :func:`~gramtile.pipeline.learn.crossval.fit_smo_functions`), for the perceptron
+        ``(positions, ylab, counts)``. Other parameters as :meth:`from_estimator`."""
+        spec = as_spec(spec)
+        params = dict(params or {})
+        classes = [str(c) for c in classes]
         # the support set: every training example some function uses, in training order
         used = np.unique(np.concatenate([f[0] for f in funcs])) if funcs else np.zeros(0, np.int64)
         pos = {int(t): k for k, t in enumerate(used)}
@@ -332,9 +348,31 @@ class SavedModel:
     # ---- files ------------------------------------------------------------------------------
 
     def save(self, directory) -> Path:
-        """Write the model directory (created if needed; files are overwritten)."""
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+        """Write the model directory, atomically: the files go to a temporary directory beside it,
+        renamed to ``directory`` once complete (an earlier model there is replaced; a directory
+        holding anything but a model is refused), so an interrupted save leaves no half model."""
+        final = Path(directory)
+        if final.exists() and (not final.is_dir() or (any(final.iterdir()) and not (final / "model.json").exists())):
+            raise StoreError(f"{final} exists and is not a model directory (no model.json); pass a new or empty "
+                             "directory to --out, or remove it")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        d = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        d.mkdir()
+        try:
+            self._write(d)
+            if final.exists():
+                old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+                final.rename(old)
+                d.rename(final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                d.rename(final)
+        finally:
+            if d.exists():
+                shutil.rmtree(d, ignore_errors=True)
+        return final
+
+    def _write(self, d: Path):
         files = {}
         for rep in kernel_reps(self.spec):
             name = f"support-{rep}.jsonl"
@@ -347,7 +385,6 @@ class SavedModel:
                 "support_files": files, "sv_self": {h: v.tolist() for h, v in self.sv_self.items()},
                 "provenance": self.provenance, "resources": _save_resources(self.resources, d)}
         (d / "model.json").write_text(json.dumps(meta, indent=1, default=_json_default))
-        return d
 
     @classmethod
     def load(cls, directory) -> SavedModel:
@@ -600,7 +637,9 @@ def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_cla
 
 
 def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
-          epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None) -> SavedModel:
+          epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None,
+          solver: str = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3, cluster=None, cluster_file=None,
+          client=None, announce=None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -608,10 +647,16 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
     docs : list of Document
         Training examples (with the representations ``spec`` reads, and labels).
     spec : KernelSpec, dict or JSON
-    K : ndarray (n, n), optional
-        K_spec(docs, docs) if already computed (e.g. read from a Gram store); else computed in memory.
+    K : ndarray (n, n) or kernel source, optional
+        K_spec(docs, docs) if already computed, or a kernel source over the docs (e.g. a view of
+        Gram stores, read only as the solver needs); else computed in memory.
     learner, C, class_weight, multiclass, epochs, seed
         As in :func:`gramtile.pipeline.learn.crossval.evaluate`.
+    solver, memory_mb, cache_mb, tol, cluster, cluster_file, client, announce
+        The SVM solver (:func:`~gramtile.pipeline.learn.crossval.plan_solver`; ``smo`` reads
+        kernel rows from ``K`` through a cache and never holds K(train, train)), where its
+        one-vs-rest problems run, and a callable given the one-line description of the choice.
+        The choice is recorded in the model's ``params["solver"]``.
     resources : TrainedResources, optional
         The corpus resources ``K`` was computed with (e.g. a corpus store's, see
         :func:`train_from_store`). By default, and always when K is computed here, those
@@ -628,13 +673,34 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
             raise EvaluationError("train(): resources given without K; pass the K computed with them, or neither")
         K, strings, values = gram_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
         resources = TrainedResources(strings, values) if values else None
-    K = np.asarray(K, dtype=np.float64)
-    if K.shape != (len(docs), len(docs)):
-        raise EvaluationError(f"K has shape {K.shape} for {len(docs)} training examples; pass K(train, train)")
-    est = build_estimator(learner, C, class_weight, multiclass, len(classes), epochs, seed)
-    est.fit(K, y)
+    source = K if hasattr(K, "block") and hasattr(K, "n") else None
+    if source is None:
+        K = np.asarray(K, dtype=np.float64)
+        if K.shape != (len(docs), len(docs)):
+            raise EvaluationError(f"K has shape {K.shape} for {len(docs)} training examples; pass K(train, train)")
+    elif source.n != len(docs):
+        raise EvaluationError(f"the kernel source has {source.n} examples for {len(docs)} training examples; its rows "
+                              "must be the training examples, in order")
     params = {"C": None if learner == "perceptron" else float(C),
               "class_weight": class_weight, "multiclass": multiclass}
+    if learner == "svm":
+        plan = plan_solver(solver, len(docs), 0, memory_mb, cache_mb, 0, multiclass, len(classes),
+                           share=in_process(cluster, cluster_file, client), tol=tol)
+        params["solver"] = plan.to_dict()
+        if announce is not None:
+            announce(plan.line)
+        if plan.used == "smo":
+            funcs = fit_smo_functions(source if source is not None else ArrayKernelSource(K), y, classes.tolist(),
+                                      float(C), class_weight, plan, cluster=cluster, cluster_file=cluster_file,
+                                      client=client)
+            scheme = "binary" if len(classes) == 2 else "ovr"
+            return SavedModel.from_functions(spec, "svm", scheme, classes.tolist(), funcs, docs, params=params,
+                                             provenance=provenance, resources=resources)
+    if source is not None:
+        n = len(docs)
+        K = read_block(source, np.arange(n), np.arange(n), "train x train")
+    est = build_estimator(learner, C, class_weight, multiclass, len(classes), epochs, seed)
+    est.fit(K, y)
     return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance, resources=resources)
 
 
@@ -646,6 +712,19 @@ def stored_kernel(spec, grams, corpus_hash=None):
     (K, rows, stores): K (n, n), the corpus rows of K, and {base kernel hash: GramStore}.
     """
 
+    source, rows, stores = stored_source(spec, grams, corpus_hash)
+    n = source.n
+    return np.asarray(source.block(np.arange(n), np.arange(n)), dtype=np.float64), rows, stores
+
+
+def stored_source(spec, grams, corpus_hash=None):
+    """:func:`stored_kernel` as a kernel source over the stores (nothing read yet).
+
+    Returns
+    -------
+    (ViewKernelSource, rows, stores)
+    """
+
     stores = {}
     for g in grams:
         st = GramStore.open(g)
@@ -655,10 +734,9 @@ def stored_kernel(spec, grams, corpus_hash=None):
             raise StoreMismatchError(f"--gram {g} was computed from corpus {st.corpus_hash}, not the --corpus "
                                      f"store ({corpus_hash}); pass Gram stores of this corpus")
         stores[st.kernel_hash] = st
-    view = ComposedView(spec, stores)
+    view = ComposedView(as_spec(spec), stores)
     first = next(iter(view.views.values())).store
-    n = view.shape[0]
-    return np.asarray(view.block(np.arange(n), np.arange(n)), dtype=np.float64), first.rows(), stores
+    return ViewKernelSource(view), first.rows(), stores
 
 
 def stored_resources(corpus_path, spec, stores) -> TrainedResources | None:
@@ -691,17 +769,23 @@ def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> Sav
     spec : KernelSpec, dict or JSON
     provenance : dict, optional
     **kwargs
-        Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed).
+        Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed,
+        solver, memory_mb, cache_mb, cluster, client, ...). K(train, train) is read from the
+        stores only as the solver needs it: whole for libsvm, row bands through the cache for smo.
     """
 
     spec = as_spec(spec)
     cs = CorpusStore.open(corpus_path)
-    K, rows, stores = stored_kernel(spec, grams, cs.content_hash)
+    source, rows, stores = stored_source(spec, grams, cs.content_hash)
     docs = cs.documents()
+    if len(rows) != source.n or (len(rows) and (int(np.min(rows)) < 0 or int(np.max(rows)) >= len(docs))):
+        raise StoreMismatchError(f"the Gram store's {source.n} rows are not examples of {corpus_path} ({len(docs)} "
+                                 "examples); pass the corpus store the Gram store was computed from")
     docs = [docs[int(i)] for i in rows]
     prov = {"corpus": str(corpus_path), "corpus_hash": cs.content_hash, "gram": [str(g) for g in grams],
             **(provenance or {})}
-    return train(docs, spec, K=K, provenance=prov, resources=stored_resources(corpus_path, spec, stores), **kwargs)
+    return train(docs, spec, K=source, provenance=prov, resources=stored_resources(corpus_path, spec, stores),
+                 **kwargs)
 
 
 # ---- documents for train / predict ------------------------------------------------------------

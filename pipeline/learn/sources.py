@@ -79,8 +79,30 @@ class StoreKernelSource:
         return self.view.chunk_reads
 
     def block(self, rows, cols) -> np.ndarray:
-        return np.asarray(self.view.block(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
-                                          normalized=self.normalized), dtype=np.float64)
+        """K[rows][:, cols], normalised in place when asked: the block is the only copy made (the
+        store's own normalised read builds two more of its size), with the same arithmetic, so the
+        same numbers."""
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        out = np.asarray(self.view.block(rows, cols), dtype=np.float64)
+        if self.normalized:
+            dr, dc = self.view.diag(rows, cols)
+            normalize_inplace(out, dr, dc)
+        return out
+
+
+def normalize_inplace(K, dr, dc):
+    """:func:`gramtile.kernels.composite.normalize_block` on ``K`` itself (no copy of the block):
+    K / sqrt(dr)[:, None] / sqrt(dc)[None, :], 0 where a self-kernel is not positive."""
+    dr, dc = np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64)
+    if not (np.isfinite(dr).all() and np.isfinite(dc).all()):
+        normalize_block(K[:0, :0], dr, dc)  # raises its error, which names the repair
+    sr = np.sqrt(np.where(dr > 0, dr, 1.0))
+    sc = np.sqrt(np.where(dc > 0, dc, 1.0))
+    np.divide(K, sr[:, None], out=K)
+    np.divide(K, sc[None, :], out=K)
+    K[dr <= 0, :] = 0.0
+    K[:, dc <= 0] = 0.0
+    return K
 
 
 class ViewKernelSource:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
+from gramtile.pipeline.learn.crossval import SOLVERS, evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
 from gramtile.pipeline.learn.linear import evaluate_store
@@ -29,6 +29,29 @@ from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
 from gramtile.workflows.commands import deprecated
+
+SOLVER_HELP = ("SVM solver: libsvm = scikit-learn's SVC on K(train, train) held in memory; smo = exact SVM over kernel "
+               "rows read from the store through a bounded cache (--cache-mb), for training blocks beyond memory; "
+               "auto (default) = libsvm when K(train, train) plus a test block fit --memory-mb, else smo. The choice "
+               "is printed and recorded")
+LEARN_CLUSTER_HELP = ("run the independent fits (splits and their nested C selection; one-vs-rest classes in train "
+                      "--solver smo) as tasks on this cluster.yaml profile: threads, local (Dask worker processes), a "
+                      "scheduler or slurm profile; each task reads its own blocks from the store. Same results as "
+                      "the default sequential (in this process)")
+
+
+def add_learn_options(p, cluster_default="sequential"):
+    """--solver, --cache-mb, --memory-mb, --cluster, --cluster-file of the learning commands."""
+    p.add_argument("--solver", choices=SOLVERS, default="auto", help=SOLVER_HELP)
+    p.add_argument("--cache-mb", type=float, default=None, metavar="MB",
+                   help="smo: kernel-row cache per fit in MB, as SVM-light's -m (default: a quarter of the memory "
+                        "budget, 100 to 4000 MB); it must hold at least two rows (8 bytes x training examples each)")
+    p.add_argument("--memory-mb", type=float, default=None, metavar="MB",
+                   help="memory budget per worker process in MB that decides --solver auto (default: 60%% of the "
+                        "memory available at start; the threads of a threads profile share it)")
+    if cluster_default is not None:
+        p.add_argument("--cluster", default=cluster_default, help=LEARN_CLUSTER_HELP + f" (default {cluster_default})")
+        p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
 
 
 def add_parser(sub):
@@ -86,6 +109,8 @@ def add_parser(sub):
                    help="also the same-label neighbour MRR of the whole matrix (reads all of it)")
     p.add_argument("--name", default=None, help="kernel name in the tables (default: the stored spec JSON)")
     p.add_argument("--out", metavar="DIR", help="write results.md and results.json (and plots) here")
+    add_learn_options(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar over the fits")
     p.set_defaults(func=run)
     return p
 
@@ -235,7 +260,9 @@ def run(args) -> int:
     else:
         ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
                       select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
-                      inner_seed=args.fold_seed, **common)
+                      inner_seed=args.fold_seed, solver=args.solver, memory_mb=args.memory_mb,
+                      cache_mb=args.cache_mb, cluster=args.cluster, cluster_file=args.cluster_file,
+                      bar=not args.no_progress, announce=log.info, **common)
     if several_C and args.C_on_test:
         header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
                   "row is selection on test data and its score is optimistic.")
@@ -255,7 +282,8 @@ def run(args) -> int:
     out = {"gram": [str(g) for g in args.gram], "kernel": kernel_dict, "normalized": bool(args.normalized),
            "C_selection": "test" if (several_C and args.C_on_test) else "nested" if several_C else "single",
            "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
-           "reports": ev.reports, "predictions": {}}
+           "reports": ev.reports, "predictions": {},
+           **({"solver": ev.solver} if getattr(ev, "solver", None) else {})}
     ids = store.meta.get("row_ids")
     for key, (idx, pred) in ev.predictions.items():
         out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],

@@ -18,6 +18,7 @@ import yaml
 
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.workflows.commands import CLUSTER_HELP
+from gramtile.workflows.commands.evaluate import add_learn_options
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import find_workflow, load_workflow, run_workflow, shipped_workflows
 
@@ -40,6 +41,7 @@ def add_parser(sub):
     p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
     p.add_argument("--tile", type=int, default=None, help="tile edge of new Gram stores (default: chosen)")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
+    add_learn_options(p, cluster_default=None)  # the learning fits run on --cluster too
     p.set_defaults(func=run)
     return p
 
@@ -88,7 +90,8 @@ def run(args) -> int:
     with data_folder(args.data):
         wf = load_workflow(path)
         rows = run_workflow(wf, args.out, cluster=args.cluster, cluster_file=args.cluster_file,
-                            progress=not args.no_progress, tile=args.tile)
+                            progress=not args.no_progress, tile=args.tile, solver=args.solver,
+                            memory_mb=args.memory_mb, cache_mb=args.cache_mb)
     cols = [c for c in ("kernel", "model", "C", "accuracy", "precision", "recall", "f1", "macro_f1")
             if any(r.get(c) is not None for r in rows)]
     print(markdown_table(rows, columns=cols))

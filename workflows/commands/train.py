@@ -3,7 +3,9 @@
 The training examples come from a corpus store (``--corpus``) or a file (``--input`` with
 ``--format``; texts are parsed with spaCy). K(train, train) is read from Gram stores
 (``--gram``, one per base kernel of the spec; normalised and composite kernels are derived
-from them) or computed in memory. The model directory holds the kernel spec, the support
+from them; ``--solver smo`` reads only kernel rows, through a bounded cache) or computed in
+memory. The model directory is written once the model is complete (into a temporary directory,
+then renamed). The model directory holds the kernel spec, the support
 examples (JSON lines), the corpus resources the kernel read (LSA / domain spaces, WordNet
 synonymy: with ``--gram`` the corpus store's stored ones, else those built from the training
 examples), the dual coefficients and intercepts, the label map and provenance (see
@@ -22,6 +24,7 @@ from gramtile.pipeline.learn.models import stored_kernel as _stored
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands.evaluate import add_learn_options
 
 
 def add_parser(sub):
@@ -47,6 +50,7 @@ def add_parser(sub):
                    help="shuffle the perceptron's visiting order with this seed (default: data order)")
     deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
+    add_learn_options(p)
     p.set_defaults(func=run)
     return p
 
@@ -73,7 +77,9 @@ def run(args) -> int:
         raise EvaluationError("--kernel SPEC is required (unless --features F.zarr --model linear)")
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
-                 multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed)
+                 multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
+                 memory_mb=args.memory_mb, cache_mb=args.cache_mb, cluster=args.cluster,
+                 cluster_file=args.cluster_file, announce=log.info)
     if args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")

@@ -1,0 +1,251 @@
+"""Independent fits as tasks on a cluster profile, each reading its own blocks from the store.
+
+A learning run (``gramtile evaluate``, ``train``, a workflow's learn steps) is a list of fits
+that do not depend on each other. :func:`run_tasks` runs such a list on the run's cluster
+profile (``sequential`` in-process, the ``threads`` pool, a LocalCluster, a running scheduler,
+SLURM; see :mod:`gramtile.pipeline.compute.cluster`) or on a given Dask client, and returns the
+results *in task order*, so a parallel run assembles exactly what the serial one does.
+
+A task never carries kernel values: it carries a :class:`SourceRef` (the Gram store paths, their
+identities, the composite spec) and index arrays, and the worker opens the stores itself and
+reads only the blocks its fit needs. An in-memory source (a matrix given in Python) is passed as
+it is (fine for the in-process profiles; pickled to worker processes otherwise).
+
+Faults: a Dask task whose worker dies is rerun elsewhere (Dask reschedules it, and ``retries``
+covers errors raised by a dying worker's I/O); a fit is a pure function of its task, so a rerun
+returns the same numbers. A task lost more often than the scheduler allows
+(``distributed.scheduler.allowed-failures``) is an :class:`EvaluationError` naming the fix.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+
+import numpy as np
+
+from gramtile.kernels.registry import as_spec
+from gramtile.pipeline import optional
+from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.sources import StoreKernelSource, ViewKernelSource
+from gramtile.pipeline.progress import progress_bar
+from gramtile.pipeline.stores.errors import IncompleteTileError
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
+
+#: Sources opened per process (per thread for the threads pool), by store identities.
+OPEN_SOURCES = 4
+#: How often a Dask task is retried after an error (a worker lost mid-task is rescheduled besides).
+RETRIES = 2
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """A Gram store as a task names it: path and identity (uid, row selection hash)."""
+
+    path: str
+    uid: str
+    rows_sha256: str
+
+    @classmethod
+    def of(cls, store: GramStore) -> StoreRef:
+        return cls(str(store.path), str(store.meta.get("uid")), str(store.meta.get("rows_sha256")))
+
+    def open(self) -> GramStore:
+        st = GramStore.open(self.path)
+        if str(st.meta.get("uid")) != self.uid or str(st.meta.get("rows_sha256")) != self.rows_sha256:
+            raise EvaluationError(
+                f"Gram store {self.path} is not the store this run started from (uid {self.uid[:8]}, now "
+                f"{str(st.meta.get('uid'))[:8]}): it was recreated since, so its rows are no longer the training "
+                "examples and their labels. Fix: rerun the evaluation on the store as it is now")
+        return st
+
+
+@dataclass
+class SourceRef:
+    """What a worker needs to open a kernel source itself.
+
+    ``stores`` and ``spec_json`` describe a store source (one store's own kernel, optionally
+    normalised, or a composite spec over several stores), ``idx`` an optional renumbering of its
+    examples; ``local`` is an in-memory source passed as it is.
+    """
+
+    stores: tuple = ()
+    spec_json: str | None = None
+    normalized: bool = False
+    idx: np.ndarray | None = None
+    n: int | None = None
+    local: object = None
+
+    @property
+    def key(self) -> tuple:
+        idx = None if self.idx is None else hashlib.sha256(np.ascontiguousarray(self.idx).tobytes()).hexdigest()
+        return (self.stores, self.spec_json, self.normalized, idx, self.n)
+
+    def open(self):
+        """The kernel source (cached per process and thread: a worker opens each store once)."""
+        if self.local is not None:
+            return self.local
+        cache = _opened()
+        got = cache.get(self.key)
+        if got is not None:
+            cache.move_to_end(self.key)
+            return got
+        stores = [s.open() for s in self.stores]
+        if self.spec_json is None:
+            src = StoreKernelSource(stores[0], normalized=self.normalized)
+        else:
+            src = ViewKernelSource(ComposedView(as_spec(self.spec_json), stores), idx=self.idx, n=self.n)
+        cache[self.key] = src
+        if len(cache) > OPEN_SOURCES:
+            cache.popitem(last=False)
+        return src
+
+    def check_complete(self):
+        """Raise :class:`IncompleteTileError` naming ``gramtile gram`` unless every store is complete."""
+        check_complete([GramStore.open(s.path) for s in self.stores])
+
+
+def check_complete(stores):
+    """Raise :class:`IncompleteTileError` naming ``gramtile gram`` unless every GramStore of ``stores``
+    (objects, or a kernel source whose stores to check) has all its tiles done."""
+    if not isinstance(stores, (list, tuple)):
+        stores = stores_of(stores)
+    for st in stores:
+        done, total = st.tiles_done()
+        if done != total:
+            mask = st.done_mask()
+            a, b = next((t.i, t.j) for t in st.grid().tiles() if not mask[t.i, t.j])
+            raise IncompleteTileError(
+                f"Gram store {st.path} is incomplete: tile {(a, b)} is not computed yet ({done} of {total} tiles "
+                f"done), and learning reads K(train, train) from it. Fix: finish it by rerunning the same "
+                f"`gramtile gram` command (it resumes; `gramtile status {st.path}` shows what is left)")
+
+
+def stores_of(source) -> list:
+    """The GramStores a kernel source reads (none for an in-memory one), without opening any."""
+    if isinstance(source, StoreKernelSource):
+        return [source.store]
+    view = getattr(source, "view", None) if isinstance(source, ViewKernelSource) else None
+    if isinstance(view, ComposedView):
+        return [v.store for v in view.views.values()]
+    if isinstance(view, GramView):
+        return [view.store]
+    if view is not None:
+        return stores_of(view)
+    return []
+
+
+_local = threading.local()
+
+
+def _opened() -> OrderedDict:
+    c = getattr(_local, "sources", None)
+    if c is None:
+        c = _local.sources = OrderedDict()
+    return c
+
+
+def source_ref(source) -> SourceRef:
+    """A :class:`SourceRef` for a kernel source: store-backed sources by path and identity, any other
+    source (an in-memory matrix) as it is."""
+    if isinstance(source, StoreKernelSource):
+        return SourceRef(stores=(StoreRef.of(source.store),), normalized=source.normalized)
+    if isinstance(source, ViewKernelSource):
+        view = source.view
+        if isinstance(view, ComposedView):
+            stores = tuple(StoreRef.of(v.store) for v in view.views.values())
+            return SourceRef(stores=stores, spec_json=view.spec.to_json(), idx=source.idx,
+                             n=None if source.idx is not None else source.n)
+        if isinstance(view, GramView):
+            st = view.store
+            spec = as_spec(st.meta["kernel"]).to_json()
+            return SourceRef(stores=(StoreRef.of(st),), spec_json=spec, idx=source.idx,
+                             n=None if source.idx is not None else source.n)
+    return SourceRef(local=source)
+
+
+def in_process(cluster, cluster_file=None, client=None) -> int:
+    """How many fits of a run share one process: the threads of an in-process profile (1 otherwise)."""
+    if client is not None or cluster in (None, "sequential"):
+        return 1
+    profile = get_profile(cluster, cluster_file)
+    return profile.n_workers if profile.in_process else 1
+
+
+def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str = "fits", bar: bool = False,
+              on_done=None, key_prefix: str = "gramtile-fit"):
+    """``[fn(t) for t in tasks]``, run on a cluster profile or client, results in task order.
+
+    Parameters
+    ----------
+    fn : picklable function of one task
+    tasks : list
+    cluster : str or None
+        Profile of cluster.yaml; None or ``"sequential"``: in this process, one after another;
+        ``threads``: the driver's thread pool; others: a Dask client opened for this call.
+    client : distributed.Client, optional
+        Run on it (``cluster`` is then ignored).
+    bar : bool
+        Show a progress bar over the tasks.
+    on_done : callable(i, result), optional
+        Called in the driver as each task finishes (in completion order).
+    """
+    tasks = list(tasks)
+    out = [None] * len(tasks)
+    pb = progress_bar(len(tasks), "fit", desc, disable=not bar or len(tasks) < 2)
+
+    def done(i, r):
+        out[i] = r
+        pb.update(1)
+        if on_done is not None:
+            on_done(i, r)
+
+    try:
+        if client is not None:
+            _run_dask(fn, tasks, client, done, key_prefix)
+        elif cluster in (None, "sequential"):
+            for i, t in enumerate(tasks):
+                done(i, fn(t))
+        else:
+            profile = get_profile(cluster, cluster_file)
+            if profile.type == "sequential" or len(tasks) < 2:
+                for i, t in enumerate(tasks):
+                    done(i, fn(t))
+            elif profile.type == "threads":
+                with ThreadPoolExecutor(max_workers=profile.n_workers, thread_name_prefix="gramtile-fit") as ex:
+                    futs = {ex.submit(fn, t): i for i, t in enumerate(tasks)}
+                    for f in as_completed(futs):
+                        done(futs[f], f.result())
+            else:
+                with open_client(profile, cluster_file) as c:
+                    if c is None:
+                        for i, t in enumerate(tasks):
+                            done(i, fn(t))
+                    else:
+                        _run_dask(fn, tasks, c, done, key_prefix)
+    finally:
+        pb.close()
+    return out
+
+
+def _run_dask(fn, tasks, client, done, key_prefix):
+    distributed = optional.distributed()
+    token = hashlib.sha256(np.random.default_rng().bytes(16)).hexdigest()[:12]
+    futs = [client.submit(fn, t, key=f"{key_prefix}-{token}-{i}", retries=RETRIES, pure=False)
+            for i, t in enumerate(tasks)]
+    index = {f.key: i for i, f in enumerate(futs)}
+    try:
+        for f in distributed.as_completed(futs):
+            done(index[f.key], f.result())
+    except distributed.KilledWorker as e:
+        raise EvaluationError(
+            f"a fit task was lost with its worker more often than the scheduler allows ({e}); a worker that dies "
+            "on every attempt usually runs out of memory. Fix: lower --memory-mb or --cache-mb (so the fits read "
+            "kernel rows through the cache), give the workers more memory, or use fewer workers per machine") \
+            from None
+    finally:
+        for f in futs:
+            f.release()
