@@ -2,12 +2,15 @@
 
 Each subcommand lives in its own module under ``gramtile.workflows.commands`` and exposes
 ``add_parser(subparsers)`` (which registers the subcommand and sets ``func``) and the function
-it sets. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy are printed
-as one clear message with exit status 2; anything else is a bug and shows a traceback.
+it sets. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy, and the
+operating system's (a full disk, an unwritable path: :func:`os_error_message`), are printed as
+one clear message with exit status 2; Ctrl-C exits 130 with one line; anything else is a bug and
+shows a traceback.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
@@ -82,6 +85,25 @@ def _local_out(args):
                    "storage afterwards (only `gramtile gram --out` and `gramtile prepare --out` write to URLs)")
 
 
+_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NO_ACCESS = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def os_error_message(e: OSError) -> str:
+    """One line for an operating-system error a command met (a full disk, a path it cannot write,
+    a vanished file): the file, what happened and the fix. These are the machine's state, not bugs."""
+    name = e.filename if e.filename is not None else "a file"
+    what = e.strerror or str(e)
+    if e.errno in _DISK_FULL:
+        return (f"cannot write {name}: {what} (the disk or quota holding it is full). Fix: free space there or "
+                f"choose another --out, then rerun the same command (work already finished is kept)")
+    if e.errno in _NO_ACCESS:
+        return f"cannot write {name}: {what}. Fix: choose a --out in a folder you can write, or fix its permissions"
+    if e.errno == errno.ENOENT:
+        return f"{name}: {what}. Fix: check the path (its folder must exist)"
+    return f"{name}: {what}"
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -99,6 +121,9 @@ def main(argv=None) -> int:
         # stdout closed early (e.g. piped into `head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:
+        print(f"gramtile {args.command}: error: {os_error_message(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"gramtile {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

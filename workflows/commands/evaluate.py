@@ -13,6 +13,7 @@ printed as markdown; with ``--out DIR`` it is also written to ``results.md`` and
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,7 +27,15 @@ from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, 
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
-from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands import (
+    check_output_dir,
+    deprecated,
+    int_at_least_2,
+    overwrite_flag,
+    positive_int,
+    seed_int,
+    write_text_atomic,
+)
 
 
 def add_parser(sub):
@@ -43,20 +52,20 @@ def add_parser(sub):
                    help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
-    p.add_argument("--landmarks", type=int, default=500, metavar="M",
+    p.add_argument("--landmarks", type=positive_int, default=500, metavar="M",
                    help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
-    p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
-    p.add_argument("--fold-seed", type=int, default=0, metavar="S",
+    p.add_argument("--folds", type=int_at_least_2, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
+    p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
                    help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
                         "landmarks (default 0); the perceptron's order has its own --perceptron-seed")
-    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=int)
+    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
     p.add_argument("--C", default="1", metavar="C1,C2,...",
                    help="SVM C grid, comma-separated (default 1). Several values: C is chosen inside each training "
                         "part by --inner-folds stratified folds (nested selection), and the C chosen per split is "
                         "reported")
-    p.add_argument("--inner-folds", type=int, default=3, metavar="K",
+    p.add_argument("--inner-folds", type=int_at_least_2, default=3, metavar="K",
                    help="folds of the nested C selection inside each training part (default 3)")
     p.add_argument("--C-on-test", action="store_true",
                    help="instead of nested selection, score every C of the grid on the test parts (one row per C; "
@@ -67,8 +76,8 @@ def add_parser(sub):
                    help="SVM class weights (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr",
                    help="SVM scheme for more than two classes (default ovr)")
-    p.add_argument("--epochs", type=int, default=2, help="perceptron epochs (default 2, as Zelenko et al.)")
-    p.add_argument("--perceptron-seed", type=int, default=None,
+    p.add_argument("--epochs", type=positive_int, default=2, help="perceptron epochs (default 2, as Zelenko et al.)")
+    p.add_argument("--perceptron-seed", type=seed_int, default=None,
                    help="shuffle the perceptron's visiting order with this seed (default: data order; "
                         "use a seed when the data are sorted by label)")
     p.add_argument("--positive", default=None, help="positive class of a binary task (default: +1 / 1 / larger)")
@@ -81,6 +90,7 @@ def add_parser(sub):
                    help="also the same-label neighbour MRR of the whole matrix (reads all of it)")
     p.add_argument("--name", default=None, help="kernel name in the tables (default: the stored spec JSON)")
     p.add_argument("--out", metavar="DIR", help="write results.md and results.json (and plots) here")
+    overwrite_flag(p, "results.md / results.json")
     p.set_defaults(func=run)
     return p
 
@@ -91,6 +101,8 @@ def _floats(text, what):
     except ValueError:
         raise EvaluationError(f"{what} {text!r} is not a comma-separated list of numbers; e.g. {what} 0.1,1,10") \
             from None
+    if not all(math.isfinite(v) for v in vals):
+        raise EvaluationError(f"{what} {text!r} holds a value that is not a finite number; e.g. {what} 0.1,1,10")
     if not vals:
         raise EvaluationError(f"{what} {text!r} is empty; give at least one number")
     return vals
@@ -172,6 +184,8 @@ def _source(args):
 
 def run(args) -> int:
 
+    if args.out:
+        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
@@ -270,7 +284,7 @@ def run(args) -> int:
     if args.out:
         d = Path(args.out)
         d.mkdir(parents=True, exist_ok=True)
-        (d / "results.json").write_text(json.dumps(_jsonable(out), indent=1))
-        (d / "results.md").write_text("\n".join(md) + "\n")
+        write_text_atomic(d / "results.json", json.dumps(_jsonable(out), indent=1))
+        write_text_atomic(d / "results.md", "\n".join(md) + "\n")
         log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0

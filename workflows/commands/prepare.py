@@ -1,6 +1,8 @@
 """``gramtile prepare``: read, parse and shard a corpus into a corpus store (resumable)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import FORMATS as _READERS
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
@@ -8,7 +10,9 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.resources.keys import keys_for_option, parse_option
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
-from gramtile.workflows.commands import deprecated
+from gramtile.pipeline.stores.storage import is_url
+from gramtile.workflows.commands import check_output_file, deprecated, positive_int
+from gramtile.workflows.errors import UsageError
 
 #: Every registered reader format (pipeline/readers/__init__.py).
 FORMATS = tuple(sorted(_READERS))
@@ -30,7 +34,7 @@ def add_parser(sub):
     p.add_argument("--cluster-file", default=None, metavar="FILE", help="cluster profiles file")
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help="stop at a malformed record (raise), or skip and list it (skip)")
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+    p.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS, metavar="N",
                    help=f"records with more tokens are malformed ({DEFAULT_MAX_TOKENS})")
     p.add_argument("--emit-jsonl", default=None, metavar="FILE",
                    help="also write the stored structures as JSON lines")
@@ -59,7 +63,25 @@ def add_parser(sub):
     return p
 
 
+def check_corpus_out(out):
+    """A local --out must be absent, an empty folder, or a corpus store to resume (never a file or
+    another folder: it would be written into or refused with a misleading fix later)."""
+    if is_url(out):
+        return
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"--out {p} is a file, not a corpus store. Fix: choose another --out (e.g. {p}.zarr)")
+    if p.is_dir() and not (p / "zarr.json").exists():
+        held = sorted(n for n in (c.name for c in p.iterdir()) if n != ".lock")
+        if held:
+            raise UsageError(f"--out {p} exists and is not a corpus store (it holds {held[:3]}). "
+                             f"Fix: choose another --out")
+
+
 def run(args) -> int:
+    check_corpus_out(args.out)
+    if args.emit_jsonl:
+        check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
     reader_options = {}

@@ -20,7 +20,15 @@ from gramtile.pipeline.learn.models import read_documents, train, train_from_sto
 from gramtile.pipeline.learn.models import stored_kernel as _stored
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands import (
+    check_output_dir,
+    deprecated,
+    overwrite_flag,
+    positive_float,
+    positive_int,
+    replacing_dir,
+    seed_int,
+)
 
 
 def add_parser(sub):
@@ -35,14 +43,15 @@ def add_parser(sub):
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
     p.add_argument("--model", choices=("svm", "perceptron"), default="svm", help="learner (default svm)")
-    p.add_argument("--C", type=float, default=1.0, help="SVM C (default 1)")
+    p.add_argument("--C", type=positive_float, default=1.0, help="SVM C, a positive number (default 1)")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
-    p.add_argument("--epochs", type=int, default=2, help="perceptron epochs (default 2)")
-    p.add_argument("--perceptron-seed", type=int, default=None, metavar="S",
+    p.add_argument("--epochs", type=positive_int, default=2, help="perceptron epochs (default 2)")
+    p.add_argument("--perceptron-seed", type=seed_int, default=None, metavar="S",
                    help="shuffle the perceptron's visiting order with this seed (default: data order)")
-    deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=int)
+    deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
+    overwrite_flag(p, "model directory")
     p.set_defaults(func=run)
     return p
 
@@ -57,6 +66,7 @@ def stored_kernel(spec, grams, corpus_hash=None):
 def run(args) -> int:
 
     t0 = time.perf_counter()
+    out = check_output_dir(args.out, "--out", args.overwrite, owned=("model.json",), kind="model directory")
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed)
@@ -77,7 +87,8 @@ def run(args) -> int:
             prov.update(input=str(args.input), format=args.format)
         # K in memory; resources built from these examples, as gramtile.gram builds them
         m = train(docs, spec, provenance=prov, **learn)
-    m.save(args.out)
+    with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
+        m.save(tmp)
     log.info(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
           f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
