@@ -124,6 +124,14 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"gramtile {args.command}: error: {os_error_message(e)}", file=sys.stderr)
         return 2
+    except (MemoryError, RecursionError) as e:
+        # an example too large for a kernel's dynamic program (its tables grow with the product of two
+        # examples' node counts: a 100,000-node tree needs 80 GB against itself), or nested too deeply
+        what = "out of memory" if isinstance(e, MemoryError) else "structure nested too deeply"
+        print(f"gramtile {args.command}: error: {what} ({type(e).__name__}: {e}); an example is too large for "
+              f"this step (`gramtile inspect CORPUS.zarr` shows the largest). Fix: split or drop the largest examples, "
+              f"or run on a machine with more memory; work already finished is kept", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"gramtile {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -52,7 +52,7 @@ def add_parser(sub):
                    help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
-    p.add_argument("--landmarks", type=positive_int, default=500, metavar="M",
+    p.add_argument("--landmarks", type=int, default=500, metavar="M",
                    help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
     p.add_argument("--folds", type=int_at_least_2, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
     p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
@@ -184,8 +184,6 @@ def _source(args):
 
 def run(args) -> int:
 
-    if args.out:
-        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
@@ -199,6 +197,8 @@ def run(args) -> int:
                               "add --C-on-test")
     if args.model == "nystroem" and args.multiclass != "ovr":
         raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
+    if args.out:
+        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     source, store, kernel_dict = _source(args)
     if args.labels:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
