@@ -15,13 +15,14 @@ import importlib
 import os
 import pkgutil
 import re
+import shutil
 import sys
 from importlib.metadata import version
 
 import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.progress import configure
-from gramtile.pipeline.stores.storage import refuse_url
+from gramtile.pipeline.stores.storage import is_url, refuse_url
 
 
 def _command_modules():
@@ -89,13 +90,31 @@ _DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
 _NO_ACCESS = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
-def os_error_message(e: OSError) -> str:
+def _disk(path) -> str:
+    """The mount point holding ``path`` and its free space, e.g. "/data (12 KB free of 2.0 GB)"."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        p = os.path.dirname(p)
+    while not os.path.ismount(p):
+        p = os.path.dirname(p)
+    try:
+        u = shutil.disk_usage(p)
+    except OSError:
+        return p
+    size = lambda n: f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n // 1024} KB"  # noqa: E731
+    return f"{p} ({size(u.free)} free of {size(u.total)})"
+
+
+def os_error_message(e: OSError, near=None) -> str:
     """One line for an operating-system error a command met (a full disk, a path it cannot write,
-    a vanished file): the file, what happened and the fix. These are the machine's state, not bugs."""
-    name = e.filename if e.filename is not None else "a file"
+    a vanished file): the file, what happened and the fix. These are the machine's state, not bugs.
+    ``near`` (the command's --out) names the place when the error carries no file name."""
+    name = e.filename if e.filename is not None else (near if near is not None else "a file")
     what = e.strerror or str(e)
     if e.errno in _DISK_FULL:
-        return (f"cannot write {name}: {what} (the disk or quota holding it is full). Fix: free space there or "
+        where = e.filename if e.filename is not None else near
+        disk = f"the disk {_disk(where)}" if where is not None and not is_url(where) else "the disk"
+        return (f"cannot write {name}: {what} ({disk} or the quota holding it is full). Fix: free space there or "
                 f"choose another --out, then rerun the same command (work already finished is kept)")
     if e.errno in _NO_ACCESS:
         return f"cannot write {name}: {what}. Fix: choose a --out in a folder you can write, or fix its permissions"
@@ -122,7 +141,7 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as e:
-        print(f"gramtile {args.command}: error: {os_error_message(e)}", file=sys.stderr)
+        print(f"gramtile {args.command}: error: {os_error_message(e, getattr(args, 'out', None))}", file=sys.stderr)
         return 2
     except (MemoryError, RecursionError) as e:
         # an example too large for a kernel's dynamic program (its tables grow with the product of two

@@ -188,7 +188,13 @@ def run(args) -> int:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
         raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
-    several_C = len(_floats(args.C, "--C")) > 1 and args.model != "perceptron"
+    grid = _floats(args.C, "--C")
+    if any(c <= 0 for c in grid):
+        raise EvaluationError(f"--C {args.C!r}: every C must be a positive finite number; e.g. --C 0.1,1,10")
+    if args.curve is not None and any(not 0 < f <= 1 for f in _floats(args.curve, "--curve")):
+        raise EvaluationError(f"--curve {args.curve!r}: learning-curve fractions must lie in (0, 1]; "
+                              "e.g. --curve 0.1,0.25,0.5,1")
+    several_C = len(grid) > 1 and args.model != "perceptron"
     if several_C and not args.C_on_test and args.model == "nystroem":
         raise EvaluationError("nested C selection is not available with --model nystroem; give one --C, or add "
                               "--C-on-test to score every C on the test parts")
