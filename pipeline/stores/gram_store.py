@@ -1090,6 +1090,14 @@ def verify(store) -> VerifyReport:
     except Exception as e:  # noqa: BLE001  (the manifest fails its own crc32c)
         rep.done_damaged = f"the tile checksum manifest of {st.path} is damaged ({type(e).__name__}: {e})"
         return rep
+    if manifest is not None:
+        # a lost chunk file of the done mask reads as "nothing done": the manifest still holds its tiles
+        cs = st.done.chunks
+        for a, b in sorted({(i // cs[0], j // cs[1]) for i, j in zip(*np.nonzero(manifest))}):
+            if not st.loc.exists(f"done/c/{a}/{b}"):
+                rep.done_damaged = (f"the done mask's chunk done/c/{a}/{b} of {st.path} is missing, but the checksum "
+                                    "manifest holds tiles of it")
+                return rep
     nr, nc = st.shape
 
     diag_bad_rows, diag_bad_cols = set(), set()

@@ -188,6 +188,9 @@ def run(args) -> int:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
         raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
+    parse_class_weight(args.class_weight)  # bad values fail before any work (fold files included)
+    if args.model == "nystroem" and args.landmarks < 1:
+        raise EvaluationError(f"nystroem: m={args.landmarks} landmarks; give an integer >= 1")
     grid = _floats(args.C, "--C")
     if any(c <= 0 for c in grid):
         raise EvaluationError(f"--C {args.C!r}: every C must be a positive finite number; e.g. --C 0.1,1,10")

@@ -10,7 +10,7 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.resources.keys import keys_for_option, parse_option
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
-from gramtile.pipeline.stores.storage import is_url
+from gramtile.pipeline.stores.storage import is_url, location
 from gramtile.workflows.commands import check_output_file, deprecated, positive_int
 from gramtile.workflows.errors import UsageError
 
@@ -93,10 +93,19 @@ def run(args) -> int:
             raise CorpusFormatError(f"--trec-labels applies to --format trec, not {args.fmt!r}",
                                     fix="drop --trec-labels")
         reader_options["label"] = args.trec_labels
-    summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
-                      cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
-                      emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
-                      reader_options=reader_options, hdag=args.hdag, reps=args.reps)
+    loc = location(args.out)
+    existed = loc.exists()
+    try:
+        summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
+                          cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
+                          emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
+                          reader_options=reader_options, hdag=args.hdag, reps=args.reps)
+    except CorpusFormatError:
+        # bad input: the store this command created holds nothing a rerun could resume (the input must
+        # change first, and with it the store's content), so it is removed; Ctrl-C keeps it to resume
+        if not existed:
+            loc.remove_all()
+        raise
     print(summary.text())
     if args.resources is not None:
         build_resources(args.out, args.resources)
