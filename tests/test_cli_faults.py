@@ -333,3 +333,37 @@ def test_a_lost_scheduler_is_one_line_exit_2_and_the_rerun_resumes_bitwise(num, 
         pytest.fail("the run finished before the scheduler was killed: the test did not exercise the loss")
     assert p.returncode == 2 and one_line_error(err, "lost the Dask scheduler", addr, "rerun"), err
     finish_and_compare(corpus, out, ref)
+
+
+# ---- issue 16 leftovers ---------------------------------------------------------------------------
+
+def test_profiles_in_the_repository_root_does_not_call_the_built_in_file_a_user_file(capsys, monkeypatch):
+    from gramtile.pipeline.compute.cluster import packaged_cluster_file
+    monkeypatch.chdir(packaged_cluster_file().resolve().parent)  # where ./cluster.yaml is the built-in file
+    capsys.readouterr()
+    rc = main(["profiles"])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert rc == 0 and "user file: none" in first and "is the built-in file" in first
+
+
+def test_raw_text_prepare_checks_the_spacy_model_before_starting_a_cluster(tmp_path, capsys):
+    src = tmp_path / "q.txt"
+    src.write_text("How many dogs bark ?\nWhat is it ?\n")
+    far = tmp_path / "far.yaml"  # a scheduler nobody listens at: opening the cluster first would fail on it
+    far.write_text("profiles:\n  far: {type: scheduler, address: 'tcp://127.0.0.1:9', timeout: 2}\n")
+    rc, err = run_main(["prepare", "--input", src, "--format", "text", "--out", tmp_path / "c.zarr",
+                        "--spacy-model", "no_such_spacy_model", "--cluster", "far", "--cluster-file", far], capsys)
+    assert rc == 2 and one_line_error(err, "no_such_spacy_model", "--spacy-model") and "scheduler" not in err, err
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_predict_has_the_spacy_model_flag_its_message_names(capsys):
+    from gramtile.pipeline.parsing.parse import MODEL_FIX
+    p = [a for a in build_parser_actions("predict") if "--spacy-model" in a.option_strings]
+    assert p and "--spacy-model" in MODEL_FIX
+
+
+def build_parser_actions(cmd):
+    from gramtile.workflows.cli import build_parser
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return sub.choices[cmd]._actions

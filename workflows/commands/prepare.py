@@ -1,10 +1,13 @@
 """``gramtile prepare``: read, parse and shard a corpus into a corpus store (resumable)."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import FORMATS as _READERS
+from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.resources.keys import keys_for_option, parse_option
@@ -78,8 +81,23 @@ def check_corpus_out(out):
                              f"Fix: choose another --out")
 
 
+#: Formats whose records are raw text, always parsed by spaCy.
+RAW_TEXT_FORMATS = ("text", "tsv", "trec")
+
+
+def check_spacy_model(name):
+    """The spaCy pipeline raw text needs is installed (checked without importing spaCy), before a
+    cluster is started or a store created."""
+    if name is None:
+        default_model_name()  # raises, naming the fix, when none is installed
+    elif importlib.util.find_spec(name) is None:
+        raise RepresentationError(f"--spacy-model {name}: no such spaCy pipeline is installed. Fix: {MODEL_FIX}")
+
+
 def run(args) -> int:
     check_corpus_out(args.out)
+    if args.fmt in RAW_TEXT_FORMATS:
+        check_spacy_model(args.spacy_model)
     if args.emit_jsonl:
         check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
