@@ -195,9 +195,9 @@ def test_a_damaged_zarr_json_of_a_corpus_store_is_named_with_the_fix(small, tmp_
 
 @pytest.fixture(scope="module")
 def num(tmp_path_factory):
-    """600 NUM trees in a corpus store and their SST matrix (tile 20) computed in-process."""
+    """300 NUM trees in a corpus store and their SST matrix (tile 20) computed in-process."""
     d = tmp_path_factory.mktemp("num")
-    corpus = corpus_store_of(d / "num.zarr", num_trees(600), 300)
+    corpus = corpus_store_of(d / "num.zarr", num_trees(300), 150)
     ref = run_gram(corpus, SST, d / "ref.zarr", tile=20, cluster="sequential", progress=False).view().block()
     return corpus, ref
 
@@ -227,10 +227,10 @@ def finish_and_compare(corpus, out, ref):
 
 def test_a_full_disk_is_one_line_naming_the_disk_and_the_store_survives(num, tmp_path):
     corpus, ref = num
-    if os.geteuid() == 0:  # a real full filesystem: a 1 MB tmpfs (K needs 2.9 MB)
+    if os.geteuid() == 0:  # a real full filesystem: a 400 KB tmpfs (K needs 720 KB)
         mnt = tmp_path / "small-disk"
         mnt.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)], check=True)
         limit = None
     else:  # no mount without root: a file-size limit, EFBIG on the first chunk above it
         mnt, limit = tmp_path, 200_000

@@ -63,6 +63,9 @@ def summary():
 def count(category: str, outcome: str):
     TALLY[category]["tried"] += 1
     TALLY[category][outcome] += 1
+    if category == "store_damage":  # which case had which outcome
+        case = next(c for c, v in reversed(TALLY["store_damage_cases"].items()) if v == 0)
+        TALLY["store_damage_cases"][case] = outcome
 
 
 # ---- a small corpus, its clean matrix ---------------------------------------------------------
@@ -158,6 +161,7 @@ def test_store_damage_is_detected_and_repaired_or_refused_with_the_fix(num, tmp_
         shutil.copy(Path(other) / "K/c/2/6", g / "K/c/2/6")
     else:
         DAMAGE[case](g)
+    TALLY["store_damage_cases"][case] = 0  # its outcome is the last one counted below
     try:
         rep = verify(g)
         detected = not rep.ok
