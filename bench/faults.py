@@ -7,7 +7,7 @@ markdown table. A silent wrong result is a case whose command succeeded (or whos
 verified) with a matrix different from the clean one; a process crash is a traceback, a signal
 death or an uncaught exception where a one-line error was due.
 
-Run: .venv/bin/python bench/faults.py [--kills 4] [--batches 60] [--races 30] [--json OUT.json]
+Run: .venv/bin/python bench/faults.py [--kills 8] [--batches 120] [--races 60] [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def pytest(files, env, junit: Path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kills", type=int, default=4, help="driver SIGKILL points (default 4, the suite's default)")
-    ap.add_argument("--batches", type=int, default=60, help="malformed batches (default 60)")
-    ap.add_argument("--races", type=int, default=30, help="three-way lock race rounds (default 30)")
+    ap.add_argument("--kills", type=int, default=8, help="driver SIGKILL points (default 8; the suite alone: 3)")
+    ap.add_argument("--batches", type=int, default=120, help="malformed batches (default 120; the suite alone: 60)")
+    ap.add_argument("--races", type=int, default=60, help="three-way lock race rounds (default 60; the suite alone: 20)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

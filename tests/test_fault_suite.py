@@ -13,7 +13,8 @@ with the figures docs/reliability.md quotes.
   and the process never crashes (they run in a child process whose death would be counted).
 
 Sizes: ``GRAMTILE_FAULT_KILLS`` kill points (default 3), ``GRAMTILE_FAULT_BATCHES`` malformed
-batches (default 60), ``GRAMTILE_FAULT_RACES`` race rounds (default 30). With
+batches (default 60), ``GRAMTILE_FAULT_RACES`` race rounds (default 20); bench/faults.py runs
+larger sizes for the figures. With
 ``GRAMTILE_FAULT_SUMMARY=FILE`` the counts are written there as JSON (bench/faults.py does this).
 """
 import gzip
@@ -43,9 +44,9 @@ from gramtile.workflows.cli import main
 
 GRAMTILE = [sys.executable, "-m", "gramtile"]
 SST = '{"kind": "sst", "lam": 0.4}'
-KILLS = int(os.environ.get("GRAMTILE_FAULT_KILLS", "4"))
+KILLS = int(os.environ.get("GRAMTILE_FAULT_KILLS", "3"))
 BATCHES = int(os.environ.get("GRAMTILE_FAULT_BATCHES", "60"))
-RACES = int(os.environ.get("GRAMTILE_FAULT_RACES", "30"))
+RACES = int(os.environ.get("GRAMTILE_FAULT_RACES", "20"))
 FORK = multiprocessing.get_context("fork")
 
 #: counts per category, written to $GRAMTILE_FAULT_SUMMARY at the end of the module
