@@ -314,7 +314,7 @@ def test_a_lost_scheduler_is_one_line_exit_2_and_the_rerun_resumes_bitwise(num, 
     worker = subprocess.Popen([DASK, "worker", addr, "--nthreads", "1", "--no-nanny", "--no-dashboard", "--host",
                                "127.0.0.1"], stdout=log, stderr=subprocess.STDOUT)
     cfile = tmp_path / "cluster.yaml"
-    cfile.write_text(f"profiles:\n  shared: {{type: scheduler, address: '{addr}', timeout: 60}}\n")
+    cfile.write_text(f"profiles:\n  shared: {{type: scheduler, address: '{addr}', timeout: 10}}\n")
     out = tmp_path / "g.zarr"
     try:
         p = subprocess.Popen(gram_argv(corpus, out, "shared", "--cluster-file", str(cfile)), stdout=subprocess.PIPE,

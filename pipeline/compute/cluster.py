@@ -233,7 +233,10 @@ class _ConnectionNoise(logging.Filter):
 
     def filter(self, record):
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (OSError, asyncio.CancelledError, concurrent.futures.CancelledError))
+        if isinstance(exc, (OSError, asyncio.CancelledError, concurrent.futures.CancelledError)):
+            return False
+        # "Failed to reconnect to scheduler after 10.00 seconds, closing client" (no exception attached)
+        return not (record.name == "distributed.client" and "reconnect" in record.getMessage())
 
 
 @contextmanager
