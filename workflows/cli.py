@@ -2,23 +2,27 @@
 
 Each subcommand lives in its own module under ``gramtile.workflows.commands`` and exposes
 ``add_parser(subparsers)`` (which registers the subcommand and sets ``func``) and the function
-it sets. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy are printed
-as one clear message with exit status 2; anything else is a bug and shows a traceback.
+it sets. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy, and the
+operating system's (a full disk, an unwritable path: :func:`os_error_message`), are printed as
+one clear message with exit status 2; Ctrl-C exits 130 with one line; anything else is a bug and
+shows a traceback.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
 import re
+import shutil
 import sys
 from importlib.metadata import version
 
 import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.progress import configure
-from gramtile.pipeline.stores.storage import refuse_url
+from gramtile.pipeline.stores.storage import is_url, refuse_url
 
 
 def _command_modules():
@@ -82,6 +86,43 @@ def _local_out(args):
                    "storage afterwards (only `gramtile gram --out` and `gramtile prepare --out` write to URLs)")
 
 
+_DISK_FULL = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NO_ACCESS = {errno.EACCES, errno.EPERM, errno.EROFS}
+
+
+def _disk(path) -> str:
+    """The mount point holding ``path`` and its free space, e.g. "/data (12 KB free of 2.0 GB)"."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        p = os.path.dirname(p)
+    while not os.path.ismount(p):
+        p = os.path.dirname(p)
+    try:
+        u = shutil.disk_usage(p)
+    except OSError:
+        return p
+    size = lambda n: f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n // 1024} KB"  # noqa: E731
+    return f"{p} ({size(u.free)} free of {size(u.total)})"
+
+
+def os_error_message(e: OSError, near=None) -> str:
+    """One line for an operating-system error a command met (a full disk, a path it cannot write,
+    a vanished file): the file, what happened and the fix. These are the machine's state, not bugs.
+    ``near`` (the command's --out) names the place when the error carries no file name."""
+    name = e.filename if e.filename is not None else (near if near is not None else "a file")
+    what = e.strerror or str(e)
+    if e.errno in _DISK_FULL:
+        where = e.filename if e.filename is not None else near
+        disk = f"the disk {_disk(where)}" if where is not None and not is_url(where) else "the disk"
+        return (f"cannot write {name}: {what} ({disk} or the quota holding it is full). Fix: free space there or "
+                f"choose another --out, then rerun the same command (work already finished is kept)")
+    if e.errno in _NO_ACCESS:
+        return f"cannot write {name}: {what}. Fix: choose a --out in a folder you can write, or fix its permissions"
+    if e.errno == errno.ENOENT:
+        return f"{name}: {what}. Fix: check the path (its folder must exist)"
+    return f"{name}: {what}"
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -99,6 +140,17 @@ def main(argv=None) -> int:
         # stdout closed early (e.g. piped into `head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as e:
+        print(f"gramtile {args.command}: error: {os_error_message(e, getattr(args, 'out', None))}", file=sys.stderr)
+        return 2
+    except (MemoryError, RecursionError) as e:
+        # an example too large for a kernel's dynamic program (its tables grow with the product of two
+        # examples' node counts: a 100,000-node tree needs 80 GB against itself), or nested too deeply
+        what = "out of memory" if isinstance(e, MemoryError) else "structure nested too deeply"
+        print(f"gramtile {args.command}: error: {what} ({type(e).__name__}: {e}); an example is too large for "
+              f"this step (`gramtile inspect CORPUS.zarr` shows the largest). Fix: split or drop the largest examples, "
+              f"or run on a machine with more memory; work already finished is kept", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"gramtile {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

@@ -38,6 +38,8 @@ kubernetes
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
 import os
 from contextlib import contextmanager
@@ -49,7 +51,7 @@ import dask
 import yaml
 
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.errors import ClusterConfigError
+from gramtile.pipeline.compute.errors import ClusterConfigError, ClusterLostError
 
 TYPES = ("sequential", "threads", "local", "scheduler", "slurm", "kubernetes")
 
@@ -226,6 +228,44 @@ def scheduler_address(profile: Profile) -> str:
     return os.environ.get("GRAMTILE_SCHEDULER") or profile.options["address"]
 
 
+class _ConnectionNoise(logging.Filter):
+    """Drops the client's own tracebacks of a lost scheduler connection (the run reports it once)."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, (OSError, asyncio.CancelledError, concurrent.futures.CancelledError)):
+            return False
+        # "Failed to reconnect to scheduler after 10.00 seconds, closing client" (no exception attached)
+        return not (record.name == "distributed.client" and "reconnect" in record.getMessage())
+
+
+@contextmanager
+def _lost_scheduler(client, address: str):
+    """Close ``client`` on exit; a run that loses its scheduler ends with :class:`ClusterLostError`
+    (one line, with the fix) instead of the connection errors of the Dask client."""
+    quiet = _ConnectionNoise()
+    # the loggers that report a closed connection, and the handler distributed gives its records
+    noisy = [logging.getLogger(f"distributed.{n}") for n in ("client", "batched", "core", "comm", "utils")]
+    noisy += logging.getLogger("distributed").handlers
+    for x in noisy:
+        x.addFilter(quiet)
+    try:
+        with client:
+            try:
+                yield client
+            except (OSError, TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError) as e:
+                comm_closed = optional.distributed().comm.CommClosedError
+                if not isinstance(e, comm_closed) and client.status == "running":
+                    raise  # a file error of the driver, or a cancelled task of a live scheduler
+                raise ClusterLostError(
+                    f"lost the Dask scheduler at {address} during the run ({type(e).__name__}: {' '.join(str(e).split())}); the tiles "
+                    "finished before are kept. Fix: restart `dask scheduler` (and its workers), then rerun the same "
+                    "command: it resumes") from None
+    finally:
+        for x in noisy:
+            x.removeFilter(quiet)
+
+
 @contextmanager
 def open_client(profile_name="local", cluster_file=None):
     """A Dask ``distributed.Client`` for a profile, closed (with its cluster) on exit.
@@ -268,7 +308,7 @@ def open_client(profile_name="local", cluster_file=None):
             raise ClusterConfigError(
                 f"profile {profile.name!r}: cannot reach the Dask scheduler at {address} ({e}). Fix: start "
                 f"`dask scheduler` and `dask worker {address}`, or set $GRAMTILE_SCHEDULER") from None
-        with client:
+        with _lost_scheduler(client, address):
             yield client
     elif profile.type == "slurm":
         try:

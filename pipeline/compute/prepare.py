@@ -25,6 +25,7 @@ import gzip
 import json
 import time
 import uuid
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,8 +111,11 @@ def _estimate_records(path: Path, fmt: str):
         return None
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
-        return sum(1 for line in f if line.strip())
+    try:
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            return sum(1 for line in f if line.strip())
+    except (EOFError, OSError, zlib.error):  # a damaged .gz: the reader names the line where it breaks
+        return None
 
 
 def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> CorpusStore:

@@ -127,6 +127,7 @@ def lines(path, policy: ErrorPolicy, encoding: str = "utf-8"):
         handed to ``policy`` as a CorpusFormatError naming the line and byte offset; in skip
         mode it is yielded as ``None`` so a multi-line record containing it can be dropped.
 
+    A line holding a NUL byte (a binary file) is handed to ``policy`` like an undecodable one.
     A file with no non-blank line raises (or, in skip mode, records) "empty file".
     """
     path = check_path(path)
@@ -146,6 +147,16 @@ def lines(path, policy: ErrorPolicy, encoding: str = "utf-8"):
                 raise CorpusFormatError(
                     "the file ends its lines with CR only (old Mac style), so it reads as one line", path=path,
                     line=1, fix="convert the line ends to LF, e.g. tr '\\r' '\\n' < IN > OUT")
+            nul = raw.find(b"\x00") if "16" not in encoding and "32" not in encoding else -1
+            if nul >= 0:
+                policy.handle(CorpusFormatError(
+                    f"NUL byte at byte offset {offset + nul}: this is a binary file, not text",
+                    path=path, line=number, fix="pass the corpus file itself (a text file), or check that it was "
+                                                "copied completely"))
+                offset += len(raw)
+                seen_text = True
+                yield number, None
+                continue
             try:
                 text = raw.decode(encoding)
             except UnicodeDecodeError as e:

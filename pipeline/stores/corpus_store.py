@@ -80,7 +80,7 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.storage import location
+from gramtile.pipeline.stores.storage import check_metadata, location
 
 FORMAT_VERSION = 1
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
@@ -226,6 +226,8 @@ class CorpusStore:
         path = loc.path
         if not loc.exists("zarr.json"):
             raise StoreError(f"no corpus store at {path}. Fix: create it with `gramtile prepare --out {path}`")
+        redo = f"delete {path} and rerun the `gramtile prepare` command that made it"
+        check_metadata(loc, "corpus store", f"its description is lost; {redo}", redo)
         group = zarr.open_group(loc.zarr_store(), mode=mode)
         lock = None
         if mode == "r+":

@@ -68,7 +68,7 @@ from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.storage import jsonl_log, location, read_jsonl_log
+from gramtile.pipeline.stores.storage import check_metadata, jsonl_log, location, read_jsonl_log
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
 FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (see above)
@@ -160,12 +160,18 @@ class GramStore:
         """Open an existing store (``mode`` "r" or "r+") at a path or URL."""
         loc = location(path)
         p = loc.path
+        check_metadata(loc, "Gram store", f"its description is lost; delete {p} and rerun the `gramtile gram` "
+                                          "command that made it (the tiles cannot be trusted without it)")
         try:
             g = zarr.open_group(loc.zarr_store(), mode=mode)
             if "gramtile" not in g.attrs:
                 raise KeyError("gramtile")
             st = cls(loc, g)
         except (FileNotFoundError, KeyError, zarr.errors.BaseZarrError):
+            if loc.exists("zarr.json"):  # a Zarr group of something else (e.g. a corpus store)
+                raise StoreError(f"{p} is a Zarr group but not a gramtile Gram store (no 'gramtile' attributes). Fix: "
+                                 "point at a store made by `gramtile gram`, or give `gramtile gram` another --out") \
+                    from None
             raise StoreError(f"{p} is not a gramtile Gram store (no 'gramtile' attributes); "
                              f"create it with `gramtile gram --out {p}`") from None
         if st.K is None and mode == "r":
@@ -1084,6 +1090,14 @@ def verify(store) -> VerifyReport:
     except Exception as e:  # noqa: BLE001  (the manifest fails its own crc32c)
         rep.done_damaged = f"the tile checksum manifest of {st.path} is damaged ({type(e).__name__}: {e})"
         return rep
+    if manifest is not None:
+        # a lost chunk file of the done mask reads as "nothing done": the manifest still holds its tiles
+        cs = st.done.chunks
+        for a, b in sorted({(i // cs[0], j // cs[1]) for i, j in zip(*np.nonzero(manifest))}):
+            if not st.loc.exists(f"done/c/{a}/{b}"):
+                rep.done_damaged = (f"the done mask's chunk done/c/{a}/{b} of {st.path} is missing, but the checksum "
+                                    "manifest holds tiles of it")
+                return rep
     nr, nc = st.shape
 
     diag_bad_rows, diag_bad_cols = set(), set()

@@ -42,7 +42,7 @@ from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 from fsspec.implementations.local import LocalFileSystem
 from zarr.storage import FsspecStore, StorePath
 
-from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.pipeline.stores.locks import StoreLock, UrlLock
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -92,6 +92,49 @@ def refuse_url(x, what: str, fix: str):
     """Raise :class:`StoreError` when ``x`` is a URL: ``what`` is not supported at URLs."""
     if is_url(x):
         raise StoreError(f"{x}: {what} cannot be written to a URL. Fix: {fix}")
+
+
+def unreadable_metadata(loc, rel: str = "", depth: int = 5) -> list:
+    """The ``zarr.json`` files of the store at ``loc`` (its groups and arrays, ``depth`` levels
+    down) that are not valid JSON objects, as paths relative to the store."""
+    bad = []
+    meta = f"{rel}zarr.json"
+    try:
+        doc = json.loads(loc.read_bytes(meta))
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+    except FileNotFoundError:
+        return bad
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        bad.append(meta)
+    if depth:
+        for name in sorted(loc.listdir(rel)):
+            if not name.startswith(".") and loc.exists(f"{rel}{name}/zarr.json"):
+                bad += unreadable_metadata(loc, f"{rel}{name}/", depth - 1)
+    return bad
+
+
+def check_metadata(loc, what: str, fix_root: str, fix_array: str | None = None):
+    """Raise :class:`StoreCorruptError` naming the first unreadable ``zarr.json`` of the store at
+    ``loc`` (``what``: e.g. "Gram store"), with the fix: ``fix_root`` for the store's own
+    ``zarr.json``, else ``fix_array`` (default: remove the damaged array's folder so that the next
+    ``gramtile gram`` recreates it and recomputes what it held)."""
+    bad = unreadable_metadata(loc)
+    if not bad:
+        return
+    first = bad[0]
+    where = f"{loc}/{first}"
+    if first == "zarr.json":
+        fix = fix_root
+    elif fix_array:
+        fix = fix_array
+    else:
+        node = f"{loc}/{first[:-len('/zarr.json')]}"
+        fix = (f"remove the damaged array (rm -r {node}) and rerun the `gramtile gram` command that wrote the store: "
+               "the array is recreated and the tiles it held are recomputed")
+    more = f" (and {len(bad) - 1} more: {', '.join(bad[1:])})" if len(bad) > 1 else ""
+    raise StoreCorruptError(f"{where} is damaged (not valid Zarr JSON metadata){more}: the {what} cannot be "
+                            f"opened. Fix: {fix}")
 
 
 class LocalLocation:

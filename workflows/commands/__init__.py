@@ -1,7 +1,13 @@
 """One module per ``gramtile`` subcommand (see :mod:`gramtile.workflows.cli`)."""
 import argparse
+import math
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
 
 from gramtile.pipeline.progress import log
+from gramtile.workflows.errors import UsageError
 
 #: ``--cluster`` help of the commands that compute Gram stores (``gram``, ``run``).
 CLUSTER_HELP = ("cluster.yaml profile (default local: Dask worker processes; threads = worker threads of this "
@@ -25,3 +31,109 @@ class DeprecatedAlias(argparse.Action):
 def deprecated(p, old: str, new: str, dest: str, **kw):
     """Accept ``old`` as a hidden deprecated spelling of option ``new`` (same ``dest``)."""
     p.add_argument(old, dest=dest, action=DeprecatedAlias, new=new, help=argparse.SUPPRESS, **kw)
+
+
+# ---- numbers ---------------------------------------------------------------------------------
+
+def _number(kind, test, wants):
+    def parse(text):
+        try:
+            v = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wants}") from None
+        if not test(v):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wants}")
+        return v
+    parse.__name__ = wants  # argparse names the type in its messages
+    return parse
+
+
+#: argparse ``type=`` of options that must be a positive finite number (C, a budget in MB).
+positive_float = _number(float, lambda v: math.isfinite(v) and v > 0, "a positive finite number")
+#: ... an integer >= 1 (counts: epochs, folds, landmarks, shard sizes, token limits).
+positive_int = _number(int, lambda v: v >= 1, "an integer >= 1")
+#: ... an integer >= 2 (folds).
+int_at_least_2 = _number(int, lambda v: v >= 2, "an integer >= 2")
+#: ... an integer >= 0 (seeds).
+seed_int = _number(int, lambda v: 0 <= v < 2**32, "an integer seed in 0..4294967295")
+
+
+# ---- outputs ---------------------------------------------------------------------------------
+
+def overwrite_flag(p, what: str):
+    """The ``--overwrite`` option of a command whose --out would replace ``what``."""
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"replace an existing {what} at --out (default: refuse it, so nothing is lost by a typo)")
+
+
+def _folder_of(path: Path, option: str):
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.exists():
+        raise UsageError(f"{option} {path}: the folder {parent} does not exist. Fix: create it (mkdir -p {parent}) "
+                         f"or choose another {option}")
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: {parent} is a file, not a folder. Fix: choose another {option}")
+
+
+def check_output_file(path, option: str = "--out", overwrite: bool | None = False) -> Path:
+    """Check a file output before any work: its folder exists, it is not a folder, and an existing
+    file is refused unless ``overwrite`` (``None``: an existing file is replaced, as a rerun does)."""
+    path = Path(path)
+    _folder_of(path, option)
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder; give a file name, e.g. {option} {path / 'out'}")
+    if path.exists() and overwrite is False:
+        raise UsageError(f"{option} {path} exists. Fix: pass --overwrite to replace it, or choose another {option}")
+    return path
+
+
+def check_output_dir(path, option: str = "--out", overwrite: bool = False, owned=(), kind: str = "") -> Path:
+    """Check a folder output before any work: it is not a file; an existing folder holding any of
+    the files ``owned`` (what the command writes there) is refused unless ``overwrite``. With
+    ``kind`` (e.g. "model directory", marked by ``owned[0]``), a non-empty folder that is not one is
+    refused even with ``overwrite`` (it would mix two things in one folder)."""
+    path = Path(path)
+    _folder_of(path, option)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path} is a file, not a folder. Fix: choose another {option}")
+    held = [name for name in owned if (path / name).exists()]
+    if kind and path.is_dir() and any(path.iterdir()) and not (path / owned[0]).exists():
+        raise UsageError(f"{option} {path} exists and is not a {kind} (it holds {sorted(os.listdir(path))[:3]}). "
+                         f"Fix: choose another {option}")
+    if held and not overwrite:
+        raise UsageError(f"{option} {path} already holds {', '.join(held)}. Fix: pass --overwrite to replace "
+                         f"{'them' if len(held) > 1 else 'it'}, or choose another {option}")
+    return path
+
+
+@contextmanager
+def replacing_dir(path: Path):
+    """Write a folder whole or not at all: yields a fresh sibling folder to fill; on success it
+    replaces ``path`` (an old one is removed only after the new one is complete), on failure it is
+    removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = path.with_name(f"{path.name}.old-{os.getpid()}")
+    if path.exists():
+        path.rename(old)
+    tmp.rename(path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str):
+    """Write ``text`` to ``path`` through ``path.partial`` and a rename: a failed write (disk full)
+    leaves no truncated file, and an existing one stays as it was."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

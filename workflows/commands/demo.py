@@ -1,7 +1,7 @@
 """``gramtile demo``: the main job end to end on the embedded demo corpus."""
 from __future__ import annotations
 
-from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands import deprecated, int_at_least_2, seed_int
 from gramtile.workflows.recipes.demo import run_demo
 
 
@@ -14,9 +14,9 @@ def add_parser(sub):
     p.add_argument("--out", default="demo-out", help="output folder (default: demo-out)")
     p.add_argument("--cluster", default="local", help="cluster.yaml profile (default: local; 'sequential' = no Dask)")
     p.add_argument("--cluster-file", default=None, help="cluster profiles file (default: ./cluster.yaml or built-ins)")
-    p.add_argument("--folds", type=int, default=5, help="number of stratified folds (default: 5)")
-    p.add_argument("--fold-seed", type=int, default=0, metavar="S", help="fold seed (default: 0)")
-    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=int)
+    p.add_argument("--folds", type=int_at_least_2, default=5, help="number of stratified folds (default: 5)")
+    p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S", help="fold seed (default: 0)")
+    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 

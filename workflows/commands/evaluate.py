@@ -13,6 +13,7 @@ printed as markdown; with ``--out DIR`` it is also written to ``results.md`` and
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,7 +29,15 @@ from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, 
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
-from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands import (
+    check_output_dir,
+    deprecated,
+    int_at_least_2,
+    overwrite_flag,
+    positive_int,
+    seed_int,
+    write_text_atomic,
+)
 
 SOLVER_HELP = ("SVM solver: libsvm = scikit-learn's SVC on K(train, train) held in memory; smo = exact SVM over kernel "
                "rows read from the store through a bounded cache (--cache-mb), for training blocks beyond memory; "
@@ -73,18 +82,18 @@ def add_parser(sub):
                         "for corpora whose training block does not fit in memory) (default svm)")
     p.add_argument("--landmarks", type=int, default=500, metavar="M",
                    help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
-    p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
-    p.add_argument("--fold-seed", type=int, default=0, metavar="S",
+    p.add_argument("--folds", type=int_at_least_2, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
+    p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
                    help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
                         "landmarks (default 0); the perceptron's order has its own --perceptron-seed")
-    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=int)
+    deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
     p.add_argument("--C", default="1", metavar="C1,C2,...",
                    help="SVM C grid, comma-separated (default 1). Several values: C is chosen inside each training "
                         "part by --inner-folds stratified folds (nested selection), and the C chosen per split is "
                         "reported")
-    p.add_argument("--inner-folds", type=int, default=3, metavar="K",
+    p.add_argument("--inner-folds", type=int_at_least_2, default=3, metavar="K",
                    help="folds of the nested C selection inside each training part (default 3)")
     p.add_argument("--C-on-test", action="store_true",
                    help="instead of nested selection, score every C of the grid on the test parts (one row per C; "
@@ -95,8 +104,8 @@ def add_parser(sub):
                    help="SVM class weights (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr",
                    help="SVM scheme for more than two classes (default ovr)")
-    p.add_argument("--epochs", type=int, default=2, help="perceptron epochs (default 2, as Zelenko et al.)")
-    p.add_argument("--perceptron-seed", type=int, default=None,
+    p.add_argument("--epochs", type=positive_int, default=2, help="perceptron epochs (default 2, as Zelenko et al.)")
+    p.add_argument("--perceptron-seed", type=seed_int, default=None,
                    help="shuffle the perceptron's visiting order with this seed (default: data order; "
                         "use a seed when the data are sorted by label)")
     p.add_argument("--positive", default=None, help="positive class of a binary task (default: +1 / 1 / larger)")
@@ -111,6 +120,7 @@ def add_parser(sub):
     p.add_argument("--out", metavar="DIR", help="write results.md and results.json (and plots) here")
     add_learn_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar over the fits")
+    overwrite_flag(p, "results.md / results.json")
     p.set_defaults(func=run)
     return p
 
@@ -121,6 +131,8 @@ def _floats(text, what):
     except ValueError:
         raise EvaluationError(f"{what} {text!r} is not a comma-separated list of numbers; e.g. {what} 0.1,1,10") \
             from None
+    if not all(math.isfinite(v) for v in vals):
+        raise EvaluationError(f"{what} {text!r} holds a value that is not a finite number; e.g. {what} 0.1,1,10")
     if not vals:
         raise EvaluationError(f"{what} {text!r} is empty; give at least one number")
     return vals
@@ -221,7 +233,16 @@ def run(args) -> int:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     if args.model == "nystroem" and args.curve:
         raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
-    several_C = len(_floats(args.C, "--C")) > 1 and args.model != "perceptron"
+    parse_class_weight(args.class_weight)  # bad values fail before any work (fold files included)
+    if args.model == "nystroem" and args.landmarks < 1:
+        raise EvaluationError(f"nystroem: m={args.landmarks} landmarks; give an integer >= 1")
+    grid = _floats(args.C, "--C")
+    if any(c <= 0 for c in grid):
+        raise EvaluationError(f"--C {args.C!r}: every C must be a positive finite number; e.g. --C 0.1,1,10")
+    if args.curve is not None and any(not 0 < f <= 1 for f in _floats(args.curve, "--curve")):
+        raise EvaluationError(f"--curve {args.curve!r}: learning-curve fractions must lie in (0, 1]; "
+                              "e.g. --curve 0.1,0.25,0.5,1")
+    several_C = len(grid) > 1 and args.model != "perceptron"
     if several_C and not args.C_on_test and args.model == "nystroem":
         raise EvaluationError("nested C selection is not available with --model nystroem; give one --C, or add "
                               "--C-on-test to score every C on the test parts")
@@ -230,6 +251,8 @@ def run(args) -> int:
                               "add --C-on-test")
     if args.model == "nystroem" and args.multiclass != "ovr":
         raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
+    if args.out:
+        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     source, store, kernel_dict = _source(args)
     if args.labels:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
@@ -318,7 +341,7 @@ def run(args) -> int:
     if args.out:
         d = Path(args.out)
         d.mkdir(parents=True, exist_ok=True)
-        (d / "results.json").write_text(json.dumps(_jsonable(out), indent=1))
-        (d / "results.md").write_text("\n".join(md) + "\n")
+        write_text_atomic(d / "results.json", json.dumps(_jsonable(out), indent=1))
+        write_text_atomic(d / "results.md", "\n".join(md) + "\n")
         log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0

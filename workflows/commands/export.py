@@ -22,6 +22,7 @@ import argparse
 
 from gramtile.pipeline.stores.gram_store import EXPORT_FORMATS, GramStore, export_selection
 from gramtile.pipeline.stores.tiles import parse_selection
+from gramtile.workflows.commands import check_output_file, overwrite_flag
 
 
 def add_parser(sub):
@@ -34,11 +35,13 @@ def add_parser(sub):
     p.add_argument("--cols", default=None, help="column positions (default: the rows of a symmetric store, "
                                                 "else all columns)")
     p.add_argument("--normalized", action="store_true", help="write K(x,y)/sqrt(K(x,x)K(y,y))")
+    overwrite_flag(p, "output file")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    check_output_file(args.out, "--out", args.overwrite)
     st = GramStore.open(args.store)
     nr, nc = st.shape
     rows = None if args.rows is None else parse_selection(args.rows, nr, "--rows")

@@ -20,6 +20,7 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.stores.storage import beside, is_url
 from gramtile.workflows.commands import CLUSTER_HELP
+from gramtile.workflows.errors import UsageError
 
 
 def add_parser(sub):
@@ -66,6 +67,8 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
 def run(args) -> int:
     # a URL stays a string: Path() would fold "memory://g" into the local path "memory:/g"
     out = args.out if is_url(args.out) else Path(args.out)
+    if isinstance(out, Path) and out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a Gram store. Fix: choose another --out (e.g. {out}.zarr)")
     corpus = args.corpus
     as_spec(args.kernel)  # a bad spec fails before --input is prepared
     if args.input:

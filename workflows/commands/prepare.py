@@ -1,14 +1,21 @@
 """``gramtile prepare``: read, parse and shard a corpus into a corpus store (resumable)."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
+from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import FORMATS as _READERS
+from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.resources.keys import keys_for_option, parse_option
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
-from gramtile.workflows.commands import deprecated
+from gramtile.pipeline.stores.storage import is_url, location
+from gramtile.workflows.commands import check_output_file, deprecated, positive_int
+from gramtile.workflows.errors import UsageError
 
 #: Every registered reader format (pipeline/readers/__init__.py).
 FORMATS = tuple(sorted(_READERS))
@@ -30,7 +37,7 @@ def add_parser(sub):
     p.add_argument("--cluster-file", default=None, metavar="FILE", help="cluster profiles file")
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help="stop at a malformed record (raise), or skip and list it (skip)")
-    p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS, metavar="N",
+    p.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS, metavar="N",
                    help=f"records with more tokens are malformed ({DEFAULT_MAX_TOKENS})")
     p.add_argument("--emit-jsonl", default=None, metavar="FILE",
                    help="also write the stored structures as JSON lines")
@@ -59,7 +66,40 @@ def add_parser(sub):
     return p
 
 
+def check_corpus_out(out):
+    """A local --out must be absent, an empty folder, or a corpus store to resume (never a file or
+    another folder: it would be written into or refused with a misleading fix later)."""
+    if is_url(out):
+        return
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"--out {p} is a file, not a corpus store. Fix: choose another --out (e.g. {p}.zarr)")
+    if p.is_dir() and not (p / "zarr.json").exists():
+        held = sorted(n for n in (c.name for c in p.iterdir()) if n != ".lock")
+        if held:
+            raise UsageError(f"--out {p} exists and is not a corpus store (it holds {held[:3]}). "
+                             f"Fix: choose another --out")
+
+
+#: Formats whose records are raw text, always parsed by spaCy.
+RAW_TEXT_FORMATS = ("text", "tsv", "trec")
+
+
+def check_spacy_model(name):
+    """The spaCy pipeline raw text needs is installed (checked without importing spaCy), before a
+    cluster is started or a store created."""
+    if name is None:
+        default_model_name()  # raises, naming the fix, when none is installed
+    elif importlib.util.find_spec(name) is None:
+        raise RepresentationError(f"--spacy-model {name}: no such spaCy pipeline is installed. Fix: {MODEL_FIX}")
+
+
 def run(args) -> int:
+    check_corpus_out(args.out)
+    if args.fmt in RAW_TEXT_FORMATS:
+        check_spacy_model(args.spacy_model)
+    if args.emit_jsonl:
+        check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
     reader_options = {}
@@ -71,10 +111,19 @@ def run(args) -> int:
             raise CorpusFormatError(f"--trec-labels applies to --format trec, not {args.fmt!r}",
                                     fix="drop --trec-labels")
         reader_options["label"] = args.trec_labels
-    summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
-                      cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
-                      emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
-                      reader_options=reader_options, hdag=args.hdag, reps=args.reps)
+    loc = location(args.out)
+    existed = loc.exists()
+    try:
+        summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
+                          cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
+                          emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
+                          reader_options=reader_options, hdag=args.hdag, reps=args.reps)
+    except CorpusFormatError:
+        # bad input: the store this command created holds nothing a rerun could resume (the input must
+        # change first, and with it the store's content), so it is removed; Ctrl-C keeps it to resume
+        if not existed:
+            loc.remove_all()
+        raise
     print(summary.text())
     if args.resources is not None:
         build_resources(args.out, args.resources)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from gramtile.pipeline.compute.cluster import find_cluster_file, load_profiles
+from gramtile.pipeline.compute.cluster import find_cluster_file, load_profiles, packaged_cluster_file
 
 
 def add_parser(sub):
@@ -25,7 +25,11 @@ def run(args) -> int:
                           for n, p in profiles.items()}, indent=2))
         return 0
     user = find_cluster_file(args.cluster_file)
-    print(f"cluster profiles (user file: {user or 'none'}):")
+    if user is not None and user.resolve() == packaged_cluster_file().resolve():
+        # in a checkout, ./cluster.yaml is the very file the package ships: no user file
+        print(f"cluster profiles (user file: none; {user} is the built-in file):")
+    else:
+        print(f"cluster profiles (user file: {user or 'none'}):")
     width = max(len(n) for n in profiles)
     for name, p in profiles.items():
         opts = ", ".join(f"{k}={v}" for k, v in p.options.items()) or "-"

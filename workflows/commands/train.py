@@ -23,7 +23,15 @@ from gramtile.pipeline.learn.models import read_documents, train, train_from_sto
 from gramtile.pipeline.learn.models import stored_kernel as _stored
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.workflows.commands import deprecated
+from gramtile.workflows.commands import (
+    check_output_dir,
+    deprecated,
+    overwrite_flag,
+    positive_float,
+    positive_int,
+    replacing_dir,
+    seed_int,
+)
 from gramtile.workflows.commands.evaluate import add_learn_options
 
 
@@ -42,15 +50,16 @@ def add_parser(sub):
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
     p.add_argument("--model", choices=("svm", "perceptron", "linear"), default="svm",
                    help="learner (default svm; linear: with --features)")
-    p.add_argument("--C", type=float, default=1.0, help="SVM C (default 1)")
+    p.add_argument("--C", type=positive_float, default=1.0, help="SVM C, a positive number (default 1)")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
-    p.add_argument("--epochs", type=int, default=2, help="perceptron epochs (default 2)")
-    p.add_argument("--perceptron-seed", type=int, default=None, metavar="S",
+    p.add_argument("--epochs", type=positive_int, default=2, help="perceptron epochs (default 2)")
+    p.add_argument("--perceptron-seed", type=seed_int, default=None, metavar="S",
                    help="shuffle the perceptron's visiting order with this seed (default: data order)")
-    deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=int)
+    deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
     add_learn_options(p)
+    overwrite_flag(p, "model directory")
     p.set_defaults(func=run)
     return p
 
@@ -69,12 +78,15 @@ def run(args) -> int:
         if not args.features or args.model != "linear" or args.gram or args.kernel:
             raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
                                   "names its kernel); --model linear needs --features")
-        m = train_store(args.features, args.out, C=args.C, class_weight=parse_class_weight(args.class_weight))
+        out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.npz",), kind="model directory")
+        with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
+            m = train_store(args.features, tmp, C=args.C, class_weight=parse_class_weight(args.class_weight))
         print(f"{args.out}: linear model over {m.coef.shape[1]} features, classes {m.classes} "
               f"({time.perf_counter() - t0:.1f} s)")
         return 0
     if not args.kernel:
         raise EvaluationError("--kernel SPEC is required (unless --features F.zarr --model linear)")
+    out = check_output_dir(args.out, "--out", args.overwrite, owned=("model.json",), kind="model directory")
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
@@ -97,7 +109,8 @@ def run(args) -> int:
             prov.update(input=str(args.input), format=args.format)
         # K in memory; resources built from these examples, as gramtile.gram builds them
         m = train(docs, spec, provenance=prov, **learn)
-    m.save(args.out)
+    with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
+        m.save(tmp)
     log.info(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
           f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0

@@ -1,6 +1,7 @@
 """``gramtile verify``: re-read every done tile (checksums, NaN); ``--repair`` recomputes bad ones."""
 from __future__ import annotations
 
+from gramtile.pipeline.compute.cluster import get_profile
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.stores.gram_store import verify
 
@@ -18,6 +19,7 @@ def add_parser(sub):
 
 def run(args) -> int:
     if args.repair:
+        get_profile(args.cluster, args.cluster_file)  # a bad profile fails even when nothing needs repair
         rep = repair(args.store, cluster=args.cluster, cluster_file=args.cluster_file, progress=True)
     else:
         rep = verify(args.store)
