@@ -5,6 +5,10 @@ enumeration exactly (Fractions); (2) the Numba block cores equal the recursion t
 on >= 500 random tree pairs per configuration; (3) tests/test_svmlighttk_rowsums.py ties the
 conventions to SVM-Light-TK on real trees.
 """
+import os
+import random
+import subprocess
+import sys
 from fractions import Fraction as F
 
 import numpy as np
@@ -193,6 +197,50 @@ def test_wide_and_deep_trees_match_the_recursion():
     narrow = Tree("A", wide.children[:14])
     K = _k(PartialTreeKernel(lam=0.5, mu=0.5, max_length=2), narrow)[0, 0]
     assert K == pytest.approx(pt_kernel(narrow, narrow, 0.5, 0.5, "gaps", 1, 2), rel=1e-12)
+
+
+def test_many_matching_nodes_are_ordered_children_first():
+    """Tree pairs with more than 32 matching X nodes (the placement path of ``_match``, not the
+    insertion sort) equal the recursion; the trees share a small alphabet, so most nodes match."""
+
+    def grow(rng, depth):
+        if depth == 0 or rng.random() < 0.15:
+            return Tree(rng.choice("ab"))
+        return Tree(rng.choice("AB"), tuple(grow(rng, depth - 1) for _ in range(rng.randint(1, 3))))
+
+    rng = random.Random(7)
+    ts = []
+    while len(ts) < 6:
+        t = grow(rng, 6)
+        if len(t) > 64:  # at least 33 internal nodes matching one of the two labels
+            ts.append(t)
+    X = encode(ts, Vocabularies())
+    for spec, ref in [(SubsetTreeKernel(lam=0.5), lambda a, b: sst_kernel(a, b, 0.5)),
+                      (SubtreeKernel(lam=0.5, leaves=True), lambda a, b: st_kernel(a, b, 0.5, leaves=True)),
+                      (PartialTreeKernel(lam=0.5, mu=0.5), lambda a, b: pt_kernel(a, b, 0.5, 0.5))]:
+        np.testing.assert_allclose(spec.block(X), _ref_matrix(ref, ts, ts), rtol=1e-12, atol=0)
+        np.testing.assert_allclose(spec.block(X.slice(0, 3), X.slice(3, 6)),
+                                   _ref_matrix(ref, ts[:3], ts[3:]), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind,cores", [("sst", ["_block_sst"]), ("st", ["_block_sst"]), ("pt", ["_block_pt", "_children_dp_limited", "_scratch_pt"])])
+def test_each_kernel_compiles_only_its_own_core(tmp_path, kind, cores):
+    # was: ST, SST and PT shared one block core and a diagonal core, each holding all three
+    # paths, so a first SST tile also compiled PT's dynamic programme, twice (17-18 s cold).
+    # Counted in Numba's cache (one file per compiled function and signature), block + diag.
+    code = f"""
+from gramtile.kernels.registry import spec_from_dict
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
+X = encode([parse_tree("(S (NP (N a)) (VP (V b)))"), parse_tree("(S (VP (V b) (NP (N c))))")], Vocabularies())
+spec = spec_from_dict({{"kind": {kind!r}}})
+spec.block(X); spec.block(X.slice(0, 1), X.slice(1, 2)); spec.diag(X)
+"""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=600)
+    compiled = sorted(p.name.split("-")[0] for p in (tmp_path / "cache").rglob("tree_kernels.*.nbc"))
+    assert compiled == sorted(f"tree_kernels.{c}" for c in [*cores, "_scratch"]), compiled
 
 
 # ---- specs --------------------------------------------------------------------------------
