@@ -3,6 +3,9 @@
 All three count common tree fragments, ``K(T1, T2) = sum_{n1 in T1, n2 in T2} Delta(n1, n2)``,
 with leaves being childless nodes labelled by their word (docs/kernels.md, "Tree kernels: ST, SST, PT"):
 
+A node's production is its label and its children's labels (Collins & Duffy; Aiolli et al. 2009),
+leaf or not: the ``prod`` column of a tree batch holds its id (-1 for leaves).
+
 - ST (Vishwanathan & Smola 2002, "Fast kernels for string and tree matching"; SVM-Light-TK's
   SST recursion with sigma = 0)::
 
@@ -21,6 +24,11 @@ with leaves being childless nodes labelled by their word (docs/kernels.md, "Tree
 
   so a matching pre-terminal pair gives lam. With ``leaves=True`` ("SST-bow", SVM-Light-TK
   ``-F 2``, KeLP's default) every pair of equal leaves adds lam as well.
+
+  Equal productions may pair a leaf child with an internal child of the same label: its Delta
+  is 0, a factor 1 + 0 in SST and D_j = 0 in ST (complete subtrees differ), so ST is the same
+  whether or not productions tell leaves apart. ``typed_leaves=True`` (SST) gives such a pair
+  different productions, Delta(n1, n2) = 0: the kernel gramtile computed before 2026-12.
 
 - PT (Moschitti 2006, "Efficient convolution kernels for dependency and constituent syntactic
   trees")::
@@ -229,8 +237,9 @@ def _leaf_pairs(i, LX, j, LY):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st):
-    """Sum of Delta over the matching node pairs found by ``_match``, for ST (``st``) or SST."""
+def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed):
+    """Sum of Delta over the matching node pairs found by ``_match``, for ST (``st``) or SST
+    (``typed``: a pair whose children differ in being leaves has different productions)."""
     offx, prodx, cpx, cix = X[0], X[1], X[2], X[3]
     offy, prody, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[4], Y[5], Y[6], Y[9], Y[10]
     ox = offx[i]
@@ -252,12 +261,20 @@ def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st):
             d = lam
             for q in range(nch):
                 a1 = cix[c1a + q]
-                p1 = prodx[ox + a1]
-                if p1 < 0:
-                    # equal productions: both q-th children are leaves (factor 1 in ST and SST)
-                    continue
                 a2 = ciy[c2a + q]
-                if p1 == prody[oy + a2]:
+                p1 = prodx[ox + a1]
+                p2 = prody[oy + a2]
+                if p1 < 0 or p2 < 0:
+                    # equal label-only productions: the q-th children have equal labels, and
+                    # one or both are leaves (production -1). Both leaves: factor 1 in ST and
+                    # SST. A leaf and an internal node: Delta = 0, so SST multiplies by 1 + 0,
+                    # while for ST (the complete subtrees differ) and for typed_leaves (the
+                    # productions differ) the pair's Delta is 0.
+                    if (p1 < 0) != (p2 < 0) and (st or typed):
+                        d = 0.0
+                        break
+                    continue
+                if p1 == p2:
                     # a matching child pair has a larger index, so its Delta is already in memo
                     v = memo[base[a1] + gposy[oy + a2]]
                     if st:
@@ -442,8 +459,9 @@ _FULL, _SYM, _DIAG = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _block_sst(X, Y, LX, LY, mode, lam, leaves, st):
-    """ST (``st``) or SST block: ``K[i, j] = k(X_i, Y_j)``, shape (nx, ny).
+def _block_sst(X, Y, LX, LY, mode, lam, leaves, st, typed):
+    """ST (``st``) or SST block: ``K[i, j] = k(X_i, Y_j)``, shape (nx, ny); ``typed``: SST's
+    productions tell leaf children from internal ones (``typed_leaves``).
 
     ``mode`` 0: every (i, j); 1 (Y is X): i <= j computed and mirrored; 2 (Y is X): the
     self-kernels k(X_i, X_i) only, returned as shape (nx, 1).
@@ -463,7 +481,7 @@ def _block_sst(X, Y, LX, LY, mode, lam, leaves, st):
             if cnt > 0:
                 if need > memo.shape[0]:
                     memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
-                v = _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st)
+                v = _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed)
             if leaves:
                 v += lam * _leaf_pairs(i, LX, j, LY)
             if mode == _DIAG:
@@ -583,7 +601,7 @@ class SubtreeKernel(_TreeKernel):
         return self.leaves
 
     def _core(self, ix, iy, lx, ly, mode):
-        return _block_sst(ix, iy, lx, ly, mode, float(self.lam), bool(self.leaves), True)
+        return _block_sst(ix, iy, lx, ly, mode, float(self.lam), bool(self.leaves), True, False)
 
 
 @register
@@ -598,6 +616,13 @@ class SubsetTreeKernel(_TreeKernel):
         Decay per production node of a matched fragment.
     leaves : bool
         True = "SST-bow": each pair of equal leaves adds lam (SVM-Light-TK ``-F 2``, KeLP).
+    typed_leaves : bool
+        False (the definition of Collins & Duffy and Aiolli et al. 2009): a production is a
+        node's label and its children's labels, so ``(C A)`` with a leaf A shares the fragment
+        ``(C A)`` with ``(C (A z))``. True: productions also tell leaf children from internal
+        ones, so those two never match (gramtile before 2026-12; differs only where a label is a
+        leaf in one tree and an internal node in another, as XML tags can be, never on PTB trees
+        whose leaves are words). Always part of the spec hash.
     rep : str
         Corpus representation read (an ordered-tree representation).
     """
@@ -605,18 +630,21 @@ class SubsetTreeKernel(_TreeKernel):
     kind = "sst"
     lam: float = 0.4
     leaves: bool = False
+    typed_leaves: bool = False
     rep: str = "tree"
 
     def validate(self):
         self._number("lam", 0, 1, lo_open=True)
         self._flag("leaves")
+        self._flag("typed_leaves")
         self._string("rep")
 
     def _leaves_used(self):
         return self.leaves
 
     def _core(self, ix, iy, lx, ly, mode):
-        return _block_sst(ix, iy, lx, ly, mode, float(self.lam), bool(self.leaves), False)
+        return _block_sst(ix, iy, lx, ly, mode, float(self.lam), bool(self.leaves), False,
+                          bool(self.typed_leaves))
 
 
 @register
