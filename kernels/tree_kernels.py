@@ -3,6 +3,9 @@
 All three count common tree fragments, ``K(T1, T2) = sum_{n1 in T1, n2 in T2} Delta(n1, n2)``,
 with leaves being childless nodes labelled by their word (docs/kernels.md, "Tree kernels: ST, SST, PT"):
 
+A node's production is its label and its children's labels (Collins & Duffy; Aiolli et al. 2009),
+leaf or not: the ``prod`` column of a tree batch holds its id (-1 for leaves).
+
 - ST (Vishwanathan & Smola 2002, "Fast kernels for string and tree matching"; SVM-Light-TK's
   SST recursion with sigma = 0)::
 
@@ -21,6 +24,11 @@ with leaves being childless nodes labelled by their word (docs/kernels.md, "Tree
 
   so a matching pre-terminal pair gives lam. With ``leaves=True`` ("SST-bow", SVM-Light-TK
   ``-F 2``, KeLP's default) every pair of equal leaves adds lam as well.
+
+  Equal productions may pair a leaf child with an internal child of the same label: its Delta
+  is 0, a factor 1 + 0 in SST and D_j = 0 in ST (complete subtrees differ), so ST is the same
+  whether or not productions tell leaves apart. ``typed_leaves=True`` (SST) gives such a pair
+  different productions, Delta(n1, n2) = 0: the kernel gramtile computed before 2026-12.
 
 - PT (Moschitti 2006, "Efficient convolution kernels for dependency and constituent syntactic
   trees")::
@@ -67,14 +75,13 @@ from numba import njit
 from gramtile.kernels.errors import RepresentationError
 from gramtile.kernels.spec import BaseSpec, register
 
-_ST, _SST, _PT = 0, 1, 2
-
-
 # ---- per-batch grouping ----------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
 def _group(offsets, key):
     """Group each example's nodes by ``key`` (nodes with key < 0 are left out).
+
+    Plain NumPy (one stable sort of the whole batch): it runs once per batch, and as a Numba
+    function its sort cost seconds of compilation on a first run.
 
     Parameters
     ----------
@@ -92,48 +99,29 @@ def _group(offsets, key):
     """
     n = offsets.shape[0] - 1
     total = key.shape[0]
-    gpos = np.full(total, -1, np.int32)
+    ex = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    keep = np.flatnonzero(key >= 0)
+    kex = ex[keep]
+    kkey = key[keep].astype(np.int64)
+    # (example, key) in one int64; the stable sort keeps nodes increasing inside a group
+    order = keep[np.argsort(kex * (int(kkey.max()) + 1 if kkey.size else 1) + kkey, kind="stable")]
+    sex = ex[order]
+    skey = key[order]
+    m = order.shape[0]
     soff = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(sex, minlength=n), out=soff[1:])
+    new = np.ones(m, bool)
+    new[1:] = (skey[1:] != skey[:-1]) | (sex[1:] != sex[:-1])
+    gstart = np.flatnonzero(new)
+    gend = np.append(gstart[1:], m)
+    gex = sex[gstart]
     uoff = np.zeros(n + 1, np.int64)
-    snode = np.empty(total, np.int32)
-    ukey = np.empty(total, np.int32)
-    ubeg = np.empty(total, np.int32)
-    uend = np.empty(total, np.int32)
-    s = 0
-    u = 0
-    for t in range(n):
-        a = offsets[t]
-        b = offsets[t + 1]
-        cnt = 0
-        for g in range(a, b):
-            if key[g] >= 0:
-                cnt += 1
-        buf = np.empty(cnt, np.int64)
-        c = 0
-        for g in range(a, b):
-            if key[g] >= 0:
-                # key in the high word, node in the low word: one sort orders by (key, node)
-                buf[c] = (np.int64(key[g]) << 32) | np.int64(g - a)
-                c += 1
-        buf.sort()
-        prev = -1
-        start = 0
-        for k in range(cnt):
-            kk = np.int32(buf[k] >> 32)
-            node = np.int32(buf[k] & 0xFFFFFFFF)
-            if k == 0 or kk != prev:
-                ukey[u] = kk
-                ubeg[u] = k
-                u += 1
-                prev = kk
-                start = k
-            uend[u - 1] = k + 1
-            snode[s + k] = node
-            gpos[a + node] = k - start
-        s += cnt
-        soff[t + 1] = s
-        uoff[t + 1] = u
-    return soff, snode[:s].copy(), uoff, ukey[:u].copy(), ubeg[:u].copy(), uend[:u].copy(), gpos
+    np.cumsum(np.bincount(gex, minlength=n), out=uoff[1:])
+    grp = np.cumsum(new) - 1
+    gpos = np.full(total, -1, np.int32)
+    gpos[order] = np.arange(m) - gstart[grp]
+    return (soff, (order - offsets[sex]).astype(np.int32), uoff, skey[gstart].astype(np.int32),
+            (gstart - soff[gex]).astype(np.int32), (gend - soff[gex]).astype(np.int32), gpos)
 
 
 def _index(batch, key_col):
@@ -173,14 +161,15 @@ def _mark(i, X, table, value):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _match(i, X, j, Y, table, mnode, mgrp):
+def _match(i, X, j, Y, table, mnode, mgrp, slot):
     """Matching node pairs of X_i and Y_j, with X_i's groups marked in ``table``.
 
     Fills ``mnode[:cnt]`` (X nodes that have a partner) in decreasing index order, so that
-    children come before parents, and ``mgrp[:cnt]`` (their partners' group in Y).
+    children come before parents, and ``mgrp[:cnt]`` (their partners' group in Y). ``slot``
+    (one -1 per node of the largest X tree) is scratch, left all -1.
     Returns ``(cnt, number of matching node pairs)``.
     """
-    soffx, snodex, uoffx, ubegx, uendx = X[5], X[6], X[7], X[9], X[10]
+    offx, soffx, snodex, uoffx, ubegx, uendx = X[0], X[5], X[6], X[7], X[9], X[10]
     uoffy, ukeyy, ubegy, uendy = Y[7], Y[8], Y[9], Y[10]
     cnt = 0
     need = 0
@@ -197,11 +186,20 @@ def _match(i, X, j, Y, table, mnode, mgrp):
             mgrp[cnt] = g
             cnt += 1
     if cnt > 32:
-        order = np.argsort(-mnode[:cnt].astype(np.int64), kind="mergesort")
-        nn = mnode[:cnt][order]
-        gg = mgrp[:cnt][order]
-        mnode[:cnt] = nn
-        mgrp[:cnt] = gg
+        # many matches: place each at its node index and read them back downwards (the nodes are
+        # distinct and < the tree's size; no sort, which also keeps Numba's sort out of the core)
+        for t in range(cnt):
+            slot[mnode[t]] = mgrp[t]
+        c = 0
+        for node in range(offx[i + 1] - offx[i] - 1, -1, -1):
+            g = slot[node]
+            if g >= 0:
+                mnode[c] = node
+                mgrp[c] = g
+                slot[node] = -1
+                c += 1
+                if c == cnt:
+                    break
     else:
         for a in range(1, cnt):
             vn = mnode[a]
@@ -239,8 +237,9 @@ def _leaf_pairs(i, LX, j, LY):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st):
-    """Sum of Delta over the matching node pairs found by ``_match``, for ST (``st``) or SST."""
+def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed):
+    """Sum of Delta over the matching node pairs found by ``_match``, for ST (``st``) or SST
+    (``typed``: a pair whose children differ in being leaves has different productions)."""
     offx, prodx, cpx, cix = X[0], X[1], X[2], X[3]
     offy, prody, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[4], Y[5], Y[6], Y[9], Y[10]
     ox = offx[i]
@@ -262,12 +261,20 @@ def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st):
             d = lam
             for q in range(nch):
                 a1 = cix[c1a + q]
-                p1 = prodx[ox + a1]
-                if p1 < 0:
-                    # equal productions: both q-th children are leaves (factor 1 in ST and SST)
-                    continue
                 a2 = ciy[c2a + q]
-                if p1 == prody[oy + a2]:
+                p1 = prodx[ox + a1]
+                p2 = prody[oy + a2]
+                if p1 < 0 or p2 < 0:
+                    # equal label-only productions: the q-th children have equal labels, and
+                    # one or both are leaves (production -1). Both leaves: factor 1 in ST and
+                    # SST. A leaf and an internal node: Delta = 0, so SST multiplies by 1 + 0,
+                    # while for ST (the complete subtrees differ) and for typed_leaves (the
+                    # productions differ) the pair's Delta is 0.
+                    if (p1 < 0) != (p2 < 0) and (st or typed):
+                        d = 0.0
+                        break
+                    continue
+                if p1 == p2:
                     # a matching child pair has a larger index, so its Delta is already in memo
                     v = memo[base[a1] + gposy[oy + a2]]
                     if st:
@@ -397,10 +404,10 @@ def _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu
 
 
 @njit(cache=True, nogil=True)
-def _scratch(X, Y, maxlen):
-    """Per-block scratch sized to the trees: key table, matched nodes, memo, PT DP rows/tables."""
-    offx, colx, cpx, soffx = X[0], X[1], X[2], X[5]
-    offy, coly, cpy = Y[0], Y[1], Y[2]
+def _scratch(X, Y):
+    """Per-block scratch sized to the trees: key table, matched nodes and their memo rows, memo."""
+    offx, colx, soffx = X[0], X[1], X[5]
+    offy, coly = Y[0], Y[1]
     mx = 1
     sx = 1
     for i in range(offx.shape[0] - 1):
@@ -409,12 +416,6 @@ def _scratch(X, Y, maxlen):
     my = 1
     for j in range(offy.shape[0] - 1):
         my = max(my, offy[j + 1] - offy[j])
-    cx = 1
-    for g in range(cpx.shape[0] - 1):
-        cx = max(cx, cpx[g + 1] - cpx[g])
-    cy = 1
-    for g in range(cpy.shape[0] - 1):
-        cy = max(cy, cpy[g + 1] - cpy[g])
     kmax = 0
     for g in range(colx.shape[0]):
         kmax = max(kmax, colx[g])
@@ -424,68 +425,101 @@ def _scratch(X, Y, maxlen):
     mnode = np.empty(sx, np.int32)
     mgrp = np.empty(sx, np.int64)
     base = np.empty(mx, np.int64)
+    slot = np.full(mx, -1, np.int64)
     memo = np.empty(max(1024, 4 * (mx + my)), np.float64)
+    return table, (mnode, mgrp, base, slot), memo
+
+
+@njit(cache=True, nogil=True)
+def _scratch_pt(X, Y, maxlen):
+    """PT's dynamic-programme rows and, with a length limit, its tables, sized to the fan-outs."""
+    cpx, cpy = X[2], Y[2]
+    cx = 1
+    for g in range(cpx.shape[0] - 1):
+        cx = max(cx, cpx[g + 1] - cpx[g])
+    cy = 1
+    for g in range(cpy.shape[0] - 1):
+        cy = max(cy, cpy[g + 1] - cpy[g])
     dp0 = np.empty(cy + 1, np.float64)
     dp1 = np.empty(cy + 1, np.float64)
     tab = cx * cy if maxlen > 0 else 1
     E = np.empty(tab, np.float64)
     S = np.empty(tab, np.float64)
     D = np.empty((cx + 1) * (cy + 1) if maxlen > 0 else 1, np.float64)
-    return table, (mnode, mgrp, base), memo, (dp0, dp1, E, S, D)
+    return dp0, dp1, E, S, D
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _pair(kernel, i, X, j, Y, LX, LY, table, work, memo, dps, par):
-    """k(X_i, Y_j), X_i's groups marked in ``table``. Returns ``(value, memo)``; memo is
-    replaced when it was too small for this pair's matching node pairs."""
-    lam, mu, tf, f, leaves, maxlen = par
-    mnode, mgrp, base = work
-    cnt, need = _match(i, X, j, Y, table, mnode, mgrp)
-    v = 0.0
-    if cnt > 0:
-        if need > memo.shape[0]:
-            memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
-        if kernel == _PT:
-            dp0, dp1, E, S, D = dps
-            v = _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
-        else:
-            v = _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, kernel == _ST)
-    if leaves:
-        v += lam * _leaf_pairs(i, LX, j, LY)
-    return v, memo
+# ---- block cores --------------------------------------------------------------------------
+# One compiled core per path: ``_block_sst`` (ST and SST, which differ by the runtime flag
+# ``st`` only) and ``_block_pt``. Each serves full blocks, symmetric blocks and diagonals
+# (``mode``), so a first tile (block + diagonals) compiles one core, not the PT dynamic
+# programme with it nor a second copy of the same loops for the diagonal.
+
+_FULL, _SYM, _DIAG = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _block(kernel, X, Y, LX, LY, sym, par):
-    """Dense block K[i, j] = k(X_i, Y_j), shape (nx, ny); with ``sym`` (Y is X) only i <= j
-    is computed and mirrored.
+def _block_sst(X, Y, LX, LY, mode, lam, leaves, st, typed):
+    """ST (``st``) or SST block: ``K[i, j] = k(X_i, Y_j)``, shape (nx, ny); ``typed``: SST's
+    productions tell leaf children from internal ones (``typed_leaves``).
 
-    ``par`` = (lam, mu, terminal factor, gap factor f, leaves, max subsequence length or 0).
+    ``mode`` 0: every (i, j); 1 (Y is X): i <= j computed and mirrored; 2 (Y is X): the
+    self-kernels k(X_i, X_i) only, returned as shape (nx, 1).
     """
     nx = X[0].shape[0] - 1
     ny = Y[0].shape[0] - 1
-    out = np.zeros((nx, ny), np.float64)
-    table, work, memo, dps = _scratch(X, Y, par[5])
+    out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
+    table, work, memo = _scratch(X, Y)
+    mnode, mgrp, base, slot = work
     for i in range(nx):
         _mark(i, X, table, True)
-        for j in range(i if sym else 0, ny):
-            v, memo = _pair(kernel, i, X, j, Y, LX, LY, table, work, memo, dps, par)
-            out[i, j] = v
-            if sym:
-                out[j, i] = v
+        j0 = 0 if mode == _FULL else i
+        j1 = i + 1 if mode == _DIAG else ny
+        for j in range(j0, j1):
+            cnt, need = _match(i, X, j, Y, table, mnode, mgrp, slot)
+            v = 0.0
+            if cnt > 0:
+                if need > memo.shape[0]:
+                    memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
+                v = _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed)
+            if leaves:
+                v += lam * _leaf_pairs(i, LX, j, LY)
+            if mode == _DIAG:
+                out[i, 0] = v
+            else:
+                out[i, j] = v
+                if mode == _SYM:
+                    out[j, i] = v
         _mark(i, X, table, False)
     return out
 
 
 @njit(cache=True, nogil=True)
-def _diag(kernel, X, LX, par):
-    """Self-kernels k(X_i, X_i), shape (nx,)."""
+def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
+    """PT block, as :func:`_block_sst` (``mode`` 0 full, 1 symmetric, 2 diagonal as (nx, 1))."""
     nx = X[0].shape[0] - 1
-    out = np.zeros(nx, np.float64)
-    table, work, memo, dps = _scratch(X, X, par[5])
+    ny = Y[0].shape[0] - 1
+    out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
+    table, work, memo = _scratch(X, Y)
+    dp0, dp1, E, S, D = _scratch_pt(X, Y, maxlen)
+    mnode, mgrp, base, slot = work
     for i in range(nx):
         _mark(i, X, table, True)
-        out[i], memo = _pair(kernel, i, X, i, X, LX, LX, table, work, memo, dps, par)
+        j0 = 0 if mode == _FULL else i
+        j1 = i + 1 if mode == _DIAG else ny
+        for j in range(j0, j1):
+            cnt, need = _match(i, X, j, Y, table, mnode, mgrp, slot)
+            v = 0.0
+            if cnt > 0:
+                if need > memo.shape[0]:
+                    memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
+                v = _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
+            if mode == _DIAG:
+                out[i, 0] = v
+            else:
+                out[i, j] = v
+                if mode == _SYM:
+                    out[j, i] = v
         _mark(i, X, table, False)
     return out
 
@@ -503,20 +537,21 @@ def _check_tree(spec, batch, which):
 
 
 class _TreeKernel(BaseSpec):
-    """Shared block/diag plumbing; subclasses set ``_code``, ``_key`` and ``_args()``."""
+    """Shared block/diag plumbing; subclasses set ``_key`` and ``_core(ix, iy, lx, ly, mode)``."""
 
     reads = "tree"
-    _code = -1
     _key = "prod"
 
-    def _args(self):
-        """(lam, mu, terminal factor, gap factor f, leaves, max length or 0) for the cores."""
+    def _core(self, ix, iy, lx, ly, mode):
         raise NotImplementedError
 
     def _prep(self, batch, which):
         _check_tree(self, batch, which)
-        lx = _leaf_index(batch) if self._args()[4] else _NO_LEAVES
+        lx = _leaf_index(batch) if self._leaves_used() else _NO_LEAVES
         return _index(batch, self._key), lx
+
+    def _leaves_used(self):
+        return False
 
     def block(self, X, Y=None) -> np.ndarray:
         """Dense float64 block ``K[i, j] = k(X_i, Y_j)``, shape (X.n, Y.n); ``Y=None`` means X.
@@ -525,14 +560,14 @@ class _TreeKernel(BaseSpec):
         """
         ix, lx = self._prep(X, "X")
         if Y is None:
-            return _block(self._code, ix, ix, lx, lx, True, self._args())
+            return self._core(ix, ix, lx, lx, _SYM)
         iy, ly = self._prep(Y, "Y")
-        return _block(self._code, ix, iy, lx, ly, False, self._args())
+        return self._core(ix, iy, lx, ly, _FULL)
 
     def diag(self, X) -> np.ndarray:
         """Self-kernels ``k(X_i, X_i)``, shape (X.n,)."""
         ix, lx = self._prep(X, "X")
-        return _diag(self._code, ix, lx, self._args())
+        return self._core(ix, ix, lx, lx, _DIAG)[:, 0].copy()
 
 
 @register
@@ -553,7 +588,6 @@ class SubtreeKernel(_TreeKernel):
 
     kind = "st"
     added_later = ("leaves",)
-    _code = _ST
     lam: float = 0.4
     leaves: bool = False
     rep: str = "tree"
@@ -563,8 +597,11 @@ class SubtreeKernel(_TreeKernel):
         self._flag("leaves")
         self._string("rep")
 
-    def _args(self):
-        return self.lam, 1.0, 1.0, 1.0, self.leaves, 0
+    def _leaves_used(self):
+        return self.leaves
+
+    def _core(self, ix, iy, lx, ly, mode):
+        return _block_sst(ix, iy, lx, ly, mode, float(self.lam), bool(self.leaves), True, False)
 
 
 @register
@@ -579,23 +616,35 @@ class SubsetTreeKernel(_TreeKernel):
         Decay per production node of a matched fragment.
     leaves : bool
         True = "SST-bow": each pair of equal leaves adds lam (SVM-Light-TK ``-F 2``, KeLP).
+    typed_leaves : bool
+        False (the definition of Collins & Duffy and Aiolli et al. 2009): a production is a
+        node's label and its children's labels, so ``(C A)`` with a leaf A shares the fragment
+        ``(C A)`` with ``(C (A z))``. True: productions also tell leaf children from internal
+        ones, so those two never match (gramtile before 2026-12; differs only where a label is a
+        leaf in one tree and an internal node in another, as XML tags can be, never on PTB trees
+        whose leaves are words). Always part of the spec hash.
     rep : str
         Corpus representation read (an ordered-tree representation).
     """
 
     kind = "sst"
-    _code = _SST
     lam: float = 0.4
     leaves: bool = False
+    typed_leaves: bool = False
     rep: str = "tree"
 
     def validate(self):
         self._number("lam", 0, 1, lo_open=True)
         self._flag("leaves")
+        self._flag("typed_leaves")
         self._string("rep")
 
-    def _args(self):
-        return self.lam, 1.0, 1.0, 1.0, self.leaves, 0
+    def _leaves_used(self):
+        return self.leaves
+
+    def _core(self, ix, iy, lx, ly, mode):
+        return _block_sst(ix, iy, lx, ly, mode, float(self.lam), bool(self.leaves), False,
+                          bool(self.typed_leaves))
 
 
 @register
@@ -623,7 +672,6 @@ class PartialTreeKernel(_TreeKernel):
     """
 
     kind = "pt"
-    _code = _PT
     _key = "label"
     lam: float = 0.4
     mu: float = 0.4
@@ -641,6 +689,7 @@ class PartialTreeKernel(_TreeKernel):
             self._number("max_length", 1, None, integer=True)
         self._string("rep")
 
-    def _args(self):
+    def _core(self, ix, iy, lx, ly, mode):
         f = 1.0 if self.gap == "gaps" else self.lam * self.lam
-        return self.lam, self.mu, self.terminal_factor, f, False, self.max_length or 0
+        return _block_pt(ix, iy, mode, float(self.lam), float(self.mu), float(self.terminal_factor), float(f),
+                         int(self.max_length or 0))

@@ -12,6 +12,9 @@ from gramtile.pipeline.representations.structures import Tree
 
 LABELS = ("A", "B", "C")
 WORDS = ("a", "b", "A")
+#: leaf words that are mostly internal labels too, so that a label is a leaf in one place and
+#: an internal node in another (where label-only and leaf-typed productions differ)
+MIXED_WORDS = ("A", "B", "a")
 OTHER_LABELS = ("X", "Y")
 OTHER_WORDS = ("x", "y")
 
@@ -51,7 +54,7 @@ def tree_lists(draw, size, **kw):
         if mode == "copy" and out:
             out.append(draw(st.sampled_from(out)))
         elif mode == "disjoint":
-            out.append(draw(trees(labels=OTHER_LABELS, words=OTHER_WORDS, **kw)))
+            out.append(draw(trees(**{**kw, "labels": OTHER_LABELS, "words": OTHER_WORDS})))
         else:
             out.append(draw(trees(**kw)))
     return out
@@ -65,5 +68,5 @@ def tree_pairs(draw, **kw):
     if mode == "identical":
         return t1, t1
     if mode == "disjoint":
-        return t1, draw(trees(labels=OTHER_LABELS, words=OTHER_WORDS, **kw))
+        return t1, draw(trees(**{**kw, "labels": OTHER_LABELS, "words": OTHER_WORDS}))
     return t1, draw(trees(**kw))

@@ -127,7 +127,7 @@ def test_test_error_matches_an_independent_fit(ran):
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import SVC
 
-    from gramtile.kernels.registry import as_spec
+    from gramtile.pipeline.compute.inmemory import evaluate_block
     from gramtile.pipeline.readers.inex import read_inex
     from gramtile.pipeline.representations.encode import encode
     from gramtile.pipeline.representations.vocab import Vocabularies
@@ -138,7 +138,7 @@ def test_test_error_matches_an_independent_fit(ran):
     tr = list(islice(read_inex(d / "inex05.train.elastic.tree"), 200))
     te = list(islice(read_inex(d / "inex05.test.elastic.tree"), 100))
     X = encode([x.structures["ptree"] for x in tr + te], Vocabularies())
-    K = as_spec(r["spec"]).block(X)
+    K, _, _ = evaluate_block(r["spec"], X)  # the chosen variant may be composite (normalised, polynomial)
     Ktr, Kte = K[:200, :200], K[200:, :200]
     scale = 1.0 if r["normalized"] else np.mean(np.diag(Ktr))
     m = OneVsRestClassifier(SVC(kernel="precomputed", C=r["C"])).fit(Ktr / scale, [x.label for x in tr])
@@ -168,3 +168,65 @@ def test_bad_options_name_the_key(tmp_path, options, key):
     with pytest.raises(WorkflowError) as e:
         run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential", progress=False)
     assert f"'{key}'" in str(e.value) and str(path) in str(e.value)
+
+
+def _class_sorted_labels(n=200):
+    """Class labels of the first ``n`` INEX training trees, as a file sorted by class has them."""
+    d = require_data("inex2005")
+    lines = (d / "inex05.train.elastic.tree").read_text().splitlines()[:n]
+    return np.array(sorted(line.split(":")[0] for line in lines))
+
+
+def test_validation_split_is_stratified_on_a_class_sorted_file(tmp_path, caplog):
+    # was: the fit part was the first `fit` examples, so on a class-sorted file the validation
+    # part held only the last classes (here 2 of 11) and the fit part lacked one, silently
+    from types import SimpleNamespace
+
+    from gramtile.workflows.recipes.inex import validation_split
+
+    y = _class_sorted_labels()
+    wf = SimpleNamespace(path=tmp_path / "w.yaml")
+    train = np.arange(y.size)
+    classes = set(y.tolist())
+    with caplog.at_level("WARNING", logger="gramtile"):
+        fit, val = validation_split(wf, y, train, 150)
+    assert not caplog.records
+    assert fit.size == 150 and val.size == 50 and not set(fit) & set(val) and set(fit) | set(val) == set(train)
+    assert set(y[fit].tolist()) == classes and set(y[val].tolist()) == classes
+    for c in classes:  # proportions kept to within one example per class
+        assert abs(np.sum(y[val] == c) - 50 * np.mean(y == c)) <= 1
+    again = validation_split(wf, y, train, 150)
+    assert all(np.array_equal(a, b) for a, b in zip((fit, val), again))  # seeded
+    other = validation_split(wf, y, train, 150, seed=1)
+    assert not np.array_equal(other[0], fit)
+
+
+def test_first_n_split_warns_naming_the_missing_classes(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from gramtile.workflows.recipes.inex import validation_split
+
+    y = _class_sorted_labels()
+    wf = SimpleNamespace(path=tmp_path / "w.yaml")
+    with caplog.at_level("WARNING", logger="gramtile"):
+        fit, val = validation_split(wf, y, np.arange(y.size), 150, "first")
+    np.testing.assert_array_equal(fit, np.arange(150))
+    missing_val = sorted(set(y.tolist()) - set(y[val].tolist()))
+    assert missing_val  # the file is sorted: the first 150 hold most classes entirely
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("validation part" in m and str(missing_val) in m and "split: stratified" in m for m in msgs), msgs
+    # a class with a single training example goes to the fit part, and the warning names it
+    y2 = np.concatenate([y, ["99"]])
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gramtile"):
+        fit, val = validation_split(wf, y2, np.arange(y2.size), 150)
+    assert y2.size - 1 in fit
+    assert any("validation part" in r.getMessage() and "['99']" in r.getMessage() for r in caplog.records)
+
+
+def test_bad_split_options_name_the_key(tmp_path):
+    for options, key in [({"split": "random"}, "options.split"), ({"seed": -1}, "options.seed")]:
+        path = small_workflow(tmp_path, **options)
+        with pytest.raises(WorkflowError) as e:
+            run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential", progress=False)
+        assert f"'{key}'" in str(e.value)

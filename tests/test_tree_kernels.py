@@ -5,6 +5,10 @@ enumeration exactly (Fractions); (2) the Numba block cores equal the recursion t
 on >= 500 random tree pairs per configuration; (3) tests/test_svmlighttk_rowsums.py ties the
 conventions to SVM-Light-TK on real trees.
 """
+import os
+import random
+import subprocess
+import sys
 from fractions import Fraction as F
 
 import numpy as np
@@ -18,7 +22,7 @@ from reference.tree_kernels import (
     st_by_fragments,
     st_kernel,
 )
-from strategies import tree_lists, tree_pairs
+from strategies import MIXED_WORDS, tree_lists, tree_pairs
 
 from gramtile.kernels.errors import KernelSpecError, RepresentationError
 from gramtile.kernels.registry import spec_from_dict
@@ -45,6 +49,31 @@ def test_sst_and_st_recursion_equal_fragment_enumeration(pair):
         assert sst_kernel(t1, t2, lam, leaves=True) == sst_by_fragments(t1, t2, lam, leaves=True)
         assert st_kernel(t1, t2, lam) == st_by_fragments(t1, t2, lam)
         assert st_kernel(t1, t2, lam, leaves=True) == st_by_fragments(t1, t2, lam, leaves=True)
+        assert sst_kernel(t1, t2, lam, typed=True) == sst_by_fragments(t1, t2, lam, typed=True)
+
+
+@EXACT
+@given(tree_pairs(max_depth=3, max_children=3, labels=("A", "B"), words=MIXED_WORDS))
+def test_label_only_sst_and_st_equal_fragment_enumeration_where_labels_are_leaves_and_inner(pair):
+    # labels occur both as leaves and as internal nodes: (C A) with a leaf A shares the fragment
+    # (C A) with (C (A z)) under the label-only definition, not under typed_leaves
+    t1, t2 = pair
+    for lam in (F(2, 5), F(1)):
+        for leaves in (False, True):
+            assert sst_kernel(t1, t2, lam, leaves) == sst_by_fragments(t1, t2, lam, leaves)
+            assert sst_kernel(t1, t2, lam, leaves, typed=True) == sst_by_fragments(t1, t2, lam, leaves, typed=True)
+            # ST: a leaf and an internal node never root equal complete subtrees, so the two
+            # production definitions give the same kernel
+            assert st_kernel(t1, t2, lam, leaves) == st_by_fragments(t1, t2, lam, leaves)
+            assert st_kernel(t1, t2, lam, leaves, typed=True) == st_by_fragments(t1, t2, lam, leaves)
+
+
+def test_label_only_and_typed_productions_differ_on_a_leaf_and_an_inner_node():
+    t1, t2 = parse_tree("(C A)"), parse_tree("(C (A z))")
+    lam = F(1, 2)
+    assert sst_by_fragments(t1, t2, lam) == lam  # the fragment (C A)
+    assert sst_by_fragments(t1, t2, lam, typed=True) == 0
+    assert st_by_fragments(t1, t2, lam) == 0
 
 
 @EXACT
@@ -112,6 +141,9 @@ CONFIGS = [
     (SubsetTreeKernel(lam=0.4), lambda a, b: sst_kernel(a, b, 0.4)),
     (SubsetTreeKernel(lam=1.0), lambda a, b: sst_kernel(a, b, 1.0)),
     (SubsetTreeKernel(lam=0.7, leaves=True), lambda a, b: sst_kernel(a, b, 0.7, leaves=True)),
+    (SubsetTreeKernel(lam=0.4, typed_leaves=True), lambda a, b: sst_kernel(a, b, 0.4, typed=True)),
+    (SubsetTreeKernel(lam=0.7, leaves=True, typed_leaves=True),
+     lambda a, b: sst_kernel(a, b, 0.7, leaves=True, typed=True)),
     (PartialTreeKernel(lam=0.4, mu=0.4), lambda a, b: pt_kernel(a, b, 0.4, 0.4)),
     (PartialTreeKernel(lam=0.5, mu=0.8, gap="span"), lambda a, b: pt_kernel(a, b, 0.5, 0.8, "span")),
     (PartialTreeKernel(lam=0.6, mu=0.3, terminal_factor=5.0), lambda a, b: pt_kernel(a, b, 0.6, 0.3, "gaps", 5.0)),
@@ -129,12 +161,16 @@ def _ref_matrix(ref, xs, ys):
     return np.array([[float(ref(a, b)) for b in ys] for a in xs])
 
 
+@pytest.mark.parametrize("words", ["default", "mixed"])
 @pytest.mark.parametrize("spec,ref", CONFIGS, ids=CONFIG_IDS)
-def test_numba_block_equals_recursion(spec, ref):
+def test_numba_block_equals_recursion(spec, ref, words):
     pairs = []
+    kw = {"max_depth": 3, "max_children": 4}
+    if words == "mixed":  # labels that are leaves in one place and internal nodes in another
+        kw.update(labels=("A", "B"), words=MIXED_WORDS)
 
     @BLOCKS
-    @given(tree_lists(N_ROWS, max_depth=3, max_children=4), tree_lists(N_COLS, max_depth=3, max_children=4))
+    @given(tree_lists(N_ROWS, **kw), tree_lists(N_COLS, **kw))
     def check(xs, ys):
         v = Vocabularies()
         X, Y = encode(xs, v), encode(ys, v)
@@ -193,6 +229,77 @@ def test_wide_and_deep_trees_match_the_recursion():
     narrow = Tree("A", wide.children[:14])
     K = _k(PartialTreeKernel(lam=0.5, mu=0.5, max_length=2), narrow)[0, 0]
     assert K == pytest.approx(pt_kernel(narrow, narrow, 0.5, 0.5, "gaps", 1, 2), rel=1e-12)
+
+
+def test_many_matching_nodes_are_ordered_children_first():
+    """Tree pairs with more than 32 matching X nodes (the placement path of ``_match``, not the
+    insertion sort) equal the recursion; the trees share a small alphabet, so most nodes match."""
+
+    def grow(rng, depth):
+        if depth == 0 or rng.random() < 0.15:
+            return Tree(rng.choice("ab"))
+        return Tree(rng.choice("AB"), tuple(grow(rng, depth - 1) for _ in range(rng.randint(1, 3))))
+
+    rng = random.Random(7)
+    ts = []
+    while len(ts) < 6:
+        t = grow(rng, 6)
+        if len(t) > 64:  # at least 33 internal nodes matching one of the two labels
+            ts.append(t)
+    X = encode(ts, Vocabularies())
+    for spec, ref in [(SubsetTreeKernel(lam=0.5), lambda a, b: sst_kernel(a, b, 0.5)),
+                      (SubtreeKernel(lam=0.5, leaves=True), lambda a, b: st_kernel(a, b, 0.5, leaves=True)),
+                      (PartialTreeKernel(lam=0.5, mu=0.5), lambda a, b: pt_kernel(a, b, 0.5, 0.5))]:
+        np.testing.assert_allclose(spec.block(X), _ref_matrix(ref, ts, ts), rtol=1e-12, atol=0)
+        np.testing.assert_allclose(spec.block(X.slice(0, 3), X.slice(3, 6)),
+                                   _ref_matrix(ref, ts[:3], ts[3:]), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("kind,cores", [("sst", ["_block_sst"]), ("st", ["_block_sst"]), ("pt", ["_block_pt", "_children_dp_limited", "_scratch_pt"])])
+def test_each_kernel_compiles_only_its_own_core(tmp_path, kind, cores):
+    # was: ST, SST and PT shared one block core and a diagonal core, each holding all three
+    # paths, so a first SST tile also compiled PT's dynamic programme, twice (17-18 s cold).
+    # Counted in Numba's cache (one file per compiled function and signature), block + diag.
+    code = f"""
+from gramtile.kernels.registry import spec_from_dict
+from gramtile.pipeline.representations.brackets import parse_tree
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.vocab import Vocabularies
+X = encode([parse_tree("(S (NP (N a)) (VP (V b)))"), parse_tree("(S (VP (V b) (NP (N c))))")], Vocabularies())
+spec = spec_from_dict({{"kind": {kind!r}}})
+spec.block(X); spec.block(X.slice(0, 1), X.slice(1, 2)); spec.diag(X)
+"""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=600)
+    compiled = sorted(p.name.split("-")[0] for p in (tmp_path / "cache").rglob("tree_kernels.*.nbc"))
+    assert compiled == sorted(f"tree_kernels.{c}" for c in [*cores, "_scratch"]), compiled
+
+
+def test_leaf_and_inner_child_of_one_label_match_in_sst_only_by_label():
+    # was: production keys carried a leaf/inner flag per child, so (C A) never matched (C (A z))
+    t1, t2 = parse_tree("(C A)"), parse_tree("(C (A z))")
+    assert _k(SubsetTreeKernel(lam=0.5), t1, t2)[0, 1] == 0.5  # the fragment (C A)
+    assert _k(SubsetTreeKernel(lam=0.5, leaves=True), t1, t2)[0, 1] == 0.5  # leaves A, z differ
+    assert _k(SubsetTreeKernel(lam=0.5, typed_leaves=True), t1, t2)[0, 1] == 0.0
+    assert _k(SubtreeKernel(lam=0.5), t1, t2)[0, 1] == 0.0  # complete subtrees differ
+    assert _k(SubtreeKernel(lam=0.5, leaves=True), t1, t2)[0, 1] == 0.0
+    # deeper: (S (C A) (D d)) vs (S (C (A z)) (D d)): S -> C D matches, C's pair gives 0.5
+    u1, u2 = parse_tree("(S (C A) (D d))"), parse_tree("(S (C (A z)) (D d))")
+    lam = 0.5
+    assert _k(SubsetTreeKernel(lam=lam), u1, u2)[0, 1] == pytest.approx(lam + lam + lam * (1 + lam) * (1 + lam))
+    assert _k(SubtreeKernel(lam=lam), u1, u2)[0, 1] == pytest.approx(lam)  # (D d) only
+
+
+def test_typed_leaves_is_in_the_spec_hash():
+    a, b = SubsetTreeKernel(lam=0.4), SubsetTreeKernel(lam=0.4, typed_leaves=True)
+    assert a.spec_hash != b.spec_hash
+    assert '"typed_leaves":false' in a.to_json()  # every SST spec names it: no old hash is reused
+    import hashlib
+    old_json = '{"kind":"sst","lam":0.4,"leaves":false,"rep":"tree"}'  # the SST spec before issue 19
+    assert a.spec_hash != hashlib.sha256(old_json.encode()).hexdigest()
+    assert spec_from_dict(b.to_dict()) == b
+    with pytest.raises(KernelSpecError):
+        SubsetTreeKernel(typed_leaves="yes")
 
 
 # ---- specs --------------------------------------------------------------------------------

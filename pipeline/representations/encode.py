@@ -70,9 +70,10 @@ def _enc_tree(t: Tree, vocabs):
         label.append(lid)
         parent.append(par)
         if node.children:
+            # a production is the node's label and its children's labels (Collins & Duffy), leaf
+            # or not: the SST core itself tells a leaf child from an internal one where its
+            # definition (ST, SST with typed_leaves) needs it
             key = " ".join(str(x) for x in [lid] + [sym.add(c.label) for c in node.children])
-            # leaf children and internal children with the same label must differ in SST
-            key += "|" + "".join("l" if not c.children else "n" for c in node.children)
             prods.append(prod.add(key))
         else:
             prods.append(-1)

@@ -82,7 +82,10 @@ from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.pipeline.stores.storage import check_metadata, location
 
-FORMAT_VERSION = 1
+#: 2: the ``prod`` column of ordered trees holds label-only productions (a node's label and its
+#: children's labels, issue 19); version 1 stores told leaf children from internal ones there, and
+#: are refused rather than read with the old keys
+FORMAT_VERSION = 2
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
 _TEXT_ARRAYS = ("ids", "labels", "texts", "sources")
 LABELS_ENCODING = "text"  # new stores; a manifest without the key means "json" (older stores)
@@ -162,8 +165,10 @@ class CorpusStore:
                                     "it is not a corpus store. Fix: point at a store made by `gramtile prepare`") from None
         fv = self._manifest.get("format_version")
         if fv != FORMAT_VERSION:
+            why = (" (version 2 stores tree productions by labels only, as the SST kernel now compares them)"
+                   if fv == 1 else "")
             raise StoreMismatchError(f"{path} has corpus store format version {fv}, this gramtile reads "
-                                     f"version {FORMAT_VERSION}. Fix: prepare the corpus again into a new store")
+                                     f"version {FORMAT_VERSION}{why}. Fix: prepare the corpus again into a new store")
         self._vocabs = None
         self._cache: OrderedDict = OrderedDict()
         self._cache_lock = threading.Lock()  # executors may load from several threads

@@ -19,9 +19,12 @@ from itertools import combinations, product
 from gramtile.pipeline.representations.structures import Tree
 
 
-def production(t: Tree):
-    """A node's production: its label and its children's labels, leaves told apart."""
-    return (t.label, tuple((c.label, not c.children) for c in t.children))
+def production(t: Tree, typed=False):
+    """A node's production: its label and its children's labels (Collins & Duffy; Aiolli et al.
+    2009). ``typed``: each child also says whether it is a leaf (the ``typed_leaves`` option)."""
+    if typed:
+        return (t.label, tuple((c.label, not c.children) for c in t.children))
+    return (t.label, tuple(c.label for c in t.children))
 
 
 def _pairs(t1, t2):
@@ -38,28 +41,32 @@ def _leaf_pairs(t1, t2):
 # ---- recursion --------------------------------------------------------------------------
 
 @cache
-def delta_sst(n1: Tree, n2: Tree, lam, st=False):
-    """SST Delta (ST when ``st``): 0 for leaves and different productions."""
-    if not n1.children or not n2.children or production(n1) != production(n2):
+def delta_sst(n1: Tree, n2: Tree, lam, st=False, typed=False):
+    """SST Delta (ST when ``st``): 0 for leaves and different productions.
+
+    With label-only productions a child pair may be a leaf and an internal node of the same
+    label: its Delta is 0 (a leaf has none), so SST multiplies by 1 + 0 and ST by 0 (the
+    complete subtrees below differ)."""
+    if not n1.children or not n2.children or production(n1, typed) != production(n2, typed):
         return 0
     out = lam
     for c1, c2 in zip(n1.children, n2.children):
         if st:
-            out *= 1 if (not c1.children and not c2.children) else delta_sst(c1, c2, lam, True)
+            out *= 1 if (not c1.children and not c2.children) else delta_sst(c1, c2, lam, True, typed)
         else:
-            out *= 1 + delta_sst(c1, c2, lam, False)
+            out *= 1 + delta_sst(c1, c2, lam, False, typed)
     return out
 
 
-def sst_kernel(t1, t2, lam, leaves=False):
-    k = sum(delta_sst(a, b, lam) for a, b in _pairs(t1, t2))
+def sst_kernel(t1, t2, lam, leaves=False, typed=False):
+    k = sum(delta_sst(a, b, lam, False, typed) for a, b in _pairs(t1, t2))
     if leaves:
         k += lam * _leaf_pairs(t1, t2)
     return k
 
 
-def st_kernel(t1, t2, lam, leaves=False):
-    k = sum(delta_sst(a, b, lam, True) for a, b in _pairs(t1, t2))
+def st_kernel(t1, t2, lam, leaves=False, typed=False):
+    k = sum(delta_sst(a, b, lam, True, typed) for a, b in _pairs(t1, t2))
     if leaves:
         k += lam * _leaf_pairs(t1, t2)
     return k
@@ -98,37 +105,38 @@ def pt_kernel(t1, t2, lam, mu, gap="gaps", tf=1, max_length=None):
 
 # ---- explicit fragment enumeration ------------------------------------------------------
 
-def sst_fragments(n: Tree):
+def sst_fragments(n: Tree, typed=False):
     """All SST fragments rooted at internal node ``n`` as ``(fragment, production count)``.
 
     A fragment keeps, for each node, all of its children or none: a child is a leaf (kept
-    as is), cut (``("cut", label)``), or expanded into one of its own fragments.
+    as is) or cut, both a frontier node ``("end", label)`` (``typed``: ``("leaf", label)`` and
+    ``("cut", label)``, told apart), or expanded into one of its own fragments.
     """
     options = []
     for c in n.children:
         if not c.children:
-            options.append([(("leaf", c.label), 0)])
+            options.append([(("leaf" if typed else "end", c.label), 0)])
         else:
-            options.append([(("cut", c.label), 0)] + sst_fragments(c))
+            options.append([(("cut" if typed else "end", c.label), 0)] + sst_fragments(c, typed))
     out = []
     for choice in product(*options):
         out.append(((n.label, tuple(f for f, _ in choice)), 1 + sum(s for _, s in choice)))
     return out
 
 
-def sst_by_fragments(t1, t2, lam, leaves=False):
+def sst_by_fragments(t1, t2, lam, leaves=False, typed=False):
     """sum_f c_f(T1) c_f(T2) lam^{size(f)} over SST fragments (+ lam per equal leaf pair)."""
     def feats(t):
         c, size = Counter(), {}
         for n in t.nodes():
             if n.children:
-                for f, s in sst_fragments(n):
+                for f, s in sst_fragments(n, typed):
                     c[f] += 1
                     size[f] = s
         if leaves:
             for w in t.leaves():
-                c[("leaf", w)] += 1
-                size[("leaf", w)] = 1
+                c[("bow", w)] += 1
+                size[("bow", w)] = 1
         return c, size
 
     (c1, size), (c2, _) = feats(t1), feats(t2)

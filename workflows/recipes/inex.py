@@ -8,8 +8,12 @@ The recipe behind ``workflows/inex2005.yaml`` (``recipe: gramtile.workflows.reci
    all 9,631 trees, through the engine -- the train/validation/test blocks are read from it;
 3. hyper-parameter selection: every variant (lam, mu, polynomial degree, normalised or not) is
    derived from the stored base matrices (``spec.combine``, as :class:`ComposedView`), and each
-   (variant, C) is fitted on the first ``fit`` training trees (3,397) and scored on the rest
-   (1,423): the grid costs SVM fits, not kernel evaluations;
+   (variant, C) is fitted on ``fit`` training trees (3,397) and scored on the rest (1,423): the
+   grid costs SVM fits, not kernel evaluations. The fit part is drawn stratified by class with a
+   seed (``split: stratified``, the default; scikit-learn ``train_test_split``), so a file sorted
+   by class still validates on every class; ``split: shuffled`` draws it unstratified, ``split:
+   first`` takes the first ``fit`` trees in file order. Any split warns when a class of the
+   training part is missing from the fit or the validation part;
 4. the best (variant, C) by validation accuracy (ties: first in grid order) is refitted on all
    training trees and scored on the test trees with one-vs-all SVMs.
 
@@ -22,7 +26,9 @@ the (normalised or raw) base kernel.
 ``options`` of the workflow file::
 
     options:
-      fit: 3397                 # first N training examples fit, the rest of train validates
+      fit: 3397                 # N training examples fit, the rest of train validates
+      split: stratified         # how the N are drawn: stratified (default), shuffled or first
+      seed: 0                   # seed of the stratified / shuffled draw
       offset: 1                 # polynomial offset
       grid:                     # one entry per kernel name of `kernels:`; lists are swept
         PT: {lam: [0.1, 0.4], mu: [0.4], degree: [1], normalized: [true, false]}
@@ -31,6 +37,7 @@ the (normalised or raw) base kernel.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import sys
@@ -47,13 +54,15 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import shared_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.learn.report import markdown_table
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.errors import StoreLockedError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import build_corpus, load_workflow
 
 _GRID_KEYS = {"lam", "mu", "degree", "normalized"}
-_OPTIONS = {"fit", "offset", "grid", "paper", "paper_valid"}
+_OPTIONS = {"fit", "split", "seed", "offset", "grid", "paper", "paper_valid"}
+SPLITS = ("stratified", "shuffled", "first")
 
 
 def reject(wf, key, value, fix):
@@ -99,6 +108,12 @@ def check_options(wf, options) -> dict:
     if isinstance(fit, bool) or not isinstance(fit, int) or fit < 2:
         reject(wf, "options.fit", fit, "give the number of training examples to fit on (the rest validate), "
               "e.g. 3397")
+    split = o.get("split", "stratified")
+    if split not in SPLITS:
+        reject(wf, "options.split", split, f"one of {list(SPLITS)}")
+    seed = o.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        reject(wf, "options.seed", seed, "an integer >= 0")
     off = o.get("offset", 1)
     if isinstance(off, bool) or not isinstance(off, (int, float)) or off < 0:
         reject(wf, "options.offset", off, "must be a number >= 0")
@@ -130,7 +145,43 @@ def check_options(wf, options) -> dict:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 100:
                 reject(wf, f"options.{key}.{name}", v, "give the published error in %, a number in [0, 100]")
         published[key] = p
-    return {"fit": fit, "offset": float(off), "grid": grid, **published}
+    return {"fit": fit, "split": split, "seed": seed, "offset": float(off), "grid": grid, **published}
+
+
+def validation_split(wf, y, train, n_fit, split="stratified", seed=0):
+    """Split the training indices ``train`` into ``n_fit`` fit indices and the validation rest.
+
+    ``stratified``: scikit-learn ``train_test_split(stratify=...)`` with ``seed``; ``shuffled``:
+    the same without stratification; ``first``: the first ``n_fit`` in file order. Both parts are
+    returned sorted. Warns (the ``gramtile`` logger) when a class of ``train`` is missing from a
+    part, naming the classes.
+    """
+    train = np.asarray(train)
+    if split == "first":
+        fit, val = train[:n_fit], train[n_fit:]
+    else:
+        train_test_split = optional.sklearn("model_selection").train_test_split
+        rest, single = train, train[:0]
+        if split == "stratified":
+            # a class with one training example cannot be in both parts: it fits (and the warning
+            # below names it), the others are drawn stratified
+            cls, inv, cnt = np.unique(y[train], return_inverse=True, return_counts=True)
+            alone = cnt[inv] == 1
+            rest, single = train[~alone], train[alone]
+        try:
+            fit, val = train_test_split(rest, train_size=n_fit - single.size, random_state=seed, shuffle=True,
+                                        stratify=y[rest] if split == "stratified" else None)
+        except ValueError as e:
+            reject(wf, "options.split", split, f"cannot split the {train.size} training examples into {n_fit} "
+                   f"fit and {train.size - n_fit} validation examples ({e}); use split: shuffled or change fit")
+        fit, val = np.sort(np.concatenate([fit, single])), np.sort(val)
+    classes = set(y[train].tolist())
+    for part, idx in (("fit", fit), ("validation", val)):
+        missing = sorted(classes - set(y[idx].tolist()))
+        if missing:
+            log.warning(f"inex: {wf.path}: the {part} part ({idx.size} examples, options.split = {split}) has no "
+                        f"example of class(es) {missing}; use split: stratified")
+    return fit, val
 
 
 def variants(name, base, g, offset) -> list:
@@ -223,8 +274,10 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
     if not a + 1 < a + opts["fit"] < b:
         reject(wf, "options.fit", opts["fit"], f"must leave validation examples: the training part has {b - a}")
     y = np.asarray([str(v) for v in corpus.labels])
-    fit, val, train, test = (np.arange(a, a + opts["fit"]), np.arange(a + opts["fit"], b), np.arange(a, b),
-                             np.arange(c, d))
+    train, test = np.arange(a, b), np.arange(c, d)
+    fit, val = validation_split(wf, y, train, opts["fit"], opts["split"], opts["seed"])
+    # the selection cache is keyed to the split itself, not only to its sizes
+    split_id = hashlib.sha256(np.ascontiguousarray(fit, dtype=np.int64).tobytes()).hexdigest()[:16]
     Cs = wf.protocol["C"]
     if Cs == "svmlight":
         Cs = [1.0]
@@ -257,7 +310,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         t_sel = time.perf_counter()
         best = None
         for spec, params in vs:
-            keys = [f"{spec.spec_hash}|{fit.size}|{val.size}|{C!r}" for C in Cs]
+            keys = [f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" for C in Cs]
             if all(k in done for k in keys):  # scored by an earlier (interrupted) run
                 for C, k in zip(Cs, keys):
                     trials.append({"kernel": name, **params, "C": C, "valid_accuracy": done[k]})
@@ -273,7 +326,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
             for C in Cs:
                 acc = _fit_score(K_fit, y[fit], K_val, y[val], C, scale)
                 trials.append({"kernel": name, **params, "C": C, "valid_accuracy": acc})
-                done[f"{spec.spec_hash}|{fit.size}|{val.size}|{C!r}"] = acc
+                done[f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}"] = acc
                 if best is None or acc > best[0]:
                     best = (acc, spec, params, C)
             cache.write_text(json.dumps(done))
@@ -301,7 +354,8 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         rows.append(row)
         say(f"{name}: best {params} C={C:g} valid {acc_v:.4f} -> test error {row['test_error']:.2f}% "
             f"(paper {paper}) [Gram {row['gram_seconds']} s, selection {row['selection_seconds']} s]")
-        _write(out, wf, rows, trials, fit, val, train, test, len(stores), corpus.n, Cs, t_start)
+        _write(out, wf, rows, trials, fit, val, train, test, len(stores), corpus.n, Cs, t_start,
+               f"{opts['split']}" + ("" if opts["split"] == "first" else f", seed {opts['seed']}"))
         for blocks in sel_blocks:  # the next kernel reads other bases: free ~130 MB per base
             blocks.cache.clear()
     return rows
@@ -333,7 +387,7 @@ def store_time(store) -> tuple:
     return wall, cpu
 
 
-def _write(out, wf, rows, trials, fit, val, train, test, n_stores, n, Cs, t_start):
+def _write(out, wf, rows, trials, fit, val, train, test, n_stores, n, Cs, t_start, split):
     """results.json, results.md (the Table 1 layout) and selection.json (every validation score)."""
 
     (out / "selection.json").write_text(json.dumps(trials, indent=0))
@@ -342,7 +396,7 @@ def _write(out, wf, rows, trials, fit, val, train, test, n_stores, n, Cs, t_star
             "degree", "normalized", "C", "variants", "gram_seconds", "gram_cpu_seconds", "selection_seconds"]
     title = wf.report.get("title") or wf.name
     md = [f"# {title}\n",
-          f"Workflow `{wf.path.name}`: fit {fit.size}, validate {val.size}, retrain {train.size}, "
+          f"Workflow `{wf.path.name}`: fit {fit.size} ({split} split), validate {val.size}, retrain {train.size}, "
           f"test {test.size}; one-vs-all SVMs; {n_stores} base Gram stores over {n} trees; "
           f"C grid {Cs}; {time.perf_counter() - t_start:.0f} s in all.\n",
           markdown_table(rows, columns=cols, floatfmt="g"), ""]
