@@ -30,7 +30,7 @@ import numpy as np
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec, has_map, no_map_reason
 from gramtile.pipeline.compute.cluster import get_profile, open_client
-from gramtile.pipeline.compute.compilation import announce, mark_compiled
+from gramtile.pipeline.compute.compilation import announce, mark_compiled, pending
 from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
 from gramtile.pipeline.compute.product import PATHS
 from gramtile.pipeline.compute.product import ensure as ensure_features
@@ -58,8 +58,8 @@ def _selection(sel, n, name):
     return as_selection(sel, n, name)
 
 
-def _start_warm_up(job, ridx):
-    """Warm the kernel in a daemon thread while an in-process Dask cluster starts (see
+def _start_warm_up(job, ridx) -> threading.Thread:
+    """Warm the kernel in a daemon thread while a Dask cluster starts (see
     :func:`~gramtile.pipeline.compute.executors.warm_up`); a failure there is left to the tiles to report."""
 
 
@@ -69,7 +69,9 @@ def _start_warm_up(job, ridx):
         except Exception:  # noqa: BLE001  (the first tile raises the same error with its context)
             pass
 
-    threading.Thread(target=run, name="gramtile-warm-up", daemon=True).start()
+    t = threading.Thread(target=run, name="gramtile-warm-up", daemon=True)
+    t.start()
+    return t
 
 
 def _check_out(out):
@@ -218,6 +220,10 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             if on_tile is not None:
                 on_tile(res)
 
+        # a kernel whose Numba cores are not in the cache yet is compiled once here, in the driver,
+        # before worker processes get tiles: otherwise every worker compiles the same cores at the
+        # same time on the same cores of the machine, and all of them then load the driver's cache
+        cold = bool(todo) and bool(pending(spec))
         if todo and progress:
             announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
         try:
@@ -226,14 +232,17 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             elif executor == "threads":
                 run_threads(job, grid, todo, record, profile.n_workers, max_in_flight=max_in_flight)
             elif client is not None:
+                if cold:
+                    _start_warm_up(job, grid.row_index(todo[0].i)).join()
                 run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
             elif todo:
-                if profile.in_process:
-                    _start_warm_up(job, grid.row_index(todo[0].i))
+                warming = _start_warm_up(job, grid.row_index(todo[0].i)) if profile.in_process or cold else None
                 with open_client(profile) as client:
                     if client is None:
                         run_sequential(job, grid, todo, record)
                     else:
+                        if warming is not None and not profile.in_process:
+                            warming.join()  # compiled while the workers started; they load the cache
                         if bar is not None:
                             link = getattr(client, "dashboard_link", None)
                             msg = f"gramtile gram: Dask cluster {cluster!r}" + (f", dashboard {link}" if link else "")

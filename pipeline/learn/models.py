@@ -404,7 +404,9 @@ class SavedModel:
         spec = as_spec(meta["kernel"])
         if spec.spec_hash != meta["kernel_hash"]:
             raise StoreError(f"{d / 'model.json'}: kernel hash {meta['kernel_hash']} does not match its spec "
-                             f"({spec.spec_hash}); the file was edited or written by another gramtile version")
+                             f"({spec.spec_hash}); the file was edited or written by another gramtile version (SST models "
+                             f"before 2026-12 used the typed-leaves productions). Fix: train it again with this "
+                             f"gramtile (`gramtile train`)")
         ids = meta["support_ids"]
         structs = {rep: _read_support(d / name, rep, ids) for rep, name in meta["support_files"].items()}
 
