@@ -20,7 +20,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
-from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.progress import log
@@ -45,6 +45,10 @@ def add_parser(sub):
                         "for corpora whose training block does not fit in memory) (default svm)")
     p.add_argument("--landmarks", type=int, default=500, metavar="M",
                    help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
+    p.add_argument("--landmark-protocol", choices=("train", "all"), default="train",
+                   help="nystroem from a landmark store (gram --landmarks): use the landmarks inside each "
+                        "training part (default), or all of them in every split (transductive: test examples "
+                        "may be unlabelled landmarks)")
     p.add_argument("--folds", type=int, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
     p.add_argument("--fold-seed", type=int, default=0, metavar="S",
                    help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
@@ -140,8 +144,10 @@ def _nystroem(source, labels, splits, args, common):
     """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.crossval.evaluate`'s result (no per-split rows)."""
 
 
+    fixed = source.landmarks if isinstance(source, LandmarkSource) else None
     rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.fold_seed,
-                             class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"])
+                             class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"],
+                             landmarks=fixed, protocol=args.landmark_protocol)
     preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
     return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
 
@@ -152,7 +158,14 @@ def _source(args):
         if len(args.gram) > 1:
             raise EvaluationError(f"{len(args.gram)} --gram stores but no --kernel: say how to combine them, e.g. "
                                   '--kernel \'{"kind": "sum", "kernels": [A, B]}\' with A, B their kernels')
-        source = open_gram_source(args.gram[0], normalized=args.normalized)
+        st = GramStore.open(args.gram[0])
+        if st.landmarks is not None:  # a landmark store (gram --landmarks): Nystroem only
+            if args.model != "nystroem":
+                raise EvaluationError(f"Gram store {st.path} is a landmark store (K(rows, landmarks), made by gram "
+                                      f"--landmarks); it serves --model nystroem only, or compute a square store")
+            source = LandmarkSource(st, normalized=args.normalized)
+        else:
+            source = open_gram_source(args.gram[0], normalized=args.normalized)
         kernel = source.store.meta.get("kernel") or {"kind": "kernel"}
         if args.normalized:
             kernel = {"kind": "normalized", "kernel": kernel}
