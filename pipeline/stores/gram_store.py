@@ -1095,7 +1095,7 @@ def metadata_problem(st: GramStore) -> str | None:
     m = st.meta
     try:
         rows, cols = st.rows(), st.cols()
-        kshape, kchunks = tuple(st.K.shape), tuple(st.K.chunks)
+        kshape, kchunks, kdtype = tuple(st.K.shape), tuple(st.K.chunks), np.dtype(st.K.dtype).name
     except Exception as e:  # noqa: BLE001
         return f"row_index / col_index / K cannot be read ({type(e).__name__}: {e})"
     checks = [
@@ -1107,6 +1107,7 @@ def metadata_problem(st: GramStore) -> str | None:
         (selection_hash(cols) == m.get("cols_sha256"), "col_index does not match the recorded column selection hash"),
         (kchunks == (m.get("tile"), m.get("tile")), f"tile {m.get('tile')} but K is chunked {kchunks}"),
         (not m.get("symmetric") or np.array_equal(rows, cols), "a symmetric store whose rows and columns differ"),
+        (kdtype == m.get("dtype", "float64"), f"dtype {m.get('dtype', 'float64')} recorded but K holds {kdtype}"),
     ]
     bad = [why for ok, why in checks if not ok]
     if not bad:
