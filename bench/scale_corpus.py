@@ -4,7 +4,9 @@ labelled by its source corpus, parsed by spaCy into a corpus store.
     python bench/scale_corpus.py collect --data ../shared/data --out /work/scale-data/sentences.tsv
     python bench/scale_corpus.py prepare --tsv /work/scale-data/sentences.tsv --out /work/scale-data/real.zarr
     python bench/scale_corpus.py generate --corpus /work/scale-data/real.zarr --n 200000 \\
-        --seed 0 --out /work/scale-data/synth.jsonl
+        --seed 0 --out /work/scale-data/all.jsonl
+    gramtile prepare --input /work/scale-data/all.jsonl --format jsonl --reps dep,tree \\
+        --out /work/scale-data/all.zarr --cluster sequential
 
 ``collect`` reads each corpus in place and writes one ``label<TAB>text`` line per sentence
 (label = the source corpus; text = the sentence's tokens joined by single spaces, or its raw
@@ -25,8 +27,10 @@ label                      source, one example per ...                          
 ``geoquery``               GeoQuery 880: question                                         880
 =========================  =========================================================  =====
 
-``generate`` makes the synthetic examples that take the corpus to 200,000 (item 5b), from the
-stored parses and a fixed seed; see :func:`generate` for exactly how.
+``generate`` writes the real examples' parses and then the synthetic examples that take the
+corpus to 200,000 (item 5b), made from the stored parses with a fixed seed (see
+:func:`generate` for exactly how), into one JSON-lines file: rows 0..50,067 of the store
+prepared from it are the real corpus, so ``--rows 0:n`` selects the first n examples.
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ import numpy as np
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.readers.jsonl import write_jsonl
+from gramtile.pipeline.representations.encode import decode
 from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 
@@ -141,117 +146,116 @@ def collect(data, out) -> dict:
 
 # -- the generator -------------------------------------------------------------------------------
 
-def _subtree_spans(heads):
-    """For each token i, the sorted token indices of its subtree (heads 1-based, 0 = root)."""
-    n = len(heads)
-    children = [[] for _ in range(n)]
-    for i, h in enumerate(heads):
-        if h > 0:
-            children[h - 1].append(i)
-    spans = [None] * n
-
-    def walk(i):
-        out = [i]
-        for c in children[i]:
-            out += walk(c)
-        spans[i] = sorted(out)
-        return spans[i]
-
-    for i, h in enumerate(heads):
-        if h == 0:
-            walk(i)
-    return spans
+def _subtree(heads, i):
+    """Sorted token indices of token ``i``'s subtree (``heads`` 0-based, -1 = root)."""
+    children = {}
+    for k, h in enumerate(heads):
+        children.setdefault(h, []).append(k)
+    out, stack = [], [i]
+    while stack:
+        k = stack.pop()
+        out.append(k)
+        stack += children.get(k, [])
+    return sorted(out)
 
 
-def _graft(target: DepTree, t: int, donor: DepTree, dnode: int) -> DepTree:
-    """``target`` with the subtree of token ``t`` replaced by the subtree of ``donor``'s token
-    ``dnode`` (attached to ``t``'s head with ``t``'s relation), tokens kept in surface order."""
-    tspan = set(_subtree_spans(target.heads)[t])
-    dspan = _subtree_spans(donor.heads)[dnode]
+def graft(target: DepTree, t: int, donor: DepTree, d: int) -> DepTree:
+    """``target`` with the subtree of its token ``t`` replaced by the subtree of ``donor``'s token
+    ``d``, attached to ``t``'s head with ``t``'s relation, tokens kept in surface order (the donor
+    subtree's tokens take the place of ``t``'s first token)."""
+    tspan = set(_subtree(target.heads, t))
+    dspan = _subtree(donor.heads, d)
     first = min(tspan)
     keep = [i for i in range(len(target.words)) if i not in tspan]
-    order = [("t", i) for i in keep if i < first] + [("d", j) for j in dspan] + \
-            [("t", i) for i in keep if i > first]
-    new_index = {key: k for k, key in enumerate(order)}
-    words, pos, lemmas, heads, rels = [], [], [], [], []
+    order = [("t", i) for i in keep if i < first] + [("d", j) for j in dspan] + [("t", i) for i in keep if i > first]
+    at = {key: k for k, key in enumerate(order)}
+    cols = {"words": [], "pos": [], "lemmas": [], "heads": [], "deprels": []}
     for src, i in order:
         tree = target if src == "t" else donor
-        words.append(tree.words[i])
-        pos.append(tree.pos[i])
-        lemmas.append(tree.lemmas[i] if tree.lemmas is not None else tree.words[i])
-        h = tree.heads[i]
-        if src == "d" and i == dnode:
-            th = target.heads[t]
-            heads.append(0 if th == 0 else new_index[("t", th - 1)] + 1)
-            rels.append(target.deprels[t])
+        for name in ("words", "pos", "lemmas", "deprels"):
+            v = getattr(tree, name)
+            cols[name].append(v[i] if v is not None else tree.words[i])
+        if src == "d" and i == d:
+            h = target.heads[t]
+            cols["heads"].append(-1 if h < 0 else at[("t", h)])
+            cols["deprels"][-1] = target.deprels[t] if target.deprels is not None else cols["deprels"][-1]
         else:
-            heads.append(0 if h == 0 else new_index[(src, h - 1)] + 1)
-            rels.append(tree.deprels[i])
-    return DepTree(words=tuple(words), pos=tuple(pos), heads=tuple(heads), deprels=tuple(rels),
-                   lemmas=tuple(lemmas))
+            h = tree.heads[i]
+            cols["heads"].append(-1 if h < 0 else at[(src, h)])
+    return DepTree(**{k: tuple(v) for k, v in cols.items()})
+
+
+def load_dep(corpus):
+    """(ids, labels, dependency trees) of a corpus store, decoding only its ``dep`` representation."""
+    store = CorpusStore.open(corpus, "r")
+    try:
+        trees = []
+        for a, b in store.shard_ranges:
+            trees += decode(store.load("dep", a, b), store.vocabs)
+        return store.ids, store.labels, trees
+    finally:
+        store.close()
 
 
 def generate(corpus, n_total: int, seed: int, out, max_tokens: int = 80) -> dict:
-    """Write ``n_total - n_real`` synthetic examples as JSON lines (``dep`` only).
+    """Write the real examples (``dep`` only, ids and labels kept), then ``n_total - n_real``
+    synthetic ones, as JSON lines.
 
-    How each synthetic example is made (``numpy.random.default_rng(seed)``, in order):
+    How each synthetic example is made (``numpy.random.default_rng(seed)``, draws in this order):
 
-    1. draw a real example uniformly (its label is the synthetic example's label: the source
-       corpus);
-    2. draw a token ``t`` of it other than its root, uniformly;
-    3. draw a donor among the real examples *of the same label*, uniformly, and in it a token
-       whose coarse PoS (first letter of the tag, e.g. ``N`` for NN/NNS/NNP) equals ``t``'s and
-       that is not its root (up to 20 tries; if none, another donor);
-    4. replace ``t``'s subtree by the donor token's subtree (attached where ``t`` was, with
-       ``t``'s relation, words kept in surface order); a result longer than ``max_tokens`` is
-       dropped and drawn again.
+    1. draw a real example uniformly; its label (the source corpus) is the new example's label;
+    2. draw one of its tokens other than the root, uniformly: ``t``;
+    3. draw a donor among the real examples *with the same label*, uniformly, and in it a non-root
+       token whose coarse PoS (first letter of the tag: ``N`` for NN/NNS/NNP, ``V``, ``J``, ...)
+       is ``t``'s (up to 20 donors are tried; if none has one, start again at 1);
+    4. replace ``t``'s subtree by the donor token's subtree (:func:`graft`); a result of more than
+       ``max_tokens`` tokens is dropped and step 1 starts again.
 
-    So every synthetic tree is a real parse with one constituent swapped for a real constituent
-    of the same category from the same corpus: the label stays consistent (the source corpus's
-    vocabulary and constructions) and the trees have real shapes and sizes. Ids are
-    ``synth-<k>``. The same corpus, ``n_total`` and ``seed`` give the same file.
+    So every synthetic tree is a real spaCy parse with one constituent swapped for a real
+    constituent of the same category from the same source corpus: the label stays consistent
+    (its corpus's words and constructions on both sides of the graft) and the trees keep real
+    shapes and sizes. Ids are ``synth-<k>``; the same corpus, ``n_total`` and ``seed`` give the
+    same file.
     """
-    store = CorpusStore.open(corpus, "r")
-    try:
-        docs = [(d.label, d.structures["dep"]) for d in store.documents(0, store.n)]
-    finally:
-        store.close()
+    ids, labels, trees = load_dep(corpus)
     rng = np.random.default_rng(seed)
     by_label = {}
-    for i, (lab, _) in enumerate(docs):
+    for i, lab in enumerate(labels):
         by_label.setdefault(lab, []).append(i)
-    by_label = {k: np.array(v) for k, v in by_label.items()}
-    need = n_total - len(docs)
-    if need <= 0:
-        raise SystemExit(f"the corpus already has {len(docs)} >= {n_total} examples")
+    need = n_total - len(trees)
+    if need < 0:
+        raise SystemExit(f"the corpus already has {len(trees)} > {n_total} examples")
+    nonroot = [[i for i, h in enumerate(tr.heads) if h >= 0] for tr in trees]
 
-    def synth():
+    def docs():
+        for i, tr in enumerate(trees):
+            yield Document(id=ids[i], label=labels[i], structures={"dep": tr})
         made = 0
         while made < need:
-            lab, tree = docs[int(rng.integers(len(docs)))]
-            cand = [i for i, h in enumerate(tree.heads) if h != 0]
-            if not cand:
+            k = int(rng.integers(len(trees)))
+            if not nonroot[k]:
                 continue
-            t = cand[int(rng.integers(len(cand)))]
-            cat = tree.pos[t][:1]
+            tree, lab = trees[k], labels[k]
+            t = nonroot[k][int(rng.integers(len(nonroot[k])))]
+            cat = (tree.pos[t] or "")[:1]
             pool = by_label[lab]
-            donor = dnode = None
+            donor = None
             for _ in range(20):
-                dt = docs[int(pool[int(rng.integers(len(pool)))])][1]
-                ok = [j for j, h in enumerate(dt.heads) if h != 0 and dt.pos[j][:1] == cat]
+                j = pool[int(rng.integers(len(pool)))]
+                ok = [q for q in nonroot[j] if (trees[j].pos[q] or "")[:1] == cat]
                 if ok:
-                    donor, dnode = dt, ok[int(rng.integers(len(ok)))]
+                    donor, d = trees[j], ok[int(rng.integers(len(ok)))]
                     break
             if donor is None:
                 continue
-            new = _graft(tree, t, donor, dnode)
+            new = graft(tree, t, donor, d)
             if len(new.words) > max_tokens:
                 continue
             yield Document(id=f"synth-{made}", label=lab, structures={"dep": new})
             made += 1
 
-    write_jsonl(synth(), out)
-    return {"real": len(docs), "synthetic": need, "seed": seed}
+    write_jsonl(docs(), out)
+    return {"real": len(trees), "synthetic": need, "seed": seed}
 
 
 def main(argv=None):

@@ -145,3 +145,43 @@ def test_uniform_when_labels_missing_and_bad_m(tmp_path):
     assert st.landmarks["row_positions"] == choose_landmarks(None, np.arange(40), 6, 2).tolist()
     with pytest.raises(StoreError, match="--landmarks 0"):
         run_gram(corpus, SST, tmp_path / "z.zarr", cluster="sequential", progress=False, landmarks=0)
+
+
+def test_train_and_predict_nystroem_model_evaluate_only_the_landmarks(stores, tmp_path, capsys):
+    root, corpus, y = stores
+    from sklearn.svm import LinearSVC
+
+    from gramtile.pipeline.learn.models import SavedModel
+    from gramtile.pipeline.learn.nystroem import NystroemMap
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
+
+    norm = {"kind": "normalized", "kernel": SST}
+    md = tmp_path / "model"
+    assert main(["train", "--corpus", str(corpus), "--gram", str(root / "lm.zarr"), "--kernel", json.dumps(norm),
+                 "--model", "nystroem", "--C", "1", "--out", str(md)]) == 0
+    m = SavedModel.load(md)
+    assert m.learner == "nystroem" and m.n_support == M and m.params["m"] == M
+    # the reference: LinearSVC on the features of the stored block, as evaluate_nystroem builds them
+    src = LandmarkSource(GramStore.open(root / "lm.zarr"), normalized=True)
+    B = src.block(np.arange(N), src.landmarks)
+    fmap = NystroemMap().fit(B[src.landmarks])
+    clf = LinearSVC(C=1.0, loss="hinge", max_iter=20000, random_state=0).fit(fmap.transform(B), y)
+    docs = CorpusStore.open(corpus).documents()
+    K = m.kernel_to_support(docs)
+    assert K.shape == (N, M)  # prediction evaluates K(x, L) only
+    np.testing.assert_allclose(m.decision_function(K), clf.decision_function(fmap.transform(B)), atol=1e-8)
+    assert np.array_equal(m.predict_from_kernel(K).astype(str), clf.predict(fmap.transform(B)))
+    # the CLI: new trees (not in the corpus), M kernel values per input
+    new = list(read(require_data("trec_qc_num_constituency") / "NUM_train.dat", "svmlighttk"))[:25]
+    f = tmp_path / "new.dat"
+    lines = (require_data("trec_qc_num_constituency") / "NUM_train.dat").read_text().splitlines()[:25]
+    f.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert main(["predict", "--model-dir", str(md), "--input", str(f), "--format", "svmlighttk"]) == 0
+    cap = capsys.readouterr()
+    assert len(cap.out.strip().splitlines()) == len(new)
+    assert f"{len(new)} examples x {M} support examples ({len(new) * M:,} kernel evaluations)" in cap.err
+    # a square store is not a landmark store
+    assert main(["train", "--corpus", str(corpus), "--gram", str(root / "full.zarr"), "--kernel", json.dumps(norm),
+                 "--model", "nystroem", "--out", str(tmp_path / "bad")]) == 2
+    assert "not a landmark store" in capsys.readouterr().err and not (tmp_path / "bad").exists()

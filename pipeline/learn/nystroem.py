@@ -27,13 +27,20 @@ Two ways to get the landmark columns:
 """
 from __future__ import annotations
 
+import time
+from importlib.metadata import version
+
 import numpy as np
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.learn.crossval import check_classes, check_inputs, prediction_scores, read_block, settings_for
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.metrics import positive_class
+from gramtile.pipeline.learn.models import SavedModel, kernel_reps, stored_resources
+from gramtile.pipeline.learn.sources import store_labels
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.landmarks import choose_landmarks
 
 #: how a landmark store's landmarks are used per split (see module docstring)
@@ -194,3 +201,73 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
                     "splits": len(splits), "n_test": int(idx.size), **row,
                     "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred)})
     return out
+
+
+def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = 1e-10,
+                   max_iter: int = 20000, provenance=None) -> SavedModel:
+    """Train the Nystroem linear SVM on every row of a landmark store and return it as a
+    :class:`~gramtile.pipeline.learn.models.SavedModel` over the landmarks.
+
+    The decision function of class c is phi(x) . w_c + b_c = K(x, L) (W w_c) + b_c, so the model
+    is saved as a kernel expansion over the landmark examples (coefficients W w_c): ``gramtile
+    predict`` then evaluates only K(x, L), M kernel values per input. Memory O(n M): the one
+    block K(rows, L) and its n x rank features.
+
+    Parameters
+    ----------
+    corpus_path : path
+        The corpus store the landmark store was computed from (its rows' labels, the landmark
+        examples and any stored resources come from it).
+    gram : path or GramStore
+        A landmark store (``gramtile gram --landmarks M``).
+    spec : KernelSpec
+        The store's kernel, or ``normalized`` of it.
+
+    Raises
+    ------
+    EvaluationError
+        Not a landmark store, another kernel, an incomplete store, one class only.
+    """
+    LinearSVC = optional.sklearn("svm").LinearSVC
+    st = gram if isinstance(gram, GramStore) else GramStore.open(gram)
+    normalized = spec.kind == "normalized"
+    base = spec.kernel if normalized else spec
+    if base.spec_hash != st.kernel_hash:
+        raise EvaluationError(f"landmark store {st.path} holds {st.meta['kernel_json']}, not {base.to_json()}; train "
+                              f"with --kernel set to its kernel (or normalized of it)")
+    src = LandmarkSource(st, normalized=normalized)
+    cs = CorpusStore.open(corpus_path)
+    if cs.content_hash != st.corpus_hash:
+        raise EvaluationError(f"landmark store {st.path} was computed from another corpus (content hash "
+                              f"{st.corpus_hash[:12]}), not {corpus_path} ({str(cs.content_hash)[:12]}); pass its "
+                              f"corpus store ({st.meta.get('corpus_path')})")
+    y = np.asarray([str(v) for v in store_labels(st)])
+    classes = sorted(np.unique(y).tolist())
+    if len(classes) < 2:
+        raise EvaluationError(f"the rows of {st.path} have one class only ({classes!r}); training needs two")
+    L = src.landmarks
+    rows = np.arange(src.n)
+    B = read_block(src, rows, L, "rows x landmarks")
+    fmap = NystroemMap(cutoff).fit(B[L])
+    clf = LinearSVC(C=float(C), loss="hinge", class_weight=class_weight, max_iter=max_iter, random_state=0)
+    clf.fit(fmap.transform(B), y)
+    A = fmap.W @ np.atleast_2d(clf.coef_).T  # (M, n_functions)
+    b = np.atleast_1d(clf.intercept_)
+    funcs = [{"sv": list(range(L.size)), "coef": A[:, k].tolist(), "intercept": float(b[k])} for k in range(A.shape[1])]
+    reps = kernel_reps(spec)
+    col_idx = st.cols()
+    support = []
+    for i in col_idx:
+        doc = cs.documents(int(i), int(i) + 1)[0]
+        doc.structures = {r: doc.structures[r] for r in reps if r in doc.structures}
+        support.append(doc)
+    sv_self = {st.kernel_hash: np.asarray(st.view().diag()[1], dtype=np.float64)}
+    lm = st.landmarks
+    return SavedModel(spec=spec, learner="nystroem", scheme="binary" if len(classes) == 2 else "ovr",
+                      classes=[str(c) for c in clf.classes_], functions=funcs, support=support, sv_self=sv_self,
+                      params={"C": float(C), "class_weight": class_weight, "m": int(L.size), "rank": fmap.rank,
+                              "cutoff": cutoff, "landmarks": {k: v for k, v in lm.items() if k != "row_positions"}},
+                      resources=stored_resources(corpus_path, spec, {st.kernel_hash: st}),
+                      provenance={"gramtile_version": version("gramtile"),
+                                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_train": int(src.n), "gram": [str(st.path)], "corpus": str(corpus_path),
+                                  "corpus_hash": cs.content_hash, **(provenance or {})})

@@ -18,6 +18,7 @@ from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.models import read_documents, train, train_from_store
 from gramtile.pipeline.learn.models import stored_kernel as _stored
+from gramtile.pipeline.learn.nystroem import train_nystroem
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.workflows.commands import deprecated
@@ -34,7 +35,9 @@ def add_parser(sub):
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
-    p.add_argument("--model", choices=("svm", "perceptron"), default="svm", help="learner (default svm)")
+    p.add_argument("--model", choices=("svm", "perceptron", "nystroem"), default="svm",
+                   help="learner (default svm); nystroem: a linear SVM on Nystroem features from a landmark store "
+                        "(--gram made by `gramtile gram --landmarks M`), saved as an expansion over the landmarks")
     p.add_argument("--C", type=float, default=1.0, help="SVM C (default 1)")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
@@ -60,7 +63,12 @@ def run(args) -> int:
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed)
-    if args.gram:
+    if args.model == "nystroem":
+        if not args.corpus or len(args.gram) != 1:
+            raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
+                                  "`gramtile gram --corpus C --landmarks M`")
+        m = train_nystroem(args.corpus, args.gram[0], spec, C=args.C, class_weight=learn["class_weight"])
+    elif args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
         # K from the Gram stores; the model carries the corpus store's stored resources
