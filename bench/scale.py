@@ -106,7 +106,8 @@ def main(argv=None):
     p.add_argument("--tile", type=int, default=1000)
     p.add_argument("--dtype", default="float64")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--phase", choices=("gram", "nystroem"), default=None)
+    p.add_argument("--phases", default="gram,nystroem", help="phases to run per n (default gram,nystroem)")
+    p.add_argument("--phase", choices=("gram", "nystroem"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=None)
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -118,11 +119,11 @@ def main(argv=None):
     results = []
     for n in [int(x) for x in a.sizes.split(",")]:
         out = wd / f"lm-n{n}-m{a.landmarks}.zarr"
-        for name in ("gram", "nystroem"):
+        for name in a.phases.split(","):
             r = {"n": n, "M": a.landmarks, "phase": name, **run_phase(name, a, n, out)}
             print(json.dumps(r), flush=True)
             results.append(r)
-    (wd / "scale.json").write_text(json.dumps(results, indent=1))
+        (wd / f"scale-n{n}.json").write_text(json.dumps([r for r in results if r["n"] == n], indent=1))
 
 
 if __name__ == "__main__":

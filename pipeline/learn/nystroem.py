@@ -256,11 +256,16 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
     funcs = [{"sv": list(range(L.size)), "coef": A[:, k].tolist(), "intercept": float(b[k])} for k in range(A.shape[1])]
     reps = kernel_reps(spec)
     col_idx = st.cols()
-    support = []
-    for i in col_idx:
-        doc = cs.documents(int(i), int(i) + 1)[0]
-        doc.structures = {r: doc.structures[r] for r in reps if r in doc.structures}
-        support.append(doc)
+    found = {}
+    for a, b in cs.shard_ranges:  # decode each shard holding landmarks once, keep only those
+        want = col_idx[(col_idx >= a) & (col_idx < b)]
+        if want.size:
+            docs = cs.documents(a, b)
+            for i in want:
+                doc = docs[int(i) - a]
+                doc.structures = {r: doc.structures[r] for r in reps if r in doc.structures}
+                found[int(i)] = doc
+    support = [found[int(i)] for i in col_idx]
     sv_self = {st.kernel_hash: np.asarray(st.view().diag()[1], dtype=np.float64)}
     lm = st.landmarks
     return SavedModel(spec=spec, learner="nystroem", scheme="binary" if len(classes) == 2 else "ovr",
