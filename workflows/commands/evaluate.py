@@ -44,7 +44,8 @@ def add_parser(sub):
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
     p.add_argument("--landmarks", type=int, default=500, metavar="M",
-                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
+                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500); "
+                        "a landmark store (gram --landmarks) brings its own")
     p.add_argument("--landmark-protocol", choices=("train", "all"), default="train",
                    help="nystroem from a landmark store (gram --landmarks): use the landmarks inside each "
                         "training part (default), or all of them in every split (transductive: test examples "
