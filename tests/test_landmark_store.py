@@ -185,3 +185,14 @@ def test_train_and_predict_nystroem_model_evaluate_only_the_landmarks(stores, tm
     assert main(["train", "--corpus", str(corpus), "--gram", str(root / "full.zarr"), "--kernel", json.dumps(norm),
                  "--model", "nystroem", "--out", str(tmp_path / "bad")]) == 2
     assert "not a landmark store" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("spec", [{"kind": "st", "lam": 0.4}, {"kind": "pt", "lam": 0.4, "mu": 0.4}])
+def test_landmark_columns_bitwise_for_other_tree_kernels(stores, tmp_path, spec):
+    _, corpus, _ = stores
+    run_gram(corpus, spec, tmp_path / "full.zarr", rows="0:70", tile=16, cluster="sequential", progress=False)
+    st = run_gram(corpus, spec, tmp_path / "lm.zarr", rows="0:70", tile=20, cluster="sequential", progress=False,
+                  landmarks=15, landmark_seed=3)
+    pos = np.asarray(st.landmarks["row_positions"])
+    full = GramStore.open(tmp_path / "full.zarr").view().to_numpy()
+    assert st.view().to_numpy().tobytes() == np.ascontiguousarray(full[:, pos]).tobytes()
