@@ -93,6 +93,8 @@ def test_cli_gram_landmarks_then_evaluate_nystroem(stores, tmp_path, capsys):
     text = capsys.readouterr().out
     assert f"K {N} x {M} float64, {M} landmarks (stratified, seed 7)" in text, text
     assert GramStore.open(out).view().to_numpy().tobytes() == GramStore.open(root / "lm.zarr").view().to_numpy().tobytes()
+    assert main(["status", str(out)]) == 0
+    assert f"landmarks   {M} of the rows (asked {M}), stratified, seed 7" in capsys.readouterr().out
     res = tmp_path / "res"
     assert main(["evaluate", "--gram", str(out), "--model", "nystroem", "--folds", "5", "--normalized",
                  "--folds-dir", str(tmp_path), "--out", str(res)]) == 0
