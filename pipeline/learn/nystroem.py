@@ -168,7 +168,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     check_classes(classes, positive, class_weight)
     pooled = {s.C: ([], []) for s in grid}
     fold_acc = {s.C: [] for s in grid}
-    ranks = []
+    ranks, used = [], []
     for sp in splits:
         if fixed is None:
             L = pick_landmarks(y, sp.train, m, seed, stratified)
@@ -177,6 +177,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
             if L.size == 0:
                 raise EvaluationError(f"{sp.name}: none of the {fixed.size} landmarks is in its training part; "
                                       "compute the landmark store with more --landmarks")
+        used.append(int(L.size))
         rows = np.union1d(np.union1d(sp.train, sp.test), L)
         B = read_block(source, rows, L, f"{sp.name} examples x landmarks")
         where = np.searchsorted(rows, L)
@@ -199,7 +200,8 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         m_used = int(m) if fixed is None else int(fixed.size)
         out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": m_used, "rank": int(min(ranks)),
                     "splits": len(splits), "n_test": int(idx.size), **row,
-                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred)})
+                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred),
+                    **({} if fixed is None else {"landmark_protocol": protocol, "landmarks_used_min": min(used)})})
     return out
 
 
