@@ -37,7 +37,8 @@ from gramtile.pipeline.compute.product import ensure as ensure_features
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
-from gramtile.pipeline.stores.gram_store import GramStore, selection_hash, store_lock
+from gramtile.pipeline.stores.gram_store import GramStore, check_dtype, selection_hash, store_lock
+from gramtile.pipeline.stores.landmarks import landmark_columns, landmark_meta
 from gramtile.pipeline.stores.resource_store import ensure_for_spec
 from gramtile.pipeline.stores.storage import location
 from gramtile.pipeline.stores.tiles import TileGrid, as_selection, check_tile, choose_tile, parse_selection, plan
@@ -84,7 +85,8 @@ def _check_out(out):
 
 def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local", cluster_file=None,
              progress=True, memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
-             on_tile=None, client=None, path: str = "auto") -> GramStore:
+             on_tile=None, client=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
+             landmark_seed: int = 0) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
 
     Parameters
@@ -118,6 +120,13 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         For base kernels with a finite feature map (:mod:`gramtile.pipeline.compute.product`):
         ``auto`` computes a tile as a matrix product of stored feature rows when that is
         estimated cheaper, the others force a path. Each tile's choice is in the log.
+    dtype : {"float64", "float32"}
+        K's dtype in the store (tiles are computed in float64 and rounded once, in the task).
+    landmarks : int, optional
+        Compute only K(rows, L) for this many landmarks L drawn from the rows (stratified by
+        the corpus labels when every row has one, else uniform; seeded by ``landmark_seed``;
+        :mod:`gramtile.pipeline.stores.landmarks`): a rectangular landmark store. Not with ``cols``.
+    landmark_seed : int
 
     Returns
     -------
@@ -133,6 +142,17 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             if not has_map(b):
                 raise KernelSpecError(f"--path product: kernel {b.to_json()} has no explicit feature map "
                                       f"({no_map_reason(b)}); use --path auto or pairwise")
+    dtype = check_dtype(dtype)
+    if landmarks is not None and cols is not None:
+        raise StoreError("--landmarks chooses the columns itself (landmarks drawn from the rows); drop --cols")
+    if landmarks is not None:
+        # a landmark store evaluates every pair as the square store over its rows does, pair by
+        # pair (executors.oriented_block), so that it equals that store's columns bitwise; a
+        # matrix product sums in an order that depends on the tile's shape
+        if path == "product":
+            raise KernelSpecError("--path product does not go with --landmarks (a landmark store is computed "
+                                  "pair by pair, to equal the square store's columns bitwise); use --path auto")
+        path = "pairwise"
     profile = None
     if client is None and cluster != "sequential":
 
@@ -148,10 +168,18 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                                   "tree, ptree and seq are derived from a dependency tree, ptree from a tree)")
     n = cs.n
     r_idx = _selection(rows, n, "rows")
-    symmetric = cols is None or (not isinstance(cols, str) and cols is rows)
-    c_idx = r_idx if symmetric else _selection(cols, n, "cols")
-    if not symmetric and np.array_equal(r_idx, c_idx):
-        symmetric, c_idx = True, r_idx
+    lm = None
+    if landmarks is not None:
+        if isinstance(landmarks, bool) or not isinstance(landmarks, (int, np.integer)) or landmarks < 1:
+            raise StoreError(f"--landmarks {landmarks!r}: give the number of landmarks, an integer >= 1")
+        c_idx, pos, strat = landmark_columns(r_idx, cs.labels, int(landmarks), int(landmark_seed))
+        lm = landmark_meta(int(landmarks), int(landmark_seed), strat, pos)
+        symmetric = False  # even when every row is a landmark: the store is K(rows, L), marked as such
+    else:
+        symmetric = cols is None or (not isinstance(cols, str) and cols is rows)
+        c_idx = r_idx if symmetric else _selection(cols, n, "cols")
+        if not symmetric and np.array_equal(r_idx, c_idx):
+            symmetric, c_idx = True, r_idx
     out = location(out)
     _check_out(out)
     # provenance and tasks name the corpus by its absolute path, or by its URL as given
@@ -177,6 +205,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             out, spec=spec, corpus_hash=cs.content_hash, corpus_path=corpus_at, resources=resources,
             rows=r_idx, cols=c_idx, tile=tile, symmetric=symmetric,
             row_ids=None if ids is None else ids[0], col_ids=None if ids is None else ids[1],
+            dtype=dtype, landmarks=lm,
             default_tile=choose_tile(len(r_idx), len(c_idx), memory_budget, len(spec.base_specs())))
         grid = TileGrid(r_idx, c_idx, store.tile, symmetric=symmetric)
         done = store.done_mask()
@@ -187,7 +216,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
                       store_path=out.canonical(), tile=store.tile, symmetric=symmetric,
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
-                      store_uid=store.meta.get("uid"), run=run_id, path=path if feature_sets else "pairwise")
+                      store_uid=store.meta.get("uid"), run=run_id, path=path if feature_sets else "pairwise",
+                      dtype=store.dtype, col_positions=None if lm is None else tuple(lm["row_positions"]))
         executor = "dask" if client is not None else \
             "sequential" if profile is None or profile.type == "sequential" else \
             "threads" if profile.type == "threads" else "dask"

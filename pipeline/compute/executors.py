@@ -77,6 +77,10 @@ class TileJob:
     run: str | None = None
     #: "auto", "pairwise" or "product" for the kernels with a feature map (compute/product.py)
     path: str = "pairwise"
+    #: the store's dtype: the task rounds the tile (and its diagonals) to it before writing and checksumming
+    dtype: str = "float64"
+    #: a landmark store's landmark positions among its rows (see :func:`oriented_block`), else None
+    col_positions: tuple | None = None
 
     def key(self, t: Tile) -> str:
         """Deterministic Dask key of tile ``t`` within its run (a rerun's keys differ, so a task of
@@ -250,15 +254,57 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
     if res:
         X = {**X, **res}  # a copy: the cached tile range stays resource-free
     on_diag = job.symmetric and t.i == t.j
-    Y = None if on_diag else load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
     n = len(ridx)
     evals = n * (n + 1) // 2 if on_diag else n * len(cidx)
-    done, paths = tile_products(job.corpus_path, spec, job.path, ridx, cidx, X, Y, on_diag)
-    K, dr, dc = evaluate_block(spec, X, Y, done=done)
+    if job.col_positions is not None and not on_diag:
+        # a landmark store: pairwise, in the square store's pair orientation (engine forces it)
+        K, dr, dc = oriented_block(job, spec, t, X, ridx, cidx, res)
+        paths = None
+    else:
+        Y = None if on_diag else load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
+        done, paths = tile_products(job.corpus_path, spec, job.path, ridx, cidx, X, Y, on_diag)
+        K, dr, dc = evaluate_block(spec, X, Y, done=done)
+    if job.dtype != "float64":  # rounded once, here: the checksum is of the values stored
+        K, dr, dc = (np.asarray(a, dtype=job.dtype) for a in (K, dr, dc))
     write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid, job.run)
     return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
                       time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0,
                       tile_checksum(K), paths or None)
+
+
+def oriented_block(job: TileJob, spec, t: Tile, X, ridx, cidx, res):
+    """A landmark store's tile K(rows, L) with every pair evaluated in the orientation a symmetric
+    store over the same rows uses, K(x_p, x_q) with row positions p <= q, so the landmark store
+    equals that store's landmark columns bitwise (a kernel core's sums run in its arguments'
+    order, so K(x, y) and K(y, x) may differ in the last bit).
+
+    Landmarks after every row of the tile: K(X, Y); before every row: K(Y, X) transposed; the few
+    inside the tile's row span get both, entry by entry (so the extra work is about
+    tile / n of the tile's)."""
+    rpos = t.i * job.tile + np.arange(len(ridx))
+    cpos = np.asarray(job.col_positions[t.j * job.tile:t.j * job.tile + len(cidx)], dtype=np.int64)
+    K = np.empty((len(ridx), len(cidx)), dtype=np.float64)
+    dc = np.empty(len(cidx), dtype=np.float64)
+    dr = None
+    high, low = cpos >= rpos[-1], cpos < rpos[0]
+    mid = ~(high | low)
+
+    def load(mask):
+        return load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx[mask])
+
+    if high.any():
+        K[:, high], dr, dc[high] = evaluate_block(spec, X, load(high))
+    if low.any():
+        Kl, dc[low], dr_l = evaluate_block(spec, {**load(low), **res}, X)
+        K[:, low] = Kl.T
+        dr = dr_l if dr is None else dr
+    if mid.any():
+        Y = load(mid)
+        Ka, dr_m, dc[mid] = evaluate_block(spec, X, Y)
+        Kb = evaluate_block(spec, {**Y, **res}, X)[0]
+        K[:, mid] = np.where(rpos[:, None] <= cpos[mid][None, :], Ka, Kb.T)
+        dr = dr_m if dr is None else dr
+    return K, dr, dc
 
 
 def warm_up(job: TileJob, ridx: np.ndarray):

@@ -43,9 +43,11 @@ def repair(store, cluster: str = "sequential", cluster_file=None, progress: bool
         if canon:
             with store_lock(st.path):  # never clear bits under a running writer
                 st.clear_done(canon)
-        run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(),
-                 cols=None if st.symmetric else st.cols(), cluster=cluster, cluster_file=cluster_file,
-                 progress=progress)
+        lm = st.landmarks  # a landmark store is resumed as one (its columns are drawn again, identically)
+        sel = {"landmarks": lm["m"], "landmark_seed": lm["seed"]} if lm else \
+            {"cols": None if st.symmetric else st.cols()}
+        run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(), cluster=cluster,
+                 cluster_file=cluster_file, progress=progress, dtype=st.dtype, **sel)
         # a tile is repaired only if it verifies now (a kernel giving inf would give it again)
         after = verify(GramStore.open(st.path))
         still = {Tile(min(t), max(t)) if st.symmetric else t for t, _ in after.bad}

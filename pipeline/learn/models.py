@@ -138,7 +138,9 @@ class SavedModel:
     Attributes
     ----------
     spec : KernelSpec
-    learner : {"svm", "perceptron"}
+    learner : {"svm", "perceptron", "nystroem"}
+        ``nystroem`` (:func:`gramtile.pipeline.learn.nystroem.train_nystroem`): the linear SVM on
+        Nystroem features saved as an expansion over the landmarks (the support examples).
     scheme : {"binary", "ovr", "ovo"}
     classes : list of str
     functions : list of dict
@@ -295,7 +297,7 @@ class SavedModel:
         cols = []
         for f in self.functions:
             sv = np.asarray(f["sv"], dtype=np.int64)
-            if self.learner == "svm":
+            if self.learner in ("svm", "nystroem"):  # nystroem: a linear model on phi(x), as a landmark expansion
                 cols.append(K_sv[:, sv] @ np.asarray(f["coef"]) + f["intercept"])
             else:
 

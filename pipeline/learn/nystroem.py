@@ -9,8 +9,26 @@ so phi(x) . phi(y) = K(x, L) K_LL^+ K(L, y), which equals K(x, y) when L holds e
 example (m = n, up to the eigenvalue cutoff). Only the column block K[rows, L] is read (one
 block read per split, K_LL sliced from it), so a store loads only the chunks of the landmark
 columns; a ``LinearSVC`` is trained on the features (n x m floats instead of n x n).
+
+Two ways to get the landmark columns:
+
+- from a square store, m landmarks are drawn per split among its training examples
+  (:func:`pick_landmarks`) and K[split rows, L] is read;
+- from a **landmark store** (``gramtile gram --landmarks M``: K(all, L) for one landmark set L
+  drawn once from all the rows, :mod:`gramtile.pipeline.stores.landmarks`), opened as a
+  :class:`LandmarkSource`. Each split then uses ``L & train``, the landmarks in its training
+  part (``protocol="train"``, the default): no test example is a landmark, and the map of a
+  fold is exactly the one a square store gives with those landmarks. ``protocol="all"`` keeps
+  every landmark in every split (transductive Nystroem: test examples may be landmarks, i.e.
+  unlabelled points that shape the feature map; their labels are never used). In both, the
+  stratified draw of L saw the labels of all rows (for class shares only): with 5 folds about
+  80 % of L falls in each training part, the shares within a training part then follow that
+  part's labels only approximately.
 """
 from __future__ import annotations
+
+import time
+from importlib.metadata import version
 
 import numpy as np
 
@@ -18,6 +36,15 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.learn.crossval import check_classes, check_inputs, prediction_scores, read_block, settings_for
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.metrics import positive_class
+from gramtile.pipeline.learn.models import SavedModel, kernel_reps, stored_resources
+from gramtile.pipeline.learn.sources import store_labels
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.landmarks import choose_landmarks
+
+#: how a landmark store's landmarks are used per split (see module docstring)
+PROTOCOLS = ("train", "all")
 
 
 def pick_landmarks(labels, candidates, m: int, seed: int = 0, stratified: bool = True) -> np.ndarray:
@@ -25,30 +52,55 @@ def pick_landmarks(labels, candidates, m: int, seed: int = 0, stratified: bool =
 
     Stratified: each class gets a share of m proportional to its size among the candidates
     (largest remainders; at least one per class when m >= n_classes); uniform: a seeded sample.
+    The draw is :func:`gramtile.pipeline.stores.landmarks.choose_landmarks`, the one
+    ``gramtile gram --landmarks`` makes.
     """
-    cand = np.asarray(candidates, dtype=np.int64)
     if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
         raise EvaluationError(f"nystroem: m={m!r} landmarks; give an integer >= 1")
-    if m >= cand.size:
-        return np.sort(cand)
-    rng = np.random.default_rng(seed)
-    if not stratified:
-        return np.sort(rng.choice(cand, m, replace=False))
-    y = np.asarray(labels)[cand]
-    classes, counts = np.unique(y, return_counts=True)
-    share = counts / counts.sum() * m
-    take = np.floor(share).astype(int)
-    if m >= len(classes):
-        take = np.maximum(take, 1)
-    while take.sum() > m:
-        take[np.argmax(take)] -= 1
-    for c in np.argsort(-(share - np.floor(share))):
-        if take.sum() >= m:
-            break
-        if take[c] < counts[c]:
-            take[c] += 1
-    out = [rng.choice(cand[y == c], int(t), replace=False) for c, t in zip(classes, take) if t > 0]
-    return np.sort(np.concatenate(out))
+    return choose_landmarks(labels, candidates, m, seed, stratified)
+
+
+class LandmarkSource:
+    """A kernel source over a landmark store (``gramtile gram --landmarks``): K(rows, L).
+
+    ``block(rows, cols)`` takes positions among the store's rows for both arguments, like a
+    square store's source, but ``cols`` must be landmarks (positions in :attr:`landmarks`);
+    only the landmark columns are stored. ``n`` is the number of rows.
+
+    Raises
+    ------
+    EvaluationError
+        The store is not a landmark store, or a column asked for is not a landmark.
+    """
+
+    def __init__(self, store, normalized: bool = False):
+        lm = store.landmarks
+        if lm is None:
+            raise EvaluationError(f"Gram store {store.path} is not a landmark store (made by `gramtile gram "
+                                  f"--landmarks M`)")
+        self.store, self.view, self.normalized = store, store.view(), bool(normalized)
+        self.n = int(store.shape[0])
+        #: positions of the landmarks among the rows (sorted), i.e. column c is row landmarks[c]
+        self.landmarks = np.asarray(lm["row_positions"], dtype=np.int64)
+        if self.landmarks.size != store.shape[1]:
+            raise EvaluationError(f"landmark store {store.path} records {self.landmarks.size} landmark positions "
+                                  f"for {store.shape[1]} columns; it is damaged: recompute it into a new --out")
+
+    @property
+    def chunk_reads(self) -> int:
+        return self.view.chunk_reads
+
+    def block(self, rows, cols) -> np.ndarray:
+        cols = np.asarray(cols, dtype=np.int64)
+        at = np.searchsorted(self.landmarks, cols)
+        ok = (at < self.landmarks.size) & (self.landmarks[np.minimum(at, self.landmarks.size - 1)] == cols)
+        if not ok.all():
+            raise EvaluationError(f"row {int(cols[~ok][0])} is not a landmark of {self.store.path}; a landmark "
+                                  "store holds only its landmark columns")
+        try:
+            return self.view.block(np.asarray(rows, dtype=np.int64), at, normalized=self.normalized)
+        except StoreError as e:
+            raise EvaluationError(str(e)) from None
 
 
 class NystroemMap:
@@ -90,11 +142,14 @@ class NystroemMap:
 
 def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
                       class_weight=None, cutoff: float = 1e-10, kernel: str = "kernel", positive=None,
-                      max_iter: int = 20000) -> list[dict]:
+                      max_iter: int = 20000, landmarks=None, protocol: str = "train") -> list[dict]:
     """Train and score LinearSVC on Nystroem features for each split and C.
 
     For each split, m landmarks are picked among its training examples and the one block
-    K[train + test, landmarks] is read. Returns pooled rows as
+    K[train + test, landmarks] is read. With ``landmarks`` (positions among the source's rows,
+    e.g. :attr:`LandmarkSource.landmarks`; then ``m`` is ignored) each split uses those in its
+    training part (``protocol="train"``) or all of them (``"all"``, transductive; see the
+    module docstring). Returns pooled rows as
     :func:`gramtile.pipeline.learn.crossval.evaluate` does (``model`` = ``"nystroem"``, plus ``m`` and
     the feature ``rank``).
     """
@@ -102,6 +157,10 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
 
 
     grid = settings_for("svm", C)
+    if protocol not in PROTOCOLS:
+        raise EvaluationError(f"nystroem: protocol {protocol!r}; use 'train' (landmarks of each training part) "
+                              f"or 'all' (transductive)")
+    fixed = None if landmarks is None else np.unique(np.asarray(landmarks, dtype=np.int64))
     y, splits = check_inputs(source, labels, splits)
     classes = sorted(np.unique(y).tolist())
     if positive is None and len(classes) == 2:
@@ -109,10 +168,17 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     check_classes(classes, positive, class_weight)
     pooled = {s.C: ([], []) for s in grid}
     fold_acc = {s.C: [] for s in grid}
-    ranks = []
+    ranks, used = [], []
     for sp in splits:
-        L = pick_landmarks(y, sp.train, m, seed, stratified)
-        rows = np.union1d(sp.train, sp.test)
+        if fixed is None:
+            L = pick_landmarks(y, sp.train, m, seed, stratified)
+        else:
+            L = fixed if protocol == "all" else np.intersect1d(fixed, sp.train)
+            if L.size == 0:
+                raise EvaluationError(f"{sp.name}: none of the {fixed.size} landmarks is in its training part; "
+                                      "compute the landmark store with more --landmarks")
+        used.append(int(L.size))
+        rows = np.union1d(np.union1d(sp.train, sp.test), L)
         B = read_block(source, rows, L, f"{sp.name} examples x landmarks")
         where = np.searchsorted(rows, L)
         fmap = NystroemMap(cutoff).fit(B[where])
@@ -131,7 +197,84 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         idx, pred = np.concatenate(pooled[s.C][0]), np.concatenate(pooled[s.C][1])
         row, _ = prediction_scores(y[idx], pred, classes, positive)
         acc = np.asarray(fold_acc[s.C])
-        out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": int(m), "rank": int(min(ranks)),
+        m_used = int(m) if fixed is None else int(fixed.size)
+        out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": m_used, "rank": int(min(ranks)),
                     "splits": len(splits), "n_test": int(idx.size), **row,
-                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred)})
+                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred),
+                    **({} if fixed is None else {"landmark_protocol": protocol, "landmarks_used_min": min(used)})})
     return out
+
+
+def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = 1e-10,
+                   max_iter: int = 20000, provenance=None) -> SavedModel:
+    """Train the Nystroem linear SVM on every row of a landmark store and return it as a
+    :class:`~gramtile.pipeline.learn.models.SavedModel` over the landmarks.
+
+    The decision function of class c is phi(x) . w_c + b_c = K(x, L) (W w_c) + b_c, so the model
+    is saved as a kernel expansion over the landmark examples (coefficients W w_c): ``gramtile
+    predict`` then evaluates only K(x, L), M kernel values per input. Memory O(n M): the one
+    block K(rows, L) and its n x rank features.
+
+    Parameters
+    ----------
+    corpus_path : path
+        The corpus store the landmark store was computed from (its rows' labels, the landmark
+        examples and any stored resources come from it).
+    gram : path or GramStore
+        A landmark store (``gramtile gram --landmarks M``).
+    spec : KernelSpec
+        The store's kernel, or ``normalized`` of it.
+
+    Raises
+    ------
+    EvaluationError
+        Not a landmark store, another kernel, an incomplete store, one class only.
+    """
+    LinearSVC = optional.sklearn("svm").LinearSVC
+    st = gram if isinstance(gram, GramStore) else GramStore.open(gram)
+    normalized = spec.kind == "normalized"
+    base = spec.kernel if normalized else spec
+    if base.spec_hash != st.kernel_hash:
+        raise EvaluationError(f"landmark store {st.path} holds {st.meta['kernel_json']}, not {base.to_json()}; train "
+                              f"with --kernel set to its kernel (or normalized of it)")
+    src = LandmarkSource(st, normalized=normalized)
+    cs = CorpusStore.open(corpus_path)
+    if cs.content_hash != st.corpus_hash:
+        raise EvaluationError(f"landmark store {st.path} was computed from another corpus (content hash "
+                              f"{st.corpus_hash[:12]}), not {corpus_path} ({str(cs.content_hash)[:12]}); pass its "
+                              f"corpus store ({st.meta.get('corpus_path')})")
+    y = np.asarray([str(v) for v in store_labels(st)])
+    classes = sorted(np.unique(y).tolist())
+    if len(classes) < 2:
+        raise EvaluationError(f"the rows of {st.path} have one class only ({classes!r}); training needs two")
+    L = src.landmarks
+    rows = np.arange(src.n)
+    B = read_block(src, rows, L, "rows x landmarks")
+    fmap = NystroemMap(cutoff).fit(B[L])
+    clf = LinearSVC(C=float(C), loss="hinge", class_weight=class_weight, max_iter=max_iter, random_state=0)
+    clf.fit(fmap.transform(B), y)
+    A = fmap.W @ np.atleast_2d(clf.coef_).T  # (M, n_functions)
+    b = np.atleast_1d(clf.intercept_)
+    funcs = [{"sv": list(range(L.size)), "coef": A[:, k].tolist(), "intercept": float(b[k])} for k in range(A.shape[1])]
+    reps = kernel_reps(spec)
+    col_idx = st.cols()
+    found = {}
+    for a, b in cs.shard_ranges:  # decode each shard holding landmarks once, keep only those
+        want = col_idx[(col_idx >= a) & (col_idx < b)]
+        if want.size:
+            docs = cs.documents(a, b)
+            for i in want:
+                doc = docs[int(i) - a]
+                doc.structures = {r: doc.structures[r] for r in reps if r in doc.structures}
+                found[int(i)] = doc
+    support = [found[int(i)] for i in col_idx]
+    sv_self = {st.kernel_hash: np.asarray(st.view().diag()[1], dtype=np.float64)}
+    lm = st.landmarks
+    return SavedModel(spec=spec, learner="nystroem", scheme="binary" if len(classes) == 2 else "ovr",
+                      classes=[str(c) for c in clf.classes_], functions=funcs, support=support, sv_self=sv_self,
+                      params={"C": float(C), "class_weight": class_weight, "m": int(L.size), "rank": fmap.rank,
+                              "cutoff": cutoff, "landmarks": {k: v for k, v in lm.items() if k != "row_positions"}},
+                      resources=stored_resources(corpus_path, spec, {st.kernel_hash: st}),
+                      provenance={"gramtile_version": version("gramtile"),
+                                  "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_train": int(src.n), "gram": [str(st.path)], "corpus": str(corpus_path),
+                                  "corpus_hash": cs.content_hash, **(provenance or {})})

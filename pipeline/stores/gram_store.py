@@ -5,11 +5,12 @@ Layout of ``GRAM.zarr/``::
     zarr.json        group attributes "gramtile": provenance (kernel spec JSON and hash, corpus
                      content hash and path, selections' sha256 and sizes, row/col example ids,
                      tile size, symmetric flag, gramtile version, created/updated times)
-    K/               float64 (n_rows, n_cols), chunks (tile, tile), fill NaN,
+    K/               float64 (or float32, ``dtype`` in the attributes) (n_rows, n_cols), chunks
+                     (tile, tile), fill NaN,
                      codecs bytes -> crc32c (every chunk carries its checksum);
                      dimension_names ("row", "col")
-    diag_rows/       float64 (n_rows,), self-kernels of the row examples, chunks (tile,); ("row",)
-    diag_cols/       float64 (n_cols,); ("col",)
+    diag_rows/       K's dtype (n_rows,), self-kernels of the row examples, chunks (tile,); ("row",)
+    diag_cols/       K's dtype (n_cols,); ("col",)
     done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete; ("tile_row", "tile_col")
     tile_crc/        uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, recorded
                      by the driver with its done bit; binds a chunk's content to its position, so
@@ -22,6 +23,17 @@ Layout of ``GRAM.zarr/``::
                      before it kept log.jsonl at the top, which Zarr warns about on every
                      listing; both are read)
     gramtile.lock    present while a run writes (pid, host, time)
+
+``dtype`` (attributes; absent = ``"float64"``, the stores made before it): ``"float32"`` stores
+K and the diagonals in single precision (half the disk, memory and reads). Tiles are computed in
+float64 and rounded once, in the task, before the tile is written and its checksum taken, so the
+checksum binds the stored float32 values. Blocks read from a float32 store are float32; a
+composite (:class:`ComposedView`) refuses stores of different dtypes.
+
+A **landmark store** (``gramtile gram --landmarks M``) is a rectangular store whose columns are
+M landmark examples drawn from its rows (:mod:`gramtile.pipeline.stores.landmarks`); its
+``landmarks`` attribute records how they were drawn and their positions among the rows, and
+``diag_cols`` holds their self-kernels (for normalisation).
 
 Rules (uniform, relied on by every reader):
 
@@ -75,6 +87,8 @@ FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (s
 LOCK_NAME = "gramtile.lock"
 LOG_NAME = "log/records.jsonl"
 LEGACY_LOG_NAME = "log.jsonl"  # stores written before the log moved under log/
+#: the dtypes a Gram store may hold K in
+DTYPES = ("float64", "float32")
 #: uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, bound to its position
 TILE_CRC = "tile_crc"
 DIMS = {"K": ("row", "col"), "diag_rows": ("row",), "diag_cols": ("col",), "done": ("tile_row", "tile_col"),
@@ -92,9 +106,19 @@ def selection_hash(idx: np.ndarray) -> str:
 
 
 def tile_checksum(block) -> int:
-    """crc32c of a tile's float64 values in C order, as recorded in the store's ``tile_crc``
-    manifest when the tile is computed (never 0: 0 marks "nothing recorded")."""
+    """crc32c of a tile's values as float64 in C order, as recorded in the store's ``tile_crc``
+    manifest when the tile is computed (never 0: 0 marks "nothing recorded"). A float32 tile
+    is checked on its float32 values (widened exactly to float64)."""
     return int(crc32c.crc32c(np.ascontiguousarray(block, dtype=np.float64).tobytes())) or 1
+
+
+def check_dtype(dtype) -> str:
+    """The dtype name of a Gram store (``"float64"`` or ``"float32"``), or a StoreError naming the fix."""
+    name = "float64" if dtype is None else np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if name not in DTYPES:
+        raise StoreError(f"--dtype {dtype!r}: a Gram store holds float64 or float32; pass --dtype float64 "
+                         f"(the default) or --dtype float32")
+    return name
 
 
 def _crc_array(group, name, shape, chunks, dtype, fill):
@@ -182,13 +206,16 @@ class GramStore:
     @classmethod
     def create_or_open(cls, path, *, spec, corpus_hash: str, corpus_path: str, rows: np.ndarray,
                        cols: np.ndarray, tile: int | None, symmetric: bool, row_ids=None, col_ids=None,
-                       default_tile: int = 100, resources: dict | None = None) -> GramStore:
+                       default_tile: int = 100, resources: dict | None = None, dtype: str = "float64",
+                       landmarks: dict | None = None) -> GramStore:
         """Create a store, or reopen one created for exactly this kernel, corpus and selection.
 
         ``resources`` maps the corpus-resource groups the kernel reads to their content hashes
         (:func:`gramtile.pipeline.stores.resource_store.ensure_for_spec`, called by the engine
         before the store is opened); they join the provenance, so a store reopened after a
-        resource changed is a mismatch.
+        resource changed is a mismatch. ``dtype`` (``"float64"`` or ``"float32"``) is K's and the
+        diagonals'; ``landmarks`` (:func:`gramtile.pipeline.stores.landmarks.landmark_meta`) marks
+        a landmark store. Both are checked on reopening.
 
         Raises
         ------
@@ -205,6 +232,11 @@ class GramStore:
         }
         if resources:
             want["resources"] = resources
+        dtype = check_dtype(dtype)
+        if dtype != "float64":
+            want["dtype"] = dtype  # absent means float64: stores made before dtypes existed
+        if landmarks is not None:
+            want["landmarks"] = landmarks
         if loc.exists("zarr.json"):
             st = cls.open(loc, mode="r+")
             st._check_same(want, tile)
@@ -253,11 +285,11 @@ class GramStore:
             g.create_array("col_index", data=np.asarray(cols, dtype=np.int64), chunks=(max(1, nc),), overwrite=True,
                            dimension_names=DIMS["col_index"])
         if "K" not in have:
-            _crc_array(g, "K", (nr, nc), (t, t), "float64", np.nan)
+            _crc_array(g, "K", (nr, nc), (t, t), self.dtype, np.nan)
         if "diag_rows" not in have:
-            _crc_array(g, "diag_rows", (nr,), (t,), "float64", np.nan)
+            _crc_array(g, "diag_rows", (nr,), (t,), self.dtype, np.nan)
         if "diag_cols" not in have:
-            _crc_array(g, "diag_cols", (nc,), (t,), "float64", np.nan)
+            _crc_array(g, "diag_cols", (nc,), (t,), self.dtype, np.nan)
         if "done" not in have:
             _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool", False)
         if "done" not in have or not self.loc.exists(f"{TILE_CRC}/zarr.json"):
@@ -268,9 +300,15 @@ class GramStore:
         m = self.meta
         what = {"kernel_hash": "kernel spec", "corpus_hash": "corpus content",
                 "rows_sha256": "row selection", "cols_sha256": "column selection", "symmetric": "symmetric flag",
-                "resources": "corpus resource content (similarity matrix / domain space)"}
+                "resources": "corpus resource content (similarity matrix / domain space)", "dtype": "dtype",
+                "landmarks": "landmark choice (--landmarks / --landmark-seed)"}
         for key, label in what.items():
-            if m.get(key) != want.get(key):
+            if key == "dtype" and check_dtype(m.get(key)) != check_dtype(want.get(key)):
+                raise StoreMismatchError(
+                    f"Gram store {self.path} holds {check_dtype(m.get(key))} values, this run asks for "
+                    f"{check_dtype(want.get(key))}: rerun with --dtype {check_dtype(m.get(key))} to resume it, or use "
+                    f"a new --out")
+            if key != "dtype" and m.get(key) != want.get(key):
                 raise StoreMismatchError(
                     f"Gram store {self.path} was created for another {label}: stored {key} {m.get(key)!r}, "
                     f"this run has {want.get(key)!r}. Use a new --out for this run, or delete {self.path} "
@@ -289,6 +327,16 @@ class GramStore:
     @property
     def symmetric(self) -> bool:
         return bool(self.meta["symmetric"])
+
+    @property
+    def dtype(self) -> str:
+        """``"float64"`` or ``"float32"``: the dtype of K and the diagonals."""
+        return check_dtype(self.meta.get("dtype"))
+
+    @property
+    def landmarks(self) -> dict | None:
+        """The landmark record of a landmark store (``gramtile gram --landmarks``), else None."""
+        return self.meta.get("landmarks")
 
     @property
     def kernel_hash(self) -> str:
@@ -531,6 +579,8 @@ class GramStore:
         m = self.meta
         return {"path": str(self.path), "tiles_done": done, "tiles_total": total, "complete": done == total,
                 "shape": list(self.shape), "tile": self.tile, "symmetric": self.symmetric,
+                "dtype": self.dtype, "landmarks": None if self.landmarks is None else
+                {k: v for k, v in self.landmarks.items() if k != "row_positions"},
                 "kernel": m["kernel_json"], "kernel_hash": m["kernel_hash"], "corpus_path": m["corpus_path"],
                 "corpus_hash": m["corpus_hash"], "gramtile_version": m["gramtile_version"],
                 "created": m["created"], "updated": m["updated"]}
@@ -678,7 +728,7 @@ class GramView:
         return np.asarray(self.store.diag_rows[...])[r], np.asarray(self.store.diag_cols[...])[c]
 
     def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
-        """K[rows][:, cols] as a dense float64 array.
+        """K[rows][:, cols] as a dense array of the store's dtype (float64, or float32).
 
         Parameters
         ----------
@@ -707,7 +757,7 @@ class GramView:
                     raise IncompleteTileError(
                         f"tile {(int(a), int(b))} of {self.store.path} is not computed yet ({d} of {tot} tiles "
                         f"done); finish it by rerunning the same `gramtile gram` command")
-        out = np.empty((r.size, c.size), dtype=np.float64)
+        out = np.empty((r.size, c.size), dtype=self.store.dtype)
         col_groups = [(b, np.nonzero(tj == b)[0]) for b in utj]
         for a in uti:
             ri = np.nonzero(ti == a)[0]
@@ -717,7 +767,7 @@ class GramView:
                 out[np.ix_(ri, ci)] = chunk[np.ix_(lr, c[ci] - b * t)]
         if normalized:
             dr, dc = self.diag(r, c)
-            out = normalize_block(out, dr, dc)
+            out = normalize_block(out, dr, dc).astype(out.dtype, copy=False)
         return out
 
     # -- interop: numpy, dask, xarray ------------------------------------------------------
@@ -729,7 +779,7 @@ class GramView:
                 f"same `gramtile gram` command before {what}")
 
     def to_numpy(self, normalized: bool = False) -> np.ndarray:
-        """The whole matrix (both triangles of a symmetric store) as a dense float64 array."""
+        """The whole matrix (both triangles of a symmetric store) as a dense array of the store's dtype."""
         self._require_complete("reading the whole matrix")
         return self.block(normalized=normalized)
 
@@ -770,7 +820,7 @@ class GramView:
                 d = dask.delayed(self.tile_block, pure=True)(a, b, normalized,
                                                              dask_key_name=f"gramtile-{self.store.meta['uid']}-"
                                                                            f"{int(normalized)}-{a}-{b}")
-                row.append(da.from_delayed(d, shape=(h, w), dtype=np.float64))
+                row.append(da.from_delayed(d, shape=(h, w), dtype=np.dtype(self.store.dtype)))
             rows.append(row)
         return da.block(rows)
 
@@ -808,7 +858,7 @@ class GramView:
         out = Path(out_npy)
         tmp = out.with_name(out.name + ".partial")  # the output appears only when complete
         try:
-            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=np.float64, shape=(nr, nc))
+            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=self.store.dtype, shape=(nr, nc))
             dr, dc = self.diag() if normalized else (None, None)
             for a in range(-(-nr // t)):
                 r0, r1 = a * t, min((a + 1) * t, nr)
@@ -854,7 +904,7 @@ def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normali
                      labels=None) -> list:
     """Write K[rows][:, cols] of a store in one of :data:`EXPORT_FORMATS`, plus the ids and labels beside it.
 
-    - ``npy``: a float64 .npy of shape (len(rows), len(cols));
+    - ``npy``: a .npy of shape (len(rows), len(cols)) in the store's dtype (float64 or float32);
     - ``libsvm``: LIBSVM's precomputed-kernel format (``svm-train -t 4``), one line per row
       ``label 0:i 1:K(r,c_1) ... m:K(r,c_m)`` with ``i`` the row's 1-based serial number in the
       row selection (LIBSVM needs it equal to the training example's number when rows are the
@@ -863,7 +913,8 @@ def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normali
       ``sklearn.datasets.load_svmlight_file(f)[0]`` is exactly K[rows][:, cols] (for
       ``SVC(kernel="precomputed")``).
 
-    Values are written with 17 significant digits (they read back bitwise). Beside ``out``:
+    Values are written with 17 significant digits (they read back bitwise; a float32 store's
+    values read back as the same float32 numbers, widened). Beside ``out``:
     ``OUT.rows.tsv`` (position in the store, corpus index, id, label) and, when the columns
     differ from the rows, ``OUT.cols.tsv``; with text labels in a text format also
     ``OUT.classes.tsv`` (number written -> label). ``rows``/``cols`` are positions in the
@@ -904,7 +955,7 @@ def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normali
     try:
         t = st.tile
         if fmt == "npy":
-            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=np.float64, shape=(r.size, c.size))
+            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=st.dtype, shape=(r.size, c.size))
             for k in range(0, r.size, t):
                 mm[k:k + t] = v.block(r[k:k + t], c, normalized=normalized)
             mm.flush()
@@ -958,8 +1009,9 @@ class ComposedView:
     Raises
     ------
     StoreMismatchError
-        A base kernel has no store among those given (the message lists what each holds), or
-        the stores cover different corpora or selections.
+        A base kernel has no store among those given (the message lists what each holds), the
+        stores cover different corpora or selections, or they hold different dtypes (a float32
+        store mixed with a float64 one: the composite would silently be float32-accurate).
     """
 
     def __init__(self, spec, stores):
@@ -991,6 +1043,13 @@ class ComposedView:
                                          f"(corpus hashes {ref[0][0]} vs {key[0]}); compute both over the same "
                                          f"--corpus/--rows/--cols")
             self.views[b.spec_hash] = GramView(st)
+        dtypes = {v.store.dtype: v.store.path for v in self.views.values()}
+        if len(dtypes) > 1:
+            raise StoreMismatchError(
+                f"a composite kernel mixes Gram stores of different dtypes ({dtypes['float32']} holds float32, "
+                f"{dtypes['float64']} float64); recompute {dtypes['float32']} with --dtype float64 (or "
+                f"{dtypes['float64']} with --dtype float32) so every base kernel has the same precision")
+        self.dtype = next(iter(dtypes), "float64")
 
     @property
     def shape(self):
@@ -1006,8 +1065,8 @@ class ComposedView:
             dr, dc = v.diag(rows, cols)
             base[h] = (v.block(rows, cols), dr, dc)
         K, dr, dc = self.spec.combine(base)
-        K = np.asarray(K, dtype=np.float64)
-        return normalize_block(K, dr, dc) if normalized else K
+        K = np.asarray(K, dtype=self.dtype)
+        return (normalize_block(K, dr, dc) if normalized else K).astype(self.dtype, copy=False)
 
 
 # ---- verification --------------------------------------------------------------------------
@@ -1042,7 +1101,7 @@ def metadata_problem(st: GramStore) -> str | None:
     m = st.meta
     try:
         rows, cols = st.rows(), st.cols()
-        kshape, kchunks = tuple(st.K.shape), tuple(st.K.chunks)
+        kshape, kchunks, kdtype = tuple(st.K.shape), tuple(st.K.chunks), np.dtype(st.K.dtype).name
     except Exception as e:  # noqa: BLE001
         return f"row_index / col_index / K cannot be read ({type(e).__name__}: {e})"
     checks = [
@@ -1054,6 +1113,7 @@ def metadata_problem(st: GramStore) -> str | None:
         (selection_hash(cols) == m.get("cols_sha256"), "col_index does not match the recorded column selection hash"),
         (kchunks == (m.get("tile"), m.get("tile")), f"tile {m.get('tile')} but K is chunked {kchunks}"),
         (not m.get("symmetric") or np.array_equal(rows, cols), "a symmetric store whose rows and columns differ"),
+        (kdtype == m.get("dtype", "float64"), f"dtype {m.get('dtype', 'float64')} recorded but K holds {kdtype}"),
     ]
     bad = [why for ok, why in checks if not ok]
     if not bad:

@@ -23,7 +23,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
 from gramtile.pipeline.learn.linear import evaluate_store
 from gramtile.pipeline.learn.linear import table as linear_table
-from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.progress import log
@@ -81,7 +81,12 @@ def add_parser(sub):
                         "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
                         "for corpora whose training block does not fit in memory) (default svm)")
     p.add_argument("--landmarks", type=int, default=500, metavar="M",
-                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500)")
+                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500); "
+                        "a landmark store (gram --landmarks) brings its own")
+    p.add_argument("--landmark-protocol", choices=("train", "all"), default="train",
+                   help="nystroem from a landmark store (gram --landmarks): use the landmarks inside each "
+                        "training part (default), or all of them in every split (transductive: test examples "
+                        "may be unlabelled landmarks)")
     p.add_argument("--folds", type=int_at_least_2, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
     p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
                    help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
@@ -182,8 +187,10 @@ def _nystroem(source, labels, splits, args, common):
     """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.crossval.evaluate`'s result (no per-split rows)."""
 
 
+    fixed = source.landmarks if isinstance(source, LandmarkSource) else None
     rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.fold_seed,
-                             class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"])
+                             class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"],
+                             landmarks=fixed, protocol=args.landmark_protocol)
     preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
     return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
 
@@ -194,7 +201,14 @@ def _source(args):
         if len(args.gram) > 1:
             raise EvaluationError(f"{len(args.gram)} --gram stores but no --kernel: say how to combine them, e.g. "
                                   '--kernel \'{"kind": "sum", "kernels": [A, B]}\' with A, B their kernels')
-        source = open_gram_source(args.gram[0], normalized=args.normalized)
+        st = GramStore.open(args.gram[0])
+        if st.landmarks is not None:  # a landmark store (gram --landmarks): Nystroem only
+            if args.model != "nystroem":
+                raise EvaluationError(f"Gram store {st.path} is a landmark store (K(rows, landmarks), made by gram "
+                                      f"--landmarks); it serves --model nystroem only, or compute a square store")
+            source = LandmarkSource(st, normalized=args.normalized)
+        else:
+            source = open_gram_source(args.gram[0], normalized=args.normalized)
         kernel = source.store.meta.get("kernel") or {"kind": "kernel"}
         if args.normalized:
             kernel = {"kind": "normalized", "kernel": kernel}

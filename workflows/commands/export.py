@@ -3,7 +3,8 @@ LIBSVM / SVM-light text files, with the ids and labels beside it.
 
 Formats:
 
-- npy: a float64 array of shape (rows, cols);
+- npy: an array of shape (rows, cols) in the store's dtype (float64, or float32 for a
+  --dtype float32 store);
 - libsvm: LIBSVM's precomputed-kernel format, one line per row
   "label 0:i 1:K(i,1) ... m:K(i,m)" (i = the row's 1-based serial number), for
   svm-train -t 4 (train with --rows = --cols = the training positions, predict with
@@ -49,6 +50,6 @@ def run(args) -> int:
     paths = export_selection(st, args.out, args.format, rows=rows, cols=cols, normalized=args.normalized)
     r = nr if rows is None else len(rows)
     c = len(cols) if cols is not None else (r if st.symmetric else nc)
-    print(f"wrote {paths[0]} ({r} x {c} float64{', normalized' if args.normalized else ''}, {args.format})"
+    print(f"wrote {paths[0]} ({r} x {c} {st.dtype if args.format == 'npy' else 'text'}{', normalized' if args.normalized else ''}, {args.format})"
           + "".join(f"\n  and {p}" for p in paths[1:]))
     return 0

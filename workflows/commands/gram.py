@@ -9,6 +9,13 @@ Selections (``--rows``/``--cols``) index the corpus store's examples (0-based):
 Without ``--cols`` the matrix is the symmetric K(rows, rows) and only tiles i <= j are
 computed; with ``--cols`` it is the rectangular K(rows, cols) (e.g. test x train). Rerunning
 the same command resumes: only tiles not marked done are computed.
+
+``--landmarks M [--landmark-seed S]`` computes only K(rows, L) for M landmarks L drawn from the
+rows (stratified by the corpus labels when every row has one, else uniform; seeded), for
+``evaluate --model nystroem``: memory and work O(n M) instead of O(n^2). The store records the
+landmarks (corpus indices, ids, positions among the rows, how they were drawn) and their
+self-kernels. ``--dtype float32`` stores K in single precision: half the disk, memory and reads
+(a composite refuses to mix it with float64 stores).
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from pathlib import Path
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.storage import beside, is_url
 from gramtile.workflows.commands import CLUSTER_HELP
 from gramtile.workflows.errors import UsageError
@@ -36,6 +44,12 @@ def add_parser(sub):
                    help="Gram store to create or resume (GRAM.zarr; a path or an fsspec URL such as s3://b/g.zarr)")
     p.add_argument("--rows", default="all", help="row selection: all | a:b | @file.txt (default all)")
     p.add_argument("--cols", default=None, help="column selection (default: the rows, symmetric K)")
+    p.add_argument("--landmarks", type=int, default=None, metavar="M",
+                   help="compute only K(rows, L) for M landmarks drawn from the rows, stratified by label when "
+                        "every row has one (a landmark store for evaluate --model nystroem); not with --cols")
+    p.add_argument("--landmark-seed", type=int, default=0, metavar="S", help="seed of the landmark draw (default 0)")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="K's precision in the store (default float64; float32 halves disk, memory and reads)")
     p.add_argument("--tile", type=int, default=None,
                    help="tile edge in examples (default: the store's, else chosen from a memory budget)")
     p.add_argument("--cluster", default="local", help=CLUSTER_HELP)
@@ -71,11 +85,16 @@ def run(args) -> int:
         raise UsageError(f"--out {out} is a file, not a Gram store. Fix: choose another --out (e.g. {out}.zarr)")
     corpus = args.corpus
     as_spec(args.kernel)  # a bad spec fails before --input is prepared
+    if args.landmarks is not None and args.cols is not None:
+        raise StoreError("--landmarks chooses the columns itself (landmarks drawn from the rows); drop --cols")
     if args.input:
         corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
     st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,
                   cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress,
-                  path=args.path)
+                  path=args.path, dtype=args.dtype, landmarks=args.landmarks, landmark_seed=args.landmark_seed)
     done, total = st.tiles_done()
-    print(f"{out}: {done}/{total} tiles done, K {st.shape[0]} x {st.shape[1]}, kernel {st.kernel_hash[:16]}")
+    lm = st.landmarks
+    extra = "" if lm is None else f", {lm['taken']} landmarks ({lm['how']}, seed {lm['seed']})"
+    print(f"{out}: {done}/{total} tiles done, K {st.shape[0]} x {st.shape[1]} {st.dtype}{extra}, "
+          f"kernel {st.kernel_hash[:16]}")
     return 0 if done == total else 1

@@ -24,7 +24,11 @@ def run(args) -> int:
     pct = 100.0 * s["tiles_done"] / max(1, s["tiles_total"])
     print(f"{s['path']}: {s['tiles_done']}/{s['tiles_total']} tiles done ({pct:.1f}%)"
           f"{'' if s['complete'] else ' - rerun the same `gramtile gram` command to finish'}")
-    print(f"  K {s['shape'][0]} x {s['shape'][1]}, tile {s['tile']}, symmetric {s['symmetric']}")
+    print(f"  K {s['shape'][0]} x {s['shape'][1]} {s['dtype']}, tile {s['tile']}, symmetric {s['symmetric']}")
+    if s["landmarks"]:
+        lm = s["landmarks"]
+        print(f"  landmarks   {lm['taken']} of the rows (asked {lm['m']}), {lm['how']}, seed {lm['seed']}: the "
+              f"columns are K(rows, landmarks) for evaluate --model nystroem")
     print(f"  kernel      {s['kernel']}")
     print(f"  kernel hash {s['kernel_hash']}")
     print(f"  corpus      {s['corpus_path']} (content hash {s['corpus_hash']})")

@@ -21,6 +21,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.linear import train_store
 from gramtile.pipeline.learn.models import read_documents, train, train_from_store
 from gramtile.pipeline.learn.models import stored_kernel as _stored
+from gramtile.pipeline.learn.nystroem import train_nystroem
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.workflows.commands import (
@@ -48,8 +49,10 @@ def add_parser(sub):
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
-    p.add_argument("--model", choices=("svm", "perceptron", "linear"), default="svm",
-                   help="learner (default svm; linear: with --features)")
+    p.add_argument("--model", choices=("svm", "perceptron", "nystroem", "linear"), default="svm",
+                   help="learner (default svm); nystroem: a linear SVM on Nystroem features from a landmark store "
+                        "(--gram made by `gramtile gram --landmarks M`), saved as an expansion over the landmarks; "
+                        "linear: LinearSVC on a feature store (with --features)")
     p.add_argument("--C", type=positive_float, default=1.0, help="SVM C, a positive number (default 1)")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
@@ -92,7 +95,12 @@ def run(args) -> int:
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
                  memory_mb=args.memory_mb, cache_mb=args.cache_mb, cluster=args.cluster,
                  cluster_file=args.cluster_file, announce=log.info)
-    if args.gram:
+    if args.model == "nystroem":
+        if not args.corpus or len(args.gram) != 1:
+            raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
+                                  "`gramtile gram --corpus C --landmarks M`")
+        m = train_nystroem(args.corpus, args.gram[0], spec, C=args.C, class_weight=learn["class_weight"])
+    elif args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
         # K from the Gram stores; the model carries the corpus store's stored resources
