@@ -138,6 +138,26 @@ def _index(batch, key_col):
     return (off, col, cp, ci, gpos, soff, snode, uoff, ukey, ubeg, uend)
 
 
+def _compact_keys(*indexes):
+    """The cores size their key table by the largest key id (a vocabulary id: dense in a corpus
+    store, so the table is as long as the vocabulary). Ids far beyond the number of nodes, as a
+    hand-built batch may carry, would make that table huge: they are renumbered jointly, keeping
+    order and equality (and -1, "no key"), so the cores see the same matches in a small table."""
+    cols = [ix[1] for ix in indexes]
+    nodes = sum(int(c.shape[0]) for c in cols)
+    kmax = max((int(c.max()) for c in cols if c.shape[0]), default=0)
+    if kmax < 8 * nodes + 65536:
+        return indexes
+    used = np.unique(np.concatenate([c[c >= 0] for c in cols]))
+    out = []
+    for ix in indexes:
+        col = ix[1]
+        new = np.where(col >= 0, np.searchsorted(used, col), col).astype(np.int32)
+        ukey = np.searchsorted(used, ix[8]).astype(np.int32)
+        out.append(ix[:1] + (new,) + ix[2:8] + (ukey,) + ix[9:])
+    return tuple(out)
+
+
 def _leaf_index(batch):
     """Groups of leaves by label (SST-bow): ``(uoff, ukey, ubeg, uend)``."""
     off = np.ascontiguousarray(batch.offsets, dtype=np.int64)
@@ -560,13 +580,16 @@ class _TreeKernel(BaseSpec):
         """
         ix, lx = self._prep(X, "X")
         if Y is None:
+            ix, = _compact_keys(ix)
             return self._core(ix, ix, lx, lx, _SYM)
         iy, ly = self._prep(Y, "Y")
+        ix, iy = _compact_keys(ix, iy)
         return self._core(ix, iy, lx, ly, _FULL)
 
     def diag(self, X) -> np.ndarray:
         """Self-kernels ``k(X_i, X_i)``, shape (X.n,)."""
         ix, lx = self._prep(X, "X")
+        ix, = _compact_keys(ix)
         return self._core(ix, ix, lx, lx, _DIAG)[:, 0].copy()
 
 

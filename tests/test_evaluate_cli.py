@@ -106,7 +106,7 @@ def test_rows_show_the_full_kernel_parameters_in_own_columns_std_and_report(stor
     header, _, row = out.splitlines()[:3]
     cols = [c.strip() for c in header.strip("|").split("|")]
     cells = dict(zip(cols, [c.strip() for c in row.strip("|").split("|")]))
-    assert cells["kernel"] == "normalized(sst(lam=0.4, leaves=false))" and cells["epochs"] == "3"
+    assert cells["kernel"] == "normalized(sst(lam=0.4, leaves=false, typed_leaves=false))" and cells["epochs"] == "3"
     assert "C" not in cols or cells["C"] == "-"
     assert "confusion matrix" in out and "| truth \\ predicted | -1 | 1 |" in out and "| class | precision |" in out
     assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--model", "nystroem", "--landmarks", "30",

@@ -423,7 +423,7 @@ def test_cli_perceptron_fixed_split_with_labels_file(num_store, num_y, tmp_path,
     assert main(["evaluate", "--gram", str(num_store), "--model", "perceptron", "--epochs", "1",
                  "--split", "train:0:180,test:180:240", "--labels", str(lab), "--normalized"]) == 0
     captured = capsys.readouterr()
-    assert "| normalized(sst(lam=0.4, leaves=false)) | perceptron | 1 |" in captured.out
+    assert "| normalized(sst(lam=0.4, leaves=false, typed_leaves=false)) | perceptron | 1 |" in captured.out
     assert "ordered by label" not in captured.err
     # labels sorted by class: the data-order perceptron gets a note suggesting a seed
     lab.write_text("\n".join(sorted(num_y)) + "\n")

@@ -364,3 +364,24 @@ def test_empty_batches():
     assert SubsetTreeKernel().block(E).shape == (0, 0)
     assert PartialTreeKernel().block(X, E).shape == (1, 0)
     assert SubtreeKernel().diag(E).shape == (0,)
+
+
+@pytest.mark.parametrize("spec", [{"kind": "st", "lam": 0.4, "leaves": True}, {"kind": "sst", "lam": 0.5, "leaves": True},
+                                  {"kind": "sst", "lam": 0.5, "typed_leaves": True}, {"kind": "pt", "lam": 0.4, "mu": 0.6}])
+def test_key_ids_far_beyond_the_vocabulary_give_the_same_kernel_in_a_small_table(spec):
+    # a hand-built batch may carry production / label ids up to 2^31 - 1; the cores size their key
+    # table by the largest id, so such ids once needed a 16 GB table (MemoryError); they are now
+    # renumbered jointly (order and equality kept), and K is the one of the dense ids
+    ts = [parse_tree(s) for s in ("(S (NP (D a) (N b)) (VP (V c) (NP (N b))))", "(S (VP (V c) (NP (D a) (N b))))",
+                                  "(NP (D a) (N b))", "(X (Y z) (NP (D a)))")]
+    X = encode(ts, Vocabularies())
+    k = spec_from_dict(spec)
+    cols = dict(X.columns)
+    for name in ("prod", "label"):
+        c = cols[name]
+        cols[name] = np.where(c >= 0, (2**31 - 2) - 7 * c, c).astype(np.int32)  # huge, order reversed
+    H = type(X)(X.kind, X.offsets, cols, X.child_ptr, X.child_idx)
+    np.testing.assert_array_equal(k.block(H), k.block(X))
+    np.testing.assert_array_equal(k.block(H, H), k.block(X, X))
+    np.testing.assert_array_equal(k.diag(H), k.diag(X))
+    assert k.block(X).max() > 0
