@@ -194,11 +194,14 @@ def test_a_model_directory_appears_only_complete(qc, tmp_path):
     assert not out.exists() and not list(tmp_path.iterdir())
     assert main(base + ["--out", str(out)]) == 0
     first = (out / "model.json").read_text()
-    assert main(base + ["--C", "10", "--out", str(out)]) == 0  # a model is replaced whole
+    assert main(base + ["--C", "10", "--out", str(out)]) == 2  # an existing model is kept without --overwrite
+    assert (out / "model.json").read_text() == first
+    assert main(base + ["--C", "10", "--out", str(out), "--overwrite"]) == 0  # a model is replaced whole
     assert (out / "model.json").read_text() != first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary directory left
     other = tmp_path / "notes"
     other.mkdir()
     (other / "keep.txt").write_text("mine")
     assert main(base + ["--out", str(other)]) == 2
+    assert main(base + ["--out", str(other), "--overwrite"]) == 2  # never into a folder that is not a model's
     assert (other / "keep.txt").read_text() == "mine"
