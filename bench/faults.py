@@ -67,7 +67,7 @@ def main():
         ("three-way lock races with one holder", lr.get("one_holder", 0), lr.get("tried", 0),
          f"{lr.get('two_holders', 0)} with two holders"),
         ("malformed batches refused or computed finite", mb.get("refused", 0) + mb.get("accepted_and_computed", 0),
-         mb.get("tried", 0), f"{mb.get('memory_error', 0)} MemoryError (open defect, see reliability.md)"),
+         mb.get("tried", 0), f"{mb.get('memory_error', 0)} MemoryError"),
         ("CLI fault regressions passing (tests/test_cli_faults.py)", cli["tests"] - cli["failed"] - cli["skipped"],
          cli["tests"], f"{cli['skipped']} skipped"),
     ]
