@@ -33,6 +33,9 @@ FLOAT_COLUMNS = {"weight"}
 KIND_VALIDATORS: dict = {}
 #: Columns holding local node indices of the same example (-1 = none).
 _POINTER_COLUMNS = ("parent", "head")
+#: Smallest id a vocabulary-id column may hold (the cores group nodes by these ids, and a node
+#: left out of every group by an unexpected negative id would be read from memory never written).
+_ID_FLOORS = {"tree": (("label", 0), ("prod", -1)), "ptree": (("label", 0), ("prod", 0))}
 
 
 def register_batch_kind(kind: str, columns: tuple, float_columns=(), validator=None):
@@ -123,6 +126,11 @@ def validate(batch) -> None:
         ci64 = ci.astype(np.int64)
         if ci.shape[0] and ((ci64 < 0) | (ci64 >= np.diff(off)[ex[owner]])).any():
             _bad(kind, "child_idx holds a node index outside its example")
+    for name, lo in _ID_FLOORS.get(kind, ()):
+        col = batch.columns[name]
+        if col.shape[0] and int(col.min()) < lo:
+            _bad(kind, f"column {name!r} holds the id {int(col.min())}; its ids are vocabulary ids >= {lo}"
+                       + (" (-1: a leaf, no production)" if lo == -1 else ""))
     check = KIND_VALIDATORS.get(kind)
     if check is not None:
         check(batch)

@@ -99,3 +99,16 @@ def test_malformed_hdag_batches_are_refused():
                         ({"role": np.where(role == 2, 5, role).astype(np.int32), "a": a, "b": bb}, "role")):
         with pytest.raises(RepresentationError, match=match):
             Batch("hdag", b.offsets, {k: np.ascontiguousarray(v, dtype=np.int32) for k, v in cols.items()})
+
+
+@pytest.mark.parametrize("name, value", [("label", -1), ("label", -2**31), ("prod", -2), ("prod", -2**31)])
+def test_negative_vocabulary_ids_are_refused(name, value):
+    # a node left out of every group by a negative label made PT read memo entries never written
+    # (NaN or garbage in K, depending on what the memory held: seen with a cold Numba cache)
+    b = tree_batch()
+    col = b.columns[name].copy()
+    col[3] = value
+    with pytest.raises(RepresentationError, match=f"column '{name}' holds the id"):
+        with_column(b, name, col)
+    col[3] = -1 if name == "prod" and b.columns["prod"][3] == -1 else b.columns[name][3]
+    with_column(b, name, col)  # the encoder's own ids (-1: a leaf's production) pass
