@@ -1,8 +1,9 @@
 """The distribution lists every package folder of the checkout (a folder missing from
 pyproject.toml's [tool.setuptools] packages is left out of the wheel, and the installed package
 fails to import: kernels/maps once was)."""
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 
