@@ -38,7 +38,8 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.maps import LocalFeatures, feature_map, no_map_reason, weights
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreLockedError
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
+from gramtile.pipeline.stores.resource_store import corpus_lock
 from gramtile.pipeline.stores.storage import location
 
 ATTR = "gramtile_features"
@@ -198,18 +199,6 @@ def info(corpus_path, base) -> dict | None:
     return dict(meta) if meta and meta.get("content_hash") else None
 
 
-def _lock(corpus_path, wait: float):
-    lock = location(corpus_path).lock(".lock", f"corpus store {corpus_path}")
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            return lock.acquire()
-        except StoreLockedError:
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.5)
-
-
 def _sha(*arrays) -> str:
     h = hashlib.sha256()
     for a in arrays:
@@ -272,7 +261,7 @@ def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
     if not cs.complete:
         raise StoreError(f"corpus store {corpus_path} is incomplete; feature sets are built from the whole corpus. "
                          f"Fix: rerun `gramtile prepare` to finish it first")
-    lock = _lock(corpus_path, wait)
+    lock = corpus_lock(corpus_path, wait)
     try:
         meta = info(corpus_path, base)  # another driver may have built it while we waited
         if meta is None or meta.get("corpus_content_hash") != cs.content_hash:

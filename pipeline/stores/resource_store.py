@@ -204,7 +204,9 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
 
 # ---- ensuring (driver / prepare) ---------------------------------------------------------------
 
-def _lock(corpus_path, wait: float):
+def corpus_lock(corpus_path, wait: float):
+    """Take the corpus store's writer lock (``.lock``) for adding derived data (resources, feature
+    sets), waiting up to ``wait`` seconds for another writer; returns the held lock."""
 
     lock = location(corpus_path).lock(".lock", f"corpus store {corpus_path}")
     deadline = time.monotonic() + wait
@@ -242,7 +244,7 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
                 raise KernelSpecError(f"resource {k.name!r} is built from representation {k.rep!r}, which corpus "
                                       f"store {corpus_path} does not hold (it holds {sorted(cs.representations)}); "
                                       f"name one of those")
-        lock = _lock(corpus_path, wait)
+        lock = corpus_lock(corpus_path, wait)
         try:
             group = _open_group(corpus_path, mode="r+")
             for k in missing:
