@@ -2,6 +2,8 @@
 with bench/ on ``sys.path``)."""
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 
 
@@ -35,3 +37,15 @@ def print_rates(n_sq: int, nx: int, ny: int, wall_sq, cpu_sq, wall_rect, cpu_rec
           f"({pairs_sq} distinct pairs in {wall_sq:.3f} s; {pairs_sq / cpu_sq / 1e6:.2f} M/s of process CPU time)")
     print(f"rectangular {nx}x{ny}: {nx * ny / wall_rect / 1e6:.2f} M evaluations/s per core "
           f"({nx * ny} pairs in {wall_rect:.3f} s; {nx * ny / cpu_rect / 1e6:.2f} M/s of process CPU time)")
+
+
+def run_measured(cmd, env=None, cwd=None):
+    """Run a command to completion; return (wall seconds, rusage of the child, its stderr), or exit showing its stderr."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    err = p.stderr.read()
+    if status != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd))} failed:\n{err}")
+    return wall, ru, err

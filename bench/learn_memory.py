@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _timing import run_measured
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM = ROOT.parent / "shared" / "data" / "trec_qc_num_constituency" / "NUM_train.dat"
@@ -58,14 +59,7 @@ def measure(gram: Path, out: Path, extra: list, code: str | None) -> dict:
         env["PYTHONPATH"] = code
         # an old tree has no --no-progress; the new one shows no bar off a terminal anyway
         cmd = [c for c in cmd if c != "--no-progress"]
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         cwd=code or None)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    err = p.stderr.read()
-    if status != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
+    wall, ru, err = run_measured(cmd, env=env, cwd=code or None)
     res = json.loads((out / "results.json").read_text())
     return {"wall_s": round(wall, 1), "user_s": round(ru.ru_utime, 1), "sys_s": round(ru.ru_stime, 1),
             "peak_rss_gb": round(ru.ru_maxrss * 1024 / 1e9, 2), "accuracy": res["rows"][0]["accuracy"],

@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _timing import run_measured
 
 ROOT = Path(__file__).resolve().parents[1]
 NUM = ROOT.parent / "shared" / "data" / "trec_qc_num_constituency" / "NUM_train.dat"
@@ -44,13 +44,7 @@ def run(gram: Path, out: Path, extra: list) -> dict:
     cmd = [sys.executable, "-m", "gramtile", "evaluate", "--gram", str(gram), "--folds", "10", "--C",
            "0.1,1,10,100", "--normalized", "--no-progress", "--out", str(out), *extra]
     load = os.getloadavg()[0]
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    err = p.stderr.read()
-    if status != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err}")
+    wall, ru, _ = run_measured(cmd)
     res = json.loads((out / "results.json").read_text())
     res.pop("solver", None)
     # the workers of a LocalCluster are grandchildren: their CPU is not in ru (wall is the figure)
