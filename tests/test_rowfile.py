@@ -60,6 +60,7 @@ def test_a_store_row_file_equals_the_source_bitwise_and_reads_each_chunk_once(st
     assert np.array_equal(read_all(rf, N), want)
     assert np.array_equal(rf.diag(np.arange(N)), np.diag(want))
     assert os.listdir(tmp_path) == [os.path.basename(rf.path)]  # renamed, no partial left
+    assert f"-{os.getpid()}-" in rf.path
     rf.remove()
     assert os.listdir(tmp_path) == []
 
@@ -176,3 +177,21 @@ def test_evaluate_through_a_row_file_equals_libsvm(stores, tmp_path, monkeypatch
         assert np.mean(lib.predictions[key][1] == smo.predictions[key][1]) >= 0.999
     for r, s in zip(lib.rows, smo.rows):
         assert r["accuracy"] == s["accuracy"] and r.get("C_chosen") == s.get("C_chosen")
+
+
+def test_files_of_dead_writers_are_removed_and_live_ones_kept(stores, tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    _, st_path, _, _ = stores
+    host = socket.gethostname()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"gramtile-rows-{host}-{int(dead.stdout)}-{'a' * 12}.f64.partial"
+    live = tmp_path / f"gramtile-rows-{host}-1-{'b' * 12}.f64"  # pid 1 runs
+    mine = tmp_path / "notes.txt"
+    for p in (stale, live, mine):
+        p.write_bytes(b"x")
+    with row_file(StoreKernelSource(GramStore.open(st_path)), tmp_path) as rf:
+        assert sorted(os.listdir(tmp_path)) == sorted([live.name, mine.name, os.path.basename(rf.path)])
+    assert sorted(os.listdir(tmp_path)) == sorted([live.name, mine.name])

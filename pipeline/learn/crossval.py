@@ -336,10 +336,11 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_
 
 
 def needs_row_file(plan: SolverPlan, source, n_train: int) -> bool:
-    """Whether smo under ``plan`` reads its rows from a row file: a store-backed source whose
-    training rows do not all fit the cache (and no row file written yet)."""
-    return (plan.used == "smo" and plan.row_file is None and store_backed(source)
-            and int(plan.cache_mb * 1e6 // (8 * max(1, n_train))) < n_train)
+    """Whether smo under ``plan`` reads its rows from a row file: a store-backed source (and no row
+    file written yet). Even when the cache holds every training row, the file pays: each fold
+    would otherwise decompress again every store chunk its rows and its test block cross
+    (BENCHMARKS.md, issue 15, session 7)."""
+    return plan.used == "smo" and plan.row_file is None and store_backed(source) and n_train > 0
 
 
 def smo_row_file(plan: SolverPlan, source, n_train: int):

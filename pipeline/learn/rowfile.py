@@ -17,7 +17,9 @@ its random token and the identity of the source it was written from (store paths
 selections, normalisation, composite spec); a reader refuses a file whose header does not carry
 them (a stale or foreign file is never reused). The file is written under a temporary name and
 renamed when complete, the free disk space is checked first, and :func:`row_file` removes it
-when the evaluation ends, also on error.
+when the evaluation ends, also on error. A writer killed outright (SIGKILL, a lost machine)
+cannot clean up: its file is named after its host and process id, and the next writer on that
+host removes the files of processes that no longer run (:func:`remove_stale`).
 
 Layout: a header of :data:`HEADER` bytes (``MAGIC``, then JSON: n, token, identity, dtype),
 then n rows of n float64 (native byte order); row r starts at byte ``HEADER + 8 n r``.
@@ -28,7 +30,9 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 import uuid
@@ -176,6 +180,32 @@ class RowFile:
             os.unlink(self.path)
 
 
+def _name_re(host: str):
+    return re.compile(rf"gramtile-rows-{re.escape(host)}-(\d+)-[0-9a-f]{{12}}\.f64(\.partial)?")
+
+
+def remove_stale(directory) -> list:
+    """Remove the row files in ``directory`` left by writers of this host that no longer run
+    (killed before they could remove them); return their paths."""
+    gone, pat = [], _name_re(socket.gethostname())
+    for p in Path(directory).iterdir():
+        m = pat.fullmatch(p.name)
+        if m is None or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # its writer still runs
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's live process
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+            gone.append(str(p))
+            log.info(f"  removed the stale kernel row file {p} (its process {m.group(1)} no longer runs)")
+    return gone
+
+
 def _pwrite_all(fd, data, offset: int) -> None:
     mv = memoryview(np.ascontiguousarray(data)).cast("B")
     while mv:
@@ -250,8 +280,9 @@ def write_row_file(source, directory=None) -> RowFile:
     if not d.is_dir():
         raise EvaluationError(f"scratch directory {d} does not exist. Fix: create it, or pass --scratch DIR naming an "
                               "existing directory on local disk")
+    remove_stale(d)
     token = uuid.uuid4().hex
-    rf = RowFile(d / f"gramtile-rows-{token[:12]}.f64", n, token, ident)
+    rf = RowFile(d / f"gramtile-rows-{socket.gethostname()}-{os.getpid()}-{token[:12]}.f64", n, token, ident)
     free = shutil.disk_usage(d).free
     if free < rf.nbytes + DISK_MARGIN:
         raise EvaluationError(
