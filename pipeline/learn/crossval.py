@@ -13,7 +13,9 @@ perceptron of :mod:`gramtile.pipeline.learn.perceptron`.
 Solvers (:func:`plan_solver`): the SVM is fitted by libsvm on the two blocks held in memory,
 or, when K(train, train) would not fit the memory budget (or with ``solver="smo"``), by
 :mod:`gramtile.pipeline.learn.smo` over kernel rows read through a bounded cache
-(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands.
+(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands. Over a
+Gram store, smo reads its rows from one row file per run (:mod:`gramtile.pipeline.learn.rowfile`,
+:func:`smo_row_file`), written before the tasks start and removed when they end.
 
 Parallel: each split is a task (:class:`SplitTask`, :func:`run_split`) run by
 :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster profile or client; a task
