@@ -144,6 +144,9 @@ class RowFile:
         except BaseException:
             os.close(fd)
             raise
+        if self._fd is not None:  # another thread of this process opened it meanwhile
+            os.close(fd)
+            return self._fd
         self._fd = fd
         return fd
 
