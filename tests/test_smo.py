@@ -201,3 +201,12 @@ def test_warm_start_and_shrinking_together():
     warm = solve_binary(RowCache(src, tr, cache_mb=0.1), y[tr], 3.0, tol=1e-6, alpha0=at1.alpha)
     assert abs(warm.objective - cold.objective) <= 1e-6 * abs(cold.objective)
     assert kkt_violation(K[np.ix_(tr, tr)], y[tr].astype(float), warm.alpha, np.full(tr.size, 3.0)) < 1e-6
+
+
+def test_fits_running_at_once_in_one_process_split_the_cache():
+    from gramtile.pipeline.learn.crossval import plan_solver
+
+    assert plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=3000).cache_mb == 3000
+    assert plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=3000, share=2).cache_mb == 1500
+    with pytest.raises(EvaluationError, match="fewer than two kernel rows"):
+        plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=1.0, share=2)
