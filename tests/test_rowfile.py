@@ -195,3 +195,20 @@ def test_files_of_dead_writers_are_removed_and_live_ones_kept(stores, tmp_path):
     with row_file(StoreKernelSource(GramStore.open(st_path)), tmp_path) as rf:
         assert sorted(os.listdir(tmp_path)) == sorted([live.name, mine.name, os.path.basename(rf.path)])
     assert sorted(os.listdir(tmp_path)) == sorted([live.name, mine.name])
+
+
+def test_the_command_writes_its_row_file_under_scratch(stores, tmp_path, monkeypatch, capsys):
+    from gramtile.workflows.cli import main
+
+    _, _, sst_path, _ = stores
+    seen = []
+    real = rowfile.write_row_file
+    monkeypatch.setattr(rowfile, "write_row_file", lambda src, d=None: seen.append(str(d)) or real(src, d))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    rc = main(["evaluate", "--gram", str(sst_path), "--folds", "3", "--C", "1", "--normalized", "--solver", "smo",
+               "--cache-mb", "0.1", "--scratch", str(scratch), "--folds-dir", str(tmp_path), "--no-progress"])
+    assert rc in (0, None) and seen == [str(scratch)] and os.listdir(scratch) == []
+    rc = main(["evaluate", "--gram", str(sst_path), "--folds", "3", "--C", "1", "--solver", "smo",
+               "--scratch", str(tmp_path / "missing"), "--folds-dir", str(tmp_path), "--no-progress"])
+    assert rc == 2 and "does not exist" in capsys.readouterr().err  # one line naming --scratch, exit 2
