@@ -304,36 +304,66 @@ def skip_costs(X, lam):
 
 # ---- pair and block cores -----------------------------------------------------------------
 
-# Flags of a node pair (table NZ): which quantities are non-zero at some length. About 85 % of
-# the node pairs of two parsed questions have H = 0 at every length (no shared attribute below
-# them), and then M = 0 too; the flags let the core skip those terms instead of adding zeros.
-_NZ_H, _NZ_JP, _NZ_J, _NZ_JLP, _NZ_JL, _NZ_E, _NZ_L = 1, 2, 4, 8, 16, 32, 64
+@njit(cache=True, nogil=True)
+def _path_matrix(base, nn, pptr, pidx, D):
+    """W[v, s0] of :func:`_paths` for one example (dense), and R[v, s0] = there is such a path."""
+    W = np.zeros((nn, nn))
+    R = np.zeros((nn, nn), dtype=np.bool_)
+    for v in range(nn):  # parents come before v in processing order
+        for q in range(pptr[base + v], pptr[base + v + 1]):
+            u = pidx[q]
+            W[v, u] += 1.0
+            R[v, u] = True
+            d = D[base + u]
+            for s0 in range(nn):
+                if R[u, s0]:
+                    W[v, s0] += d * W[u, s0]
+                    R[v, s0] = True
+    return W, R
 
 
 @njit(cache=True, nogil=True)
-def _gamma_table(G, head, nxt, own, n1, aptr2, aids2, b2, n2):
-    """G[i, j] = |own attrs(i) & own attrs(j)| for all node pairs of two graphs.
+def _paths(nptr, pptr, pidx, D):
+    """In-graph path weights W(s0, v) = sum over paths s0 -> ... -> v of one or more edges of the
+    product of D over the nodes strictly between, for every node v and every s0 with such a path.
 
-    ``head`` (indexed by attribute id) and ``nxt`` / ``own`` hold, for the attributes of graph 1,
-    linked lists of the nodes carrying them (built by :func:`_index_attrs`); each attribute of
-    graph 2 walks its list, so the cost is the number of attribute occurrences plus matches, not
-    N1 N2 sorted-list merges.
+    Unrolling J' over s's parents and J over t's parents (docs/kernels.md, "HDAG kernel:
+    Recursion") gives J_k(s, t) = sum_{s0, t0} W1(s0, s) W2(t0, t) A_k(s0, t0), and the same for
+    JL with AL; the pair core sums that over the few node pairs where A is non-zero.
+
+    Returns
+    -------
+    wptr, widx, wval : CSR over the nodes of :func:`_prepare` (row = global node, entries = local
+    ancestor s0 in increasing order and W(s0, v)).
     """
-    for i in range(n1):
-        for j in range(n2):
-            G[i, j] = 0.0
-    for j in range(n2):
-        for q in range(aptr2[b2 + j], aptr2[b2 + j + 1]):
-            x = aids2[q]
-            r = head[x]
-            while r >= 0:
-                G[own[r], j] += 1.0
-                r = nxt[r]
+    n = nptr.shape[0] - 1
+    total = nptr[n]
+    wptr = np.zeros(total + 1, dtype=np.int64)
+    for e in range(n):
+        base = nptr[e]
+        W, R = _path_matrix(base, nptr[e + 1] - base, pptr, pidx, D)
+        for v in range(W.shape[0]):
+            wptr[base + v + 1] = wptr[base + v] + R[v].sum()
+    widx = np.empty(wptr[total], dtype=np.int64)
+    wval = np.empty(wptr[total])
+    for e in range(n):
+        base = nptr[e]
+        W, R = _path_matrix(base, nptr[e + 1] - base, pptr, pidx, D)
+        for v in range(W.shape[0]):
+            f = wptr[base + v]
+            for s0 in range(W.shape[0]):
+                if R[v, s0]:
+                    widx[f] = s0
+                    wval[f] = W[v, s0]
+                    f += 1
+    return wptr, widx, wval
 
 
 @njit(cache=True, nogil=True)
 def _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, on):
-    """Link (``on``) or unlink the attribute occurrences of graph 1 into ``head``/``nxt``/``own``."""
+    """Link (``on``) or unlink the attribute occurrences of graph 1 into ``head``/``nxt``/``own``:
+    ``head[x]`` starts a linked list (``nxt``, -1 ends it) of graph 1's occurrences of attribute
+    x, ``own`` naming each occurrence's node."""
     base = aptr1[b1]
     for i in range(n1):
         for q in range(aptr1[b1 + i], aptr1[b1 + i + 1]):
@@ -345,185 +375,201 @@ def _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, on):
                 head[aids1[q]] = -1
 
 
-@njit(cache=True, nogil=True)
-def _pair(p, exact, b1, n1, b2, n2, P1, P2, G, NZ, E, H, J, Jp, M, JL, JLp, L):
-    """K(G1, G2) for graphs with nodes b1..b1+n1-1 and b2..b2+n2-1 of the prepared arrays.
+@njit(cache=True, nogil=True, inline="always")
+def _active_pairs(b1, n1, b2, n2, par1, par2, aptr2, aids2, head, nxt, own, idx, si0, sj0, g0, si, sj, gam, cnt):
+    """List the node pairs where H can be non-zero, in processing order; return their number.
 
-    ``P1``/``P2`` are the tuples returned by :func:`_prepare`; ``G`` holds Gamma of every node
-    pair (:func:`_gamma_table`); NZ (uint8) and E..L are scratch tables of shape at least
-    (n1, n2) and (n1, n2, p+1). A table's entries at a pair are written, and read, only where the
-    pair's NZ flag for it is set; an unset flag stands for zeros at every length. Only M is needed up to
-    length p: M_k reads H_q and J_{k-q} with q, k-q <= p-1, J reads A up to p-1, and S reads L at
-    the length of the H it builds, so every other table stops at p-1.
+    H_i(s, t) is non-zero only if s and t hold, at some depth inside them, two nodes sharing an
+    attribute (S, E and H only add up Gamma of such pairs, L needs H): the active pairs are the
+    pairs of chunk ancestors (each node included) of the pairs with Gamma > 0. M, A, L and AL are
+    zero elsewhere. Fills ``si``/``sj`` sorted by (s, t) (an order every table entry of the core
+    depends only on earlier entries in), ``gam`` (Gamma) and ``idx[s, t]`` = position in the list
+    (-1 elsewhere: the caller resets it).
+    """
+    m = 0
+    for j in range(n2):  # Gamma > 0: each attribute of graph 2 walks graph 1's list of it
+        for q in range(aptr2[b2 + j], aptr2[b2 + j + 1]):
+            r = head[aids2[q]]
+            while r >= 0:
+                i = own[r]
+                s = idx[i, j]
+                if s < 0:
+                    s = m
+                    idx[i, j] = m
+                    si0[m] = i
+                    sj0[m] = j
+                    g0[m] = 0.0
+                    m += 1
+                g0[s] += 1.0
+                r = nxt[r]
+    nm = m
+    for s in range(nm):  # pairs of chunk ancestors
+        x = si0[s]
+        while x >= 0:
+            y = sj0[s]
+            while y >= 0:
+                if idx[x, y] < 0:
+                    idx[x, y] = m
+                    si0[m] = x
+                    sj0[m] = y
+                    g0[m] = 0.0
+                    m += 1
+                y = par2[b2 + y]
+            x = par1[b1 + x]
+    for i in range(n1 + 1):  # counting sort by s, then insertion sort of each row by t
+        cnt[i] = 0
+    for s in range(m):
+        cnt[si0[s] + 1] += 1
+    for i in range(n1):
+        cnt[i + 1] += cnt[i]
+    for i in range(n1):
+        cnt[n1 + 1 + i] = cnt[i]  # fill pointer of row i (cnt[i] stays its start)
+    for s in range(m):
+        i = si0[s]
+        f = cnt[n1 + 1 + i]
+        cnt[n1 + 1 + i] = f + 1
+        y, g = sj0[s], g0[s]
+        while f > cnt[i] and sj[f - 1] > y:
+            si[f], sj[f], gam[f] = si[f - 1], sj[f - 1], gam[f - 1]
+            f -= 1
+        si[f], sj[f], gam[f] = i, y, g
+    for s in range(m):
+        idx[si[s], sj[s]] = s
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _row(p, exact, row, b1, n1, nptr2, y0, y1, P1, P2, W1, W2, head, nxt, own, T, out, col0, symmetric):
+    """out[row, y - col0] = K(G1, G2_y) for y in y0..y1-1, graph 1 being nodes b1..b1+n1-1 and graph y
+    nodes nptr2[y]..nptr2[y+1]-1 of the prepared arrays (also out[y, row] if ``symmetric``).
+
+    ``P1``/``P2`` are the tuples returned by :func:`_prepare`, ``W1``/``W2`` by :func:`_paths`;
+    graph 1's attributes are linked into head/nxt/own (:func:`_index_attrs`); ``T`` is the
+    scratch of :func:`_scratch`. Only the active pairs of :func:`_active_pairs` are visited, in
+    processing order, with a row per pair of each table: E, H, A = H + M and, for pairs of inner
+    nodes, L and AL. J and JL are not tabled: at each active pair they are the sums over the
+    active pairs (s0, t0) of in-graph ancestors of W1 W2 A and W1 W2 AL (see :func:`_paths`).
+    Only M is needed up to length p: M_k reads H_q and J_{k-q} with q, k-q <= p-1, J reads A up
+    to p-1, and S reads L at the length of the H it builds, so every other table stops at p-1.
+    One call serves a whole row of the block: the arrays are unpacked once per row, not once per
+    pair (passing ~40 arrays per pair cost ~0.37 us, as much as a third of an evaluation).
     """
     par1, D1, U1, B1, C1, aptr1, aids1, pptr1, pidx1, iptr1, iidx1 = P1
     par2, D2, U2, B2, C2, aptr2, aids2, pptr2, pidx2, iptr2, iidx2 = P2
-    q1 = p - 1
-    K = 0.0
-    for i in range(n1):
-        g1 = b1 + i
-        in_lo1, in_hi1 = iptr1[g1], iptr1[g1 + 1]
-        pa_lo1, pa_hi1 = pptr1[g1], pptr1[g1 + 1]
-        inner1 = par1[g1] >= 0
-        for j in range(n2):
-            gam = G[i, j]
-            if p == 1:  # one-node features only: Gamma
-                K += gam
-                continue
+    wptr1, widx1, wval1 = W1
+    wptr2, widx2, wval2 = W2
+    idx, si0, sj0, g0, si, sj, gam, cnt = T[0], T[1], T[2], T[3], T[4], T[5], T[6], T[7]
+    E, H, A, AL, L, Jv, JLv = T[8], T[9], T[10], T[11], T[12], T[13], T[14]
+    for y in range(y0, y1):
+        b2, n2 = nptr2[y], nptr2[y + 1] - nptr2[y]
+        K = 0.0
+        if p == 1:  # one-node features only: the number of shared attribute occurrences
+            for j in range(n2):
+                for q in range(aptr2[b2 + j], aptr2[b2 + j + 1]):
+                    r = head[aids2[q]]
+                    while r >= 0:
+                        K += 1.0
+                        r = nxt[r]
+            out[row, y - col0] = K
+            if symmetric:
+                out[y, row] = K
+            continue
+        m = _active_pairs(b1, n1, b2, n2, par1, par2, aptr2, aids2, head, nxt, own, idx, si0, sj0, g0, si, sj, gam,
+                          cnt)
+        q1 = p - 1
+        lead = q1 >= 2  # L and AL feed S at lengths >= 2 only
+        for s in range(m):
+            i, j = si[s], sj[s]
+            g1, g2 = b1 + i, b2 + j
+            g = gam[s]
             if not exact:
-                K += gam
-            g2 = b2 + j
+                K += g
+            in_lo1, in_hi1 = iptr1[g1], iptr1[g1 + 1]
             in_lo2, in_hi2 = iptr2[g2], iptr2[g2 + 1]
-            pa_lo2, pa_hi2 = pptr2[g2], pptr2[g2 + 1]
-            # item kernels: S (groups formed here), E (t hands an item up), H (s hands one up);
-            # each term is added only from pairs flagged non-zero
-            nz = 0
-            if gam != 0.0:
-                nz = _NZ_E
-                E[i, j, 1] = gam
-                for k in range(2, q1 + 1):
-                    E[i, j, k] = 0.0
-            if q1 >= 2:
-                for x in range(in_lo1, in_hi1):
-                    si = iidx1[x]
-                    bs = B1[b1 + si]
-                    for y in range(in_lo2, in_hi2):
-                        tj = iidx2[y]
-                        if NZ[si, tj] & _NZ_L:
-                            if not nz & _NZ_E:
-                                nz = _NZ_E
-                                for k in range(1, q1 + 1):
-                                    E[i, j, k] = 0.0
-                            w = bs * B2[b2 + tj]
+            # item kernels: S (groups formed here), E (t hands an item up), H (s hands one up)
+            E[s, 1] = g
+            for k in range(2, q1 + 1):
+                E[s, k] = 0.0
+            if lead and in_lo1 < in_hi1 and in_lo2 < in_hi2:
+                for qa in range(in_lo1, in_hi1):
+                    xi = iidx1[qa]
+                    bx = B1[b1 + xi]
+                    for qb in range(in_lo2, in_hi2):
+                        t = idx[xi, iidx2[qb]]
+                        if t >= 0:
+                            w = bx * B2[b2 + iidx2[qb]]
                             for k in range(2, q1 + 1):
-                                E[i, j, k] += w * L[si, tj, k]
-            for y in range(in_lo2, in_hi2):
-                tj = iidx2[y]
-                if NZ[i, tj] & _NZ_E:
-                    if not nz & _NZ_E:
-                        nz = _NZ_E
-                        for k in range(1, q1 + 1):
-                            E[i, j, k] = 0.0
-                    w = C2[b2 + tj]
+                                E[s, k] += w * L[t, k]
+            for qb in range(in_lo2, in_hi2):
+                t = idx[i, iidx2[qb]]
+                if t >= 0:
+                    w = C2[b2 + iidx2[qb]]
                     for k in range(1, q1 + 1):
-                        E[i, j, k] += w * E[i, tj, k]
-            if nz & _NZ_E:
-                nz |= _NZ_H
-                for k in range(1, q1 + 1):
-                    H[i, j, k] = E[i, j, k]
-            for x in range(in_lo1, in_hi1):
-                si = iidx1[x]
-                if NZ[si, j] & _NZ_H:
-                    if not nz & _NZ_H:
-                        nz |= _NZ_H
-                        for k in range(1, q1 + 1):
-                            H[i, j, k] = 0.0
-                    w = C1[b1 + si]
+                        E[s, k] += w * E[t, k]
+            for k in range(1, q1 + 1):
+                H[s, k] = E[s, k]
+            for qa in range(in_lo1, in_hi1):
+                t = idx[iidx1[qa], j]
+                if t >= 0:
+                    w = C1[b1 + iidx1[qa]]
                     for k in range(1, q1 + 1):
-                        H[i, j, k] += w * H[si, j, k]
-            # sequence sums, top mode: J' walks back over s's parents, J over t's parents
-            for x in range(pa_lo1, pa_hi1):
-                si = pidx1[x]
-                f = NZ[si, j]
-                if f & (_NZ_H | _NZ_JP):
-                    if not nz & _NZ_JP:
-                        nz |= _NZ_JP
+                        H[s, k] += w * H[t, k]
+            # sequence sums: J (and JL for a pair of inner nodes) from the active pairs of ancestors
+            inner = lead and par1[g1] >= 0 and par2[g2] >= 0
+            for k in range(1, q1 + 1):
+                Jv[k] = 0.0
+                JLv[k] = 0.0
+            for a in range(wptr1[g1], wptr1[g1 + 1]):
+                s0 = widx1[a]
+                w1 = wval1[a]
+                for c in range(wptr2[g2], wptr2[g2 + 1]):
+                    t = idx[s0, widx2[c]]
+                    if t >= 0:
+                        w = w1 * wval2[c]
                         for k in range(1, q1 + 1):
-                            Jp[i, j, k] = 0.0
-                    d = D1[b1 + si]
-                    if f & _NZ_JP:
-                        for k in range(1, q1 + 1):
-                            Jp[i, j, k] += d * Jp[si, j, k]
-                    if f & _NZ_H:
-                        for k in range(1, q1 + 1):
-                            Jp[i, j, k] += H[si, j, k] + M[si, j, k]
-            for y in range(pa_lo2, pa_hi2):
-                tj = pidx2[y]
-                f = NZ[i, tj]
-                if f & (_NZ_J | _NZ_JP):
-                    if not nz & _NZ_J:
-                        nz |= _NZ_J
-                        for k in range(1, q1 + 1):
-                            J[i, j, k] = 0.0
-                    d = D2[b2 + tj]
-                    if f & _NZ_J:
-                        for k in range(1, q1 + 1):
-                            J[i, j, k] += d * J[i, tj, k]
-                    if f & _NZ_JP:
-                        for k in range(1, q1 + 1):
-                            J[i, j, k] += Jp[i, tj, k]
-            if nz & _NZ_H:  # M = sum H J is 0 unless H is non-zero (A = H + M is read only then)
-                M[i, j, 1] = 0.0
-                for k in range(2, p + 1):
-                    m = 0.0
-                    if nz & _NZ_J:
-                        for q in range(1, k):
-                            m += H[i, j, q] * J[i, j, k - q]
-                    M[i, j, k] = m
-                    if k == p or not exact:
-                        K += m
-            # lead mode (first chosen pair also weighted by U U): only inner pairs feed S
-            if inner1 and par2[g2] >= 0:
-                u2 = U2[g2]
-                for x in range(pa_lo1, pa_hi1):
-                    si = pidx1[x]
-                    f = NZ[si, j]
-                    if f & (_NZ_H | _NZ_JLP):
-                        if not nz & _NZ_JLP:
-                            nz |= _NZ_JLP
-                            for k in range(1, q1 + 1):
-                                JLp[i, j, k] = 0.0
-                        if f & _NZ_JLP:
-                            d = D1[b1 + si]
-                            for k in range(1, q1 + 1):
-                                JLp[i, j, k] += d * JLp[si, j, k]
-                        if f & _NZ_H:
-                            w = U1[b1 + si] * u2
-                            for k in range(1, q1 + 1):
-                                JLp[i, j, k] += w * H[si, j, k]
-                            if f & _NZ_L:
-                                for k in range(2, q1 + 1):
-                                    JLp[i, j, k] += L[si, j, k]
-                for y in range(pa_lo2, pa_hi2):
-                    tj = pidx2[y]
-                    f = NZ[i, tj]
-                    if f & (_NZ_JL | _NZ_JLP):
-                        if not nz & _NZ_JL:
-                            nz |= _NZ_JL
-                            for k in range(1, q1 + 1):
-                                JL[i, j, k] = 0.0
-                        d = D2[b2 + tj]
-                        if f & _NZ_JL:
-                            for k in range(1, q1 + 1):
-                                JL[i, j, k] += d * JL[i, tj, k]
-                        if f & _NZ_JLP:
-                            for k in range(1, q1 + 1):
-                                JL[i, j, k] += JLp[i, tj, k]
-                if nz & _NZ_H and nz & _NZ_JL and q1 >= 2:  # L = sum H JL, read by S at lengths >= 2
-                    nz |= _NZ_L
-                    for k in range(2, q1 + 1):
-                        m = 0.0
-                        for q in range(1, k):
-                            m += H[i, j, q] * JL[i, j, k - q]
-                        L[i, j, k] = m
-            NZ[i, j] = nz
-    return K
+                            Jv[k] += w * A[t, k]
+                        if inner:
+                            for k in range(1, q1):
+                                JLv[k] += w * AL[t, k]
+            A[s, 1] = H[s, 1]
+            for k in range(2, p + 1):
+                mk = 0.0
+                for q in range(1, k):
+                    mk += H[s, q] * Jv[k - q]
+                if k <= q1:
+                    A[s, k] = H[s, k] + mk
+                if k == p or not exact:
+                    K += mk
+            if inner:  # lead mode: L = sum H JL, AL = U U H + L
+                u = U1[g1] * U2[g2]
+                AL[s, 1] = u * H[s, 1]
+                L[s, 1] = 0.0
+                for k in range(2, q1 + 1):
+                    lk = 0.0
+                    for q in range(1, k):
+                        lk += H[s, q] * JLv[k - q]
+                    L[s, k] = lk
+                    AL[s, k] = u * H[s, k] + lk
+        for s in range(m):
+            idx[si[s], sj[s]] = -1
+        out[row, y - col0] = K
+        if symmetric:
+            out[y, row] = K
 
 
 @njit(cache=True, nogil=True)
 def _scratch(m1, m2, p):
-    """Gamma, NZ, then E, H, J, J', M, JL, JL', L tables for graphs of up to m1 and m2 nodes."""
-    sh = (max(m1, 1), max(m2, 1), p + 1)
-    return (np.empty(sh[:2]), np.empty(sh[:2], dtype=np.uint8), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh),
-            np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh))
-
-
-@njit(cache=True, nogil=True)
-def _eval(p, exact, b1, n1, b2, n2, P1, P2, head, nxt, own, T):
-    """K of one pair of graphs; graph 1's attributes are linked into head/nxt/own."""
-    G, NZ, E, H, J, Jp, M, JL, JLp, L = T
-    _gamma_table(G, head, nxt, own, n1, P2[5], P2[6], b2, n2)
-    return _pair(p, exact, b1, n1, b2, n2, P1, P2, G, NZ, E, H, J, Jp, M, JL, JLp, L)
+    """Scratch for graphs of up to m1 and m2 nodes: ``idx`` (-1: no active pair), the unsorted and
+    sorted active-pair lists with Gamma, the sort's counts, the tables E, H, A, AL, L (one row
+    per active pair) and the J, JL accumulators."""
+    m1, m2 = max(m1, 1), max(m2, 1)
+    cap = m1 * m2
+    sh = (cap, p + 1)
+    return (np.full((m1, m2), -1, dtype=np.int64),
+            np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap),
+            np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap),
+            np.empty(2 * m1 + 2, dtype=np.int64),
+            np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(p + 1), np.empty(p + 1))
 
 
 @njit(cache=True, nogil=True)
@@ -536,7 +582,7 @@ def _max_size(nptr):
 
 @njit(cache=True, nogil=True)
 def _attr_index(aids1, aids2):
-    """Scratch for :func:`_gamma_table`: ``head`` over every attribute id of both sides (-1 =
+    """Scratch for :func:`_index_attrs`: ``head`` over every attribute id of both sides (-1 =
     empty list) and per-occurrence ``nxt``/``own``, sized for all of side 1's occurrences."""
     top = 0
     for q in range(aids1.shape[0]):
@@ -548,7 +594,7 @@ def _attr_index(aids1, aids2):
 
 
 @njit(cache=True, nogil=True)
-def _block(p, exact, nptr1, P1, nptr2, P2, symmetric):
+def _block(p, exact, nptr1, P1, W1, nptr2, P2, W2, symmetric):
     na = nptr1.shape[0] - 1
     nb = nptr2.shape[0] - 1
     T = _scratch(_max_size(nptr1), _max_size(nptr2), p)
@@ -558,30 +604,36 @@ def _block(p, exact, nptr1, P1, nptr2, P2, symmetric):
     for x in range(na):
         b1, n1 = nptr1[x], nptr1[x + 1] - nptr1[x]
         _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, True)
-        start = x if symmetric else 0
-        for y in range(start, nb):
-            v = _eval(p, exact, b1, n1, nptr2[y], nptr2[y + 1] - nptr2[y], P1, P2, head, nxt, own, T)
-            out[x, y] = v
-            if symmetric:
-                out[y, x] = v
+        _row(p, exact, x, b1, n1, nptr2, x if symmetric else 0, nb, P1, P2, W1, W2, head, nxt, own, T, out, 0,
+             symmetric)
         _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, False)
     return out
 
 
 @njit(cache=True, nogil=True)
-def _diag(p, exact, nptr, P):
+def _diag(p, exact, nptr, P, W):
     n = nptr.shape[0] - 1
     m = _max_size(nptr)
     T = _scratch(m, m, p)
     head, nxt, own = _attr_index(P[6], P[6])
     aptr, aids = P[5], P[6]
-    out = np.empty(n)
+    out = np.empty((n, 1))
     for x in range(n):
         b, size = nptr[x], nptr[x + 1] - nptr[x]
         _index_attrs(head, nxt, own, aptr, aids, b, size, True)
-        out[x] = _eval(p, exact, b, size, b, size, P, P, head, nxt, own, T)
+        _row(p, exact, x, b, size, nptr, x, x + 1, P, P, W, W, head, nxt, own, T, out, x, False)
         _index_attrs(head, nxt, own, aptr, aids, b, size, False)
-    return out
+    return out[:, 0]
+
+
+def prepare(X, lam):
+    """The per-batch arrays of the pair core for an ``hdag`` batch: ``(nptr, P, W)`` with ``nptr``
+    and ``P`` from :func:`_prepare` (without ``rank``) and ``W`` the path weights of :func:`_paths`.
+    Each example is prepared once per block, not once per pair."""
+    out = _prepare(X.offsets.astype(np.int64), X.columns["role"].astype(np.int64),
+                   X.columns["a"].astype(np.int64), X.columns["b"].astype(np.int64), float(lam))
+    nptr, P = out[0], out[1:-1]
+    return nptr, P, _paths(nptr, P[7], P[8], P[1])
 
 
 @register
@@ -617,18 +669,13 @@ class HDAGKernel(BaseSpec):
         self._string("rep")
 
 
-    def _prepared(self, X):
-        out = _prepare(X.offsets.astype(np.int64), X.columns["role"].astype(np.int64),
-                       X.columns["a"].astype(np.int64), X.columns["b"].astype(np.int64), self.lam)
-        return out[0], out[1:-1]
-
     def block(self, X, Y=None):
-        n1, P1 = self._prepared(X)
+        n1, P1, W1 = prepare(X, self.lam)
         if Y is None:
-            return _block(self.p, self.exact, n1, P1, n1, P1, True)
-        n2, P2 = self._prepared(Y)
-        return _block(self.p, self.exact, n1, P1, n2, P2, False)
+            return _block(self.p, self.exact, n1, P1, W1, n1, P1, W1, True)
+        n2, P2, W2 = prepare(Y, self.lam)
+        return _block(self.p, self.exact, n1, P1, W1, n2, P2, W2, False)
 
     def diag(self, X):
-        n1, P1 = self._prepared(X)
-        return _diag(self.p, self.exact, n1, P1)
+        n1, P1, W1 = prepare(X, self.lam)
+        return _diag(self.p, self.exact, n1, P1, W1)
