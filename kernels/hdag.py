@@ -360,95 +360,145 @@ def _paths(nptr, pptr, pidx, D):
 
 
 @njit(cache=True, nogil=True)
-def _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, on):
-    """Link (``on``) or unlink the attribute occurrences of graph 1 into ``head``/``nxt``/``own``:
-    ``head[x]`` starts a linked list (``nxt``, -1 ends it) of graph 1's occurrences of attribute
-    x, ``own`` naming each occurrence's node."""
-    base = aptr1[b1]
+def _deep_attrs(nptr, aptr, aids, iptr, iidx):
+    """Every attribute at or inside each node: its own occurrences (flag 1), then each attribute
+    of the nodes inside it (at any depth) that is not one of its own, once (flag 0).
+
+    Two nodes' lists share an attribute exactly when the nodes are an active pair (see
+    :func:`_active_pairs`); own-with-own shares are Gamma.
+
+    Returns
+    -------
+    dptr, dend : int64 (N,)     node g's entries are dptr[g]:dend[g]
+    dids, down : int64 (...)    attribute id and own flag of each entry
+    """
+    n = nptr.shape[0] - 1
+    total = nptr[n]
+    room = np.empty(total, dtype=np.int64)
+    for e in range(n):  # room: own occurrences plus the room of the nodes inside
+        base = nptr[e]
+        for v in range(nptr[e + 1] - base):  # inner nodes come before their chunk
+            g = base + v
+            room[g] = aptr[g + 1] - aptr[g]
+            for q in range(iptr[g], iptr[g + 1]):
+                room[g] += room[base + iidx[q]]
+    dptr = np.zeros(total + 1, dtype=np.int64)
+    for g in range(total):
+        dptr[g + 1] = dptr[g] + room[g]
+    dids = np.zeros(dptr[total], dtype=np.int64)  # entries past dend[g] stay 0 (unused)
+    down = np.zeros(dptr[total], dtype=np.int64)
+    dend = np.empty(total, dtype=np.int64)
+    for e in range(n):
+        base = nptr[e]
+        for v in range(nptr[e + 1] - base):
+            g = base + v
+            f = dptr[g]
+            for q in range(aptr[g], aptr[g + 1]):
+                dids[f] = aids[q]
+                down[f] = 1
+                f += 1
+            c = f
+            for q in range(iptr[g], iptr[g + 1]):
+                w = base + iidx[q]
+                for r in range(dptr[w], dend[w]):
+                    dids[c] = dids[r]
+                    c += 1
+            dids[f:c].sort()
+            k = f  # keep each inherited attribute once, and none of the own ones
+            for r in range(f, c):
+                x = dids[r]
+                if r > f and x == dids[r - 1]:
+                    continue
+                mine = False
+                for q in range(aptr[g], aptr[g + 1]):
+                    if aids[q] == x:
+                        mine = True
+                        break
+                if not mine:
+                    dids[k] = x
+                    down[k] = 0
+                    k += 1
+            dend[g] = k
+    return dptr[:-1].copy(), dend, dids, down
+
+
+@njit(cache=True, nogil=True)
+def _index_attrs(head, nxt, own, flag, dptr1, dend1, dids1, down1, b1, n1, on, own_only):
+    """Link (``on``) or unlink the deep attribute entries (:func:`_deep_attrs`; ``own_only``: the
+    own ones only) of graph 1 into ``head``/``nxt``/``own``/``flag``: ``head[x]`` starts a linked
+    list (``nxt``, -1 ends it) of graph 1's entries of attribute x, ``own`` naming each entry's
+    node and ``flag`` its own flag."""
+    base = dptr1[b1]
     for i in range(n1):
-        for q in range(aptr1[b1 + i], aptr1[b1 + i + 1]):
+        for q in range(dptr1[b1 + i], dend1[b1 + i]):
+            if own_only and not down1[q]:
+                continue
             if on:
                 own[q - base] = i
-                nxt[q - base] = head[aids1[q]]
-                head[aids1[q]] = q - base
+                flag[q - base] = down1[q]
+                nxt[q - base] = head[dids1[q]]
+                head[dids1[q]] = q - base
             else:
-                head[aids1[q]] = -1
+                head[dids1[q]] = -1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _active_pairs(b1, n1, b2, n2, par1, par2, aptr2, aids2, head, nxt, own, idx, si0, sj0, g0, si, sj, gam, cnt):
+def _active_pairs(b2, n2, dptr2, dend2, dids2, down2, head, nxt, own, flag, idx, si, sj, gam):
     """List the node pairs where H can be non-zero, in processing order; return their number.
 
-    H_i(s, t) is non-zero only if s and t hold, at some depth inside them, two nodes sharing an
-    attribute (S, E and H only add up Gamma of such pairs, L needs H): the active pairs are the
-    pairs of chunk ancestors (each node included) of the pairs with Gamma > 0. M, A, L and AL are
-    zero elsewhere. Fills ``si``/``sj`` sorted by (s, t) (an order every table entry of the core
-    depends only on earlier entries in), ``gam`` (Gamma) and ``idx[s, t]`` = position in the list
-    (-1 elsewhere: the caller resets it).
+    H_i(s, t) is non-zero only if s and t hold, at some depth inside them (or as themselves), two
+    nodes sharing an attribute (S, E and H only add up Gamma of such pairs, L needs H): these are
+    the *active* pairs, and M, A, L and AL are zero at all others. They are the pairs whose deep
+    attribute lists (:func:`_deep_attrs`) share an entry: each entry of graph 2's node t walks
+    graph 1's list of its attribute. Fills ``si``/``sj`` column by column (t in processing order,
+    s sorted within a column: an order in which every table entry of the core depends on earlier
+    ones only, since at a fixed t only H(s', t) with s' inside s is read), ``gam`` (Gamma: shared
+    own attributes) and ``idx[s, t]`` = position in the list (-1 elsewhere: the caller resets it).
     """
     m = 0
-    for j in range(n2):  # Gamma > 0: each attribute of graph 2 walks graph 1's list of it
-        for q in range(aptr2[b2 + j], aptr2[b2 + j + 1]):
-            r = head[aids2[q]]
+    for j in range(n2):
+        c0 = m
+        for q in range(dptr2[b2 + j], dend2[b2 + j]):
+            r = head[dids2[q]]
+            oj = down2[q]
             while r >= 0:
                 i = own[r]
                 s = idx[i, j]
                 if s < 0:
                     s = m
                     idx[i, j] = m
-                    si0[m] = i
-                    sj0[m] = j
-                    g0[m] = 0.0
+                    si[m] = i
+                    sj[m] = j
+                    gam[m] = 0.0
                     m += 1
-                g0[s] += 1.0
+                if oj and flag[r]:
+                    gam[s] += 1.0
                 r = nxt[r]
-    nm = m
-    for s in range(nm):  # pairs of chunk ancestors
-        x = si0[s]
-        while x >= 0:
-            y = sj0[s]
-            while y >= 0:
-                if idx[x, y] < 0:
-                    idx[x, y] = m
-                    si0[m] = x
-                    sj0[m] = y
-                    g0[m] = 0.0
-                    m += 1
-                y = par2[b2 + y]
-            x = par1[b1 + x]
-    for i in range(n1 + 1):  # counting sort by s, then insertion sort of each row by t
-        cnt[i] = 0
-    for s in range(m):
-        cnt[si0[s] + 1] += 1
-    for i in range(n1):
-        cnt[i + 1] += cnt[i]
-    for i in range(n1):
-        cnt[n1 + 1 + i] = cnt[i]  # fill pointer of row i (cnt[i] stays its start)
-    for s in range(m):
-        i = si0[s]
-        f = cnt[n1 + 1 + i]
-        cnt[n1 + 1 + i] = f + 1
-        y, g = sj0[s], g0[s]
-        while f > cnt[i] and sj[f - 1] > y:
-            si[f], sj[f], gam[f] = si[f - 1], sj[f - 1], gam[f - 1]
-            f -= 1
-        si[f], sj[f], gam[f] = i, y, g
-    for s in range(m):
-        idx[si[s], sj[s]] = s
+        if m - c0 > 1:  # sort the column by s (insertion: a column holds a few pairs)
+            for s in range(c0 + 1, m):
+                i, g = si[s], gam[s]
+                f = s
+                while f > c0 and si[f - 1] > i:
+                    si[f], gam[f] = si[f - 1], gam[f - 1]
+                    f -= 1
+                si[f], gam[f] = i, g
+            for s in range(c0, m):
+                idx[si[s], j] = s
     return m
 
 
 @njit(cache=True, nogil=True)
-def _row(p, exact, row, b1, n1, nptr2, y0, y1, P1, P2, W1, W2, head, nxt, own, T, out, col0, symmetric):
+def _row(p, exact, row, b1, n1, nptr2, y0, y1, P1, P2, Q1, Q2, head, nxt, own, flag, T, out, col0, symmetric):
     """out[row, y - col0] = K(G1, G2_y) for y in y0..y1-1, graph 1 being nodes b1..b1+n1-1 and graph y
     nodes nptr2[y]..nptr2[y+1]-1 of the prepared arrays (also out[y, row] if ``symmetric``).
 
-    ``P1``/``P2`` are the tuples returned by :func:`_prepare`, ``W1``/``W2`` by :func:`_paths`;
-    graph 1's attributes are linked into head/nxt/own (:func:`_index_attrs`); ``T`` is the
+    ``P1``/``P2`` are the tuples returned by :func:`_prepare`, ``Q1``/``Q2`` the path weights and
+    deep attribute lists of :func:`prepare`; graph 1's deep attribute entries are linked into
+    head/nxt/own/flag (:func:`_index_attrs`; own entries only for p = 1); ``T`` is the
     scratch of :func:`_scratch`. Only the active pairs of :func:`_active_pairs` are visited, in
     processing order, with a row per pair of each table: E, H, A = H + M and, for pairs of inner
     nodes, L and AL. J and JL are not tabled: at each active pair they are the sums over the
-    active pairs (s0, t0) of in-graph ancestors of W1 W2 A and W1 W2 AL (see :func:`_paths`).
+    active pairs (s0, t0) of in-graph ancestors of W1 W2 A and W1 W2 AL (W of :func:`_paths`).
     Only M is needed up to length p: M_k reads H_q and J_{k-q} with q, k-q <= p-1, J reads A up
     to p-1, and S reads L at the length of the H it builds, so every other table stops at p-1.
     One call serves a whole row of the block: the arrays are unpacked once per row, not once per
@@ -456,10 +506,9 @@ def _row(p, exact, row, b1, n1, nptr2, y0, y1, P1, P2, W1, W2, head, nxt, own, T
     """
     par1, D1, U1, B1, C1, aptr1, aids1, pptr1, pidx1, iptr1, iidx1 = P1
     par2, D2, U2, B2, C2, aptr2, aids2, pptr2, pidx2, iptr2, iidx2 = P2
-    wptr1, widx1, wval1 = W1
-    wptr2, widx2, wval2 = W2
-    idx, si0, sj0, g0, si, sj, gam, cnt = T[0], T[1], T[2], T[3], T[4], T[5], T[6], T[7]
-    E, H, A, AL, L, Jv, JLv = T[8], T[9], T[10], T[11], T[12], T[13], T[14]
+    wptr1, widx1, wval1 = Q1[0], Q1[1], Q1[2]
+    wptr2, widx2, wval2, dptr2, dend2, dids2, down2 = Q2
+    idx, si, sj, gam, E, H, A, AL, L, Jv, JLv = T
     for y in range(y0, y1):
         b2, n2 = nptr2[y], nptr2[y + 1] - nptr2[y]
         K = 0.0
@@ -474,8 +523,7 @@ def _row(p, exact, row, b1, n1, nptr2, y0, y1, P1, P2, W1, W2, head, nxt, own, T
             if symmetric:
                 out[y, row] = K
             continue
-        m = _active_pairs(b1, n1, b2, n2, par1, par2, aptr2, aids2, head, nxt, own, idx, si0, sj0, g0, si, sj, gam,
-                          cnt)
+        m = _active_pairs(b2, n2, dptr2, dend2, dids2, down2, head, nxt, own, flag, idx, si, sj, gam)
         q1 = p - 1
         lead = q1 >= 2  # L and AL feed S at lengths >= 2 only
         for s in range(m):
@@ -559,17 +607,14 @@ def _row(p, exact, row, b1, n1, nptr2, y0, y1, P1, P2, W1, W2, head, nxt, own, T
 
 @njit(cache=True, nogil=True)
 def _scratch(m1, m2, p):
-    """Scratch for graphs of up to m1 and m2 nodes: ``idx`` (-1: no active pair), the unsorted and
-    sorted active-pair lists with Gamma, the sort's counts, the tables E, H, A, AL, L (one row
-    per active pair) and the J, JL accumulators."""
+    """Scratch for graphs of up to m1 and m2 nodes: ``idx`` (-1: no active pair), the active-pair
+    list with Gamma, the tables E, H, A, AL, L (one row per active pair) and the J, JL sums."""
     m1, m2 = max(m1, 1), max(m2, 1)
     cap = m1 * m2
     sh = (cap, p + 1)
-    return (np.full((m1, m2), -1, dtype=np.int64),
-            np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap),
-            np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap),
-            np.empty(2 * m1 + 2, dtype=np.int64),
-            np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(p + 1), np.empty(p + 1))
+    return (np.full((m1, m2), -1, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
+            np.empty(cap), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(sh), np.empty(p + 1),
+            np.empty(p + 1))
 
 
 @njit(cache=True, nogil=True)
@@ -581,59 +626,61 @@ def _max_size(nptr):
 
 
 @njit(cache=True, nogil=True)
-def _attr_index(aids1, aids2):
+def _attr_index(dids1, dids2):
     """Scratch for :func:`_index_attrs`: ``head`` over every attribute id of both sides (-1 =
-    empty list) and per-occurrence ``nxt``/``own``, sized for all of side 1's occurrences."""
+    empty list) and per-entry ``nxt``/``own``/``flag``, sized for all of side 1's entries."""
     top = 0
-    for q in range(aids1.shape[0]):
-        top = max(top, aids1[q] + 1)
-    for q in range(aids2.shape[0]):
-        top = max(top, aids2[q] + 1)
-    m = max(aids1.shape[0], 1)
-    return np.full(top, -1, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    for q in range(dids1.shape[0]):
+        top = max(top, dids1[q] + 1)
+    for q in range(dids2.shape[0]):
+        top = max(top, dids2[q] + 1)
+    m = max(dids1.shape[0], 1)
+    return (np.full(top, -1, dtype=np.int64), np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64),
+            np.empty(m, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True)
-def _block(p, exact, nptr1, P1, W1, nptr2, P2, W2, symmetric):
+def _block(p, exact, nptr1, P1, Q1, nptr2, P2, Q2, symmetric):
     na = nptr1.shape[0] - 1
     nb = nptr2.shape[0] - 1
     T = _scratch(_max_size(nptr1), _max_size(nptr2), p)
-    head, nxt, own = _attr_index(P1[6], P2[6])
-    aptr1, aids1 = P1[5], P1[6]
+    head, nxt, own, flag = _attr_index(Q1[5], Q2[5])
+    dptr1, dend1, dids1, down1 = Q1[3], Q1[4], Q1[5], Q1[6]
     out = np.empty((na, nb))
     for x in range(na):
         b1, n1 = nptr1[x], nptr1[x + 1] - nptr1[x]
-        _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, True)
-        _row(p, exact, x, b1, n1, nptr2, x if symmetric else 0, nb, P1, P2, W1, W2, head, nxt, own, T, out, 0,
+        _index_attrs(head, nxt, own, flag, dptr1, dend1, dids1, down1, b1, n1, True, p == 1)
+        _row(p, exact, x, b1, n1, nptr2, x if symmetric else 0, nb, P1, P2, Q1, Q2, head, nxt, own, flag, T, out, 0,
              symmetric)
-        _index_attrs(head, nxt, own, aptr1, aids1, b1, n1, False)
+        _index_attrs(head, nxt, own, flag, dptr1, dend1, dids1, down1, b1, n1, False, p == 1)
     return out
 
 
 @njit(cache=True, nogil=True)
-def _diag(p, exact, nptr, P, W):
+def _diag(p, exact, nptr, P, Q):
     n = nptr.shape[0] - 1
     m = _max_size(nptr)
     T = _scratch(m, m, p)
-    head, nxt, own = _attr_index(P[6], P[6])
-    aptr, aids = P[5], P[6]
+    head, nxt, own, flag = _attr_index(Q[5], Q[5])
+    dptr, dend, dids, down = Q[3], Q[4], Q[5], Q[6]
     out = np.empty((n, 1))
     for x in range(n):
         b, size = nptr[x], nptr[x + 1] - nptr[x]
-        _index_attrs(head, nxt, own, aptr, aids, b, size, True)
-        _row(p, exact, x, b, size, nptr, x, x + 1, P, P, W, W, head, nxt, own, T, out, x, False)
-        _index_attrs(head, nxt, own, aptr, aids, b, size, False)
+        _index_attrs(head, nxt, own, flag, dptr, dend, dids, down, b, size, True, p == 1)
+        _row(p, exact, x, b, size, nptr, x, x + 1, P, P, Q, Q, head, nxt, own, flag, T, out, x, False)
+        _index_attrs(head, nxt, own, flag, dptr, dend, dids, down, b, size, False, p == 1)
     return out[:, 0]
 
 
 def prepare(X, lam):
-    """The per-batch arrays of the pair core for an ``hdag`` batch: ``(nptr, P, W)`` with ``nptr``
-    and ``P`` from :func:`_prepare` (without ``rank``) and ``W`` the path weights of :func:`_paths`.
-    Each example is prepared once per block, not once per pair."""
+    """The per-batch arrays of the pair core for an ``hdag`` batch: ``(nptr, P, Q)`` with ``nptr``
+    and ``P`` from :func:`_prepare` (without ``rank``) and ``Q`` the path weights of
+    :func:`_paths` followed by the deep attribute lists of :func:`_deep_attrs`. Each example is
+    prepared once per block, not once per pair."""
     out = _prepare(X.offsets.astype(np.int64), X.columns["role"].astype(np.int64),
                    X.columns["a"].astype(np.int64), X.columns["b"].astype(np.int64), float(lam))
     nptr, P = out[0], out[1:-1]
-    return nptr, P, _paths(nptr, P[7], P[8], P[1])
+    return nptr, P, _paths(nptr, P[7], P[8], P[1]) + _deep_attrs(nptr, P[5], P[6], P[9], P[10])
 
 
 @register
@@ -670,12 +717,12 @@ class HDAGKernel(BaseSpec):
 
 
     def block(self, X, Y=None):
-        n1, P1, W1 = prepare(X, self.lam)
+        n1, P1, Q1 = prepare(X, self.lam)
         if Y is None:
-            return _block(self.p, self.exact, n1, P1, W1, n1, P1, W1, True)
-        n2, P2, W2 = prepare(Y, self.lam)
-        return _block(self.p, self.exact, n1, P1, W1, n2, P2, W2, False)
+            return _block(self.p, self.exact, n1, P1, Q1, n1, P1, Q1, True)
+        n2, P2, Q2 = prepare(Y, self.lam)
+        return _block(self.p, self.exact, n1, P1, Q1, n2, P2, Q2, False)
 
     def diag(self, X):
-        n1, P1, W1 = prepare(X, self.lam)
-        return _diag(self.p, self.exact, n1, P1, W1)
+        n1, P1, Q1 = prepare(X, self.lam)
+        return _diag(self.p, self.exact, n1, P1, Q1)
