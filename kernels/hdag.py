@@ -36,16 +36,27 @@ row v (any order of the attribute and edge rows after them is fine). Per block, 
 renumbers each example into a *processing order* (docs/kernels.md, "HDAG kernel: Evaluation order and cost": a topological order of the
 in-graph edges together with "inner node before its chunk", by Kahn's algorithm), sorts each
 node's attribute ids, builds in-graph parent lists and inner-node lists in CSR form and computes
-D, U, B, c. The pair core then fills, for every node pair in processing order, tables of shape
-(N1, N2, p+1) (E, H, J, J', M, and JL, JL', L for pairs of inner nodes); every entry it reads
-belongs to an earlier pair or to the current one. Time O(p^2 N1 N2 + p (N1 |E2| + |E1| N2)).
-All terms are non-negative sums of products: no cancellation.
+D, U, B, c; :func:`_paths` adds the in-graph path weights W (J and JL unrolled) and
+:func:`_deep_attrs` each node's deep attribute list (its own attributes and those inside it).
+Each example is prepared once per block, never once per pair.
 
-Speed (profiled on spaCy HDAGs of TREC questions, ``bench/trec_qc_hdag.py``): Gamma of all node
-pairs comes from an attribute -> nodes index of graph 1 (no N1 N2 sorted-list merges), and a
-flag per node pair says which tables are non-zero there. About 85 % of the node pairs of two
-questions share nothing below them (H = 0 at every length, hence M = 0); their terms are
-skipped instead of summed as zeros, and p = 1 reduces to the Gamma sum.
+The pair core visits only the *active* node pairs, the pairs whose deep attribute lists meet
+(elsewhere H = M = L = 0 at every length): they come out of an attribute -> entries index of
+graph 1, column by column in processing order. At each one it computes E, H, A = H + M (and L,
+AL for pairs of inner nodes) into one table row, reading earlier rows through a dense
+(N1, N2) position table, and J, JL as
+
+    J_k(s, t) = sum over active (s0, t0) of W1(s0, s) W2(t0, t) A_k(s0, t0)
+
+over the pairs of in-graph ancestors, which is J' and J of the recursion unrolled. Time
+O(N_attr + R (p^2 + a1 a2)) per pair of examples, R the active pairs, a1 a2 the ancestor pairs
+tried; memory O(p N1 N2) of scratch per block. All terms are non-negative sums of products: no
+cancellation, and the result equals the dense recursion's (tests/reference/hdag_dense.py) to
+rounding (bitwise at lam = 1/2 on the TREC questions).
+
+Speed (``bench/trec_qc_hdag.py --compare``, spaCy HDAGs of TREC questions): 176 node pairs per
+evaluation, 15 with Gamma > 0, 28 active; the core runs one call per block row (passing the ~40
+prepared arrays per pair cost ~0.37 us alone). See BENCHMARKS.md, "Issue 18: the HDAG core".
 """
 from __future__ import annotations
 
