@@ -63,7 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import literally, njit
 
 from gramtile.kernels.batches import register_batch_kind
 from gramtile.kernels.errors import RepresentationError
@@ -683,6 +683,22 @@ def _diag(p, exact, nptr, P, Q):
     return out[:, 0]
 
 
+@njit(cache=True, nogil=True)
+def _block_fixed_p(p, exact, nptr1, P1, Q1, nptr2, P2, Q2, symmetric):
+    """:func:`_block` compiled for one value of p (a compile-time constant: the length loops get
+    fixed trip counts; measured 11 % faster at p = 3, but twice slower at p = 1, which stays on
+    :func:`_block`). Each p compiles once, then loads from the Numba cache."""
+    literally(p)
+    return _block(p, exact, nptr1, P1, Q1, nptr2, P2, Q2, symmetric)
+
+
+@njit(cache=True, nogil=True)
+def _diag_fixed_p(p, exact, nptr, P, Q):
+    """:func:`_diag` compiled for one value of p (see :func:`_block_fixed_p`)."""
+    literally(p)
+    return _diag(p, exact, nptr, P, Q)
+
+
 def prepare(X, lam):
     """The per-batch arrays of the pair core for an ``hdag`` batch: ``(nptr, P, Q)`` with ``nptr``
     and ``P`` from :func:`_prepare` (without ``rank``) and ``Q`` the path weights of
@@ -728,12 +744,13 @@ class HDAGKernel(BaseSpec):
 
 
     def block(self, X, Y=None):
+        core = _block if self.p == 1 else _block_fixed_p
         n1, P1, Q1 = prepare(X, self.lam)
         if Y is None:
-            return _block(self.p, self.exact, n1, P1, Q1, n1, P1, Q1, True)
+            return core(self.p, self.exact, n1, P1, Q1, n1, P1, Q1, True)
         n2, P2, Q2 = prepare(Y, self.lam)
-        return _block(self.p, self.exact, n1, P1, Q1, n2, P2, Q2, False)
+        return core(self.p, self.exact, n1, P1, Q1, n2, P2, Q2, False)
 
     def diag(self, X):
         n1, P1, Q1 = prepare(X, self.lam)
-        return _diag(self.p, self.exact, n1, P1, Q1)
+        return (_diag if self.p == 1 else _diag_fixed_p)(self.p, self.exact, n1, P1, Q1)
