@@ -54,9 +54,10 @@ tried; memory O(p N1 N2) of scratch per block. All terms are non-negative sums o
 cancellation, and the result equals the dense recursion's (tests/reference/hdag_dense.py) to
 rounding (bitwise at lam = 1/2 on the TREC questions).
 
-Speed (``bench/trec_qc_hdag.py --compare``, spaCy HDAGs of TREC questions): 176 node pairs per
-evaluation, 15 with Gamma > 0, 28 active; the core runs one call per block row (passing the ~40
-prepared arrays per pair cost ~0.37 us alone). See BENCHMARKS.md, "Issue 18: the HDAG core".
+Speed (``bench/trec_qc_hdag.py --compare``, spaCy HDAGs of TREC questions): 166 node pairs per
+evaluation, 14.6 with Gamma > 0, 25 active (first 100 questions); the core runs one call per
+block row (passing the ~40 prepared arrays per pair cost ~0.37 us alone), and for p >= 2 is
+compiled once per p. See BENCHMARKS.md, "Issue 18: the HDAG core (session 7)".
 """
 from __future__ import annotations
 
