@@ -6,9 +6,19 @@ training examples: seeded, uniform or stratified by label), the feature map is
     phi(x) = K(x, L) K_LL^{-1/2},   K_LL^{-1/2} = U diag(s)^{-1/2} over eigenpairs with s > cutoff * s_max
 
 so phi(x) . phi(y) = K(x, L) K_LL^+ K(L, y), which equals K(x, y) when L holds every training
-example (m = n, up to the eigenvalue cutoff). Only the column block K[rows, L] is read (one
-block read per split, K_LL sliced from it), so a store loads only the chunks of the landmark
-columns; a ``LinearSVC`` is trained on the features (n x m floats instead of n x n).
+example (m = n, up to the eigenvalue cutoff). Only the column block K[rows, L] is read (once
+per split, in bands, K_LL copied out of it), so a store loads only the chunks of the landmark
+columns. The cutoff is relative (``CUTOFF`` = 1e-10 of the largest eigenvalue), so features are
+bounded: ||phi(x)||^2 = K(x, L) K_LL^+ K(L, x) <= K(x, x) (a projection), 1 for a normalised
+kernel.
+
+Memory: one n x m float64 array per evaluation (:func:`features_in_place`): K(rows, L) is read
+into it band by band, then each band is replaced by its n x rank features; training and test
+rows are used through index arrays, and the linear SVM (:mod:`gramtile.pipeline.learn.dcd`,
+LIBLINEAR's dual coordinate descent for the hinge loss, one-vs-rest) reads them in place. Peak
+memory is that array plus O(m^2 + band m + n) (scikit-learn's LinearSVC copied the training
+features into LIBLINEAR's sparse format, 16 bytes a value, besides the block, the features and
+their train/test copies).
 
 Two ways to get the landmark columns:
 
@@ -193,7 +203,7 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
 def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
                       class_weight=None, cutoff: float = CUTOFF, kernel: str = "kernel", positive=None,
                       max_iter: int = MAX_ITER, landmarks=None, protocol: str = "train", tol: float = TOL,
-                      progress=None) -> list[dict]:
+                      progress=None, loss: str = "hinge") -> list[dict]:
     """Train and score the linear SVM (:mod:`gramtile.pipeline.learn.dcd`) on Nystroem features
     for each split and C.
 
@@ -205,8 +215,10 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     all of them (``"all"``, transductive; see the module docstring). Returns pooled rows as
     :func:`gramtile.pipeline.learn.crossval.evaluate` does (``model`` = ``"nystroem"``, plus
     ``m``, the feature ``rank`` (smallest over splits), ``cutoff``, ``converged`` (every
-    one-vs-rest fit of every split met ``tol``) and the largest ``iterations``). ``progress``,
-    if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
+    one-vs-rest fit of every split met ``tol``), the largest ``iterations`` and ``loss``).
+    ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
+    ``loss``: ``"hinge"`` (the default, the model as before) or ``"squared_hinge"`` (another
+    model; its dual converges in far fewer passes, see docs/learning.md).
     """
     grid = settings_for("svm", C)
     if protocol not in PROTOCOLS:
@@ -239,7 +251,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         ranks.append(fmap.rank)
         tr, te = np.searchsorted(rows, sp.train), np.searchsorted(rows, sp.test)
         for s in grid:
-            clf = dcd.fit(F, tr, y[sp.train], C=s.C, class_weight=class_weight, loss="hinge", tol=tol,
+            clf = dcd.fit(F, tr, y[sp.train], C=s.C, class_weight=class_weight, loss=loss, tol=tol,
                           max_iter=max_iter, seed=seed)
             conv.append(clf.converged)
             iters.append(max(f.iterations for f in clf.fits))
@@ -259,7 +271,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         acc = np.asarray(fold_acc[s.C])
         m_used = int(m) if fixed is None else int(fixed.size)
         out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": m_used, "rank": int(min(ranks)),
-                    "cutoff": cutoff, "converged": bool(all(conv)), "iterations": int(max(iters)),
+                    "cutoff": cutoff, "loss": loss, "converged": bool(all(conv)), "iterations": int(max(iters)),
                     "splits": len(splits), "n_test": int(idx.size), **row,
                     "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred),
                     **({} if fixed is None else {"landmark_protocol": protocol, "landmarks_used_min": min(used)})})
