@@ -170,8 +170,8 @@ def test_train_and_predict_nystroem_model_evaluate_only_the_landmarks(stores, tm
     B = src.block(np.arange(N), src.landmarks)
     fmap = NystroemMap().fit(B[src.landmarks])
     F = np.ascontiguousarray(fmap.transform(B))
-    clf = dcd.fit(F, np.arange(N), y, C=1.0, loss="hinge", max_iter=20000)
-    sk = LinearSVC(C=1.0, loss="hinge", max_iter=20000, random_state=0).fit(F, y)
+    clf = dcd.fit(F, np.arange(N), y, C=1.0, loss="squared_hinge", max_iter=20000)
+    sk = LinearSVC(C=1.0, loss="squared_hinge", max_iter=20000, random_state=0).fit(F, y)
     docs = CorpusStore.open(corpus).documents()
     K = m.kernel_to_support(docs)
     assert K.shape == (N, M)  # prediction evaluates K(x, L) only

@@ -53,31 +53,33 @@ def test_features_in_place_refuses_bad_input():
         features_in_place(ArrayKernelSource(K), rows, np.array([3, 5]), np.empty(80), band=8)
 
 
-def reference(src, y, splits, m, C, seed):
+def reference(src, y, splits, m, C, seed, loss):
     """The previous implementation: the whole block, the features and their train/test copies,
-    scikit-learn's LinearSVC (hinge), here run to a tight tolerance."""
+    scikit-learn's LinearSVC, here run to a tight tolerance."""
     preds = []
     for sp in splits:
         L = pick_landmarks(y, sp.train, m, seed)
         fmap = NystroemMap().fit(src.block(L, L))
-        clf = LinearSVC(C=C, loss="hinge", tol=1e-8, max_iter=1_000_000).fit(
+        clf = LinearSVC(C=C, loss=loss, tol=1e-8, max_iter=1_000_000).fit(
             fmap.transform(src.block(sp.train, L)), y[sp.train])
         preds.append(clf.predict(fmap.transform(src.block(sp.test, L))))
     return np.concatenate(preds)
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_evaluate_agrees_with_liblinear_on_copies(seed):
+@pytest.mark.parametrize("loss", ["squared_hinge", "hinge"])
+@pytest.mark.parametrize("seed", range(6))
+def test_evaluate_agrees_with_liblinear_on_copies(seed, loss):
     src, y, rng = rbf_problem(seed)
     splits = stratified_kfold(y, 3, seed=seed)
     m, C = int(rng.integers(10, 80)), float(10 ** rng.uniform(-1, 1))
-    row = evaluate_nystroem(src, y, splits, m=m, C=(C,), seed=seed, tol=1e-8, max_iter=1_000_000)[0]
-    ref = reference(src, y, splits, m, C, seed)
+    row = evaluate_nystroem(src, y, splits, m=m, C=(C,), seed=seed, tol=1e-8, max_iter=1_000_000,
+                            loss=loss)[0]
+    ref = reference(src, y, splits, m, C, seed, loss)
     idx, pred = row["predictions"]
     assert np.array_equal(idx, np.concatenate([sp.test for sp in splits]))
     assert np.mean(pred == ref) >= 0.99  # differences only where a point sits on a margin (ties)
     assert abs(row["accuracy"] - np.mean(ref == y[idx])) <= 0.01
-    assert row["converged"] and row["cutoff"] == nystroem.CUTOFF and row["rank"] >= 1
+    assert row["converged"] and row["cutoff"] == nystroem.CUTOFF and row["rank"] >= 1 and row["loss"] == loss
 
 
 def test_memory_is_one_feature_array(monkeypatch):

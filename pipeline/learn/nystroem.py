@@ -15,7 +15,7 @@ kernel.
 Memory: one n x m float64 array per evaluation (:func:`features_in_place`): K(rows, L) is read
 into it band by band, then each band is replaced by its n x rank features; training and test
 rows are used through index arrays, and the linear SVM (:mod:`gramtile.pipeline.learn.dcd`,
-LIBLINEAR's dual coordinate descent for the hinge loss, one-vs-rest) reads them in place. Peak
+LIBLINEAR's dual coordinate descent, squared hinge loss by default, one-vs-rest) reads them in place. Peak
 memory is that array plus O(m^2 + band m + n) (scikit-learn's LinearSVC copied the training
 features into LIBLINEAR's sparse format, 16 bytes a value, besides the block, the features and
 their train/test copies).
@@ -59,6 +59,9 @@ PROTOCOLS = ("train", "all")
 CUTOFF = 1e-10
 #: the linear SVM's stopping tolerance and outer-iteration limit (LIBLINEAR's eps and max_iter)
 TOL, MAX_ITER = 1e-4, 20000
+#: the linear SVM's loss: the squared hinge (LinearSVC's default), whose dual converges in tens
+#: of passes where the hinge's took thousands or did not converge (docs/learning.md)
+LOSS = "squared_hinge"
 
 
 def pick_landmarks(labels, candidates, m: int, seed: int = 0, stratified: bool = True) -> np.ndarray:
@@ -203,7 +206,7 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
 def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
                       class_weight=None, cutoff: float = CUTOFF, kernel: str = "kernel", positive=None,
                       max_iter: int = MAX_ITER, landmarks=None, protocol: str = "train", tol: float = TOL,
-                      progress=None, loss: str = "hinge") -> list[dict]:
+                      progress=None, loss: str = LOSS) -> list[dict]:
     """Train and score the linear SVM (:mod:`gramtile.pipeline.learn.dcd`) on Nystroem features
     for each split and C.
 
@@ -217,8 +220,8 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     ``m``, the feature ``rank`` (smallest over splits), ``cutoff``, ``converged`` (every
     one-vs-rest fit of every split met ``tol``), the largest ``iterations`` and ``loss``).
     ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
-    ``loss``: ``"hinge"`` (the default, the model as before) or ``"squared_hinge"`` (another
-    model; its dual converges in far fewer passes, see docs/learning.md).
+    ``loss``: ``"squared_hinge"`` (the default since session 7) or ``"hinge"`` (the model of
+    earlier sessions, whose dual often stops at ``max_iter``; see docs/learning.md).
     """
     grid = settings_for("svm", C)
     if protocol not in PROTOCOLS:
@@ -279,7 +282,8 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
 
 
 def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = CUTOFF,
-                   max_iter: int = MAX_ITER, provenance=None, tol: float = TOL) -> SavedModel:
+                   max_iter: int = MAX_ITER, provenance=None, tol: float = TOL,
+                   loss: str = LOSS) -> SavedModel:
     """Train the Nystroem linear SVM on every row of a landmark store and return it as a
     :class:`~gramtile.pipeline.learn.models.SavedModel` over the landmarks.
 
@@ -322,7 +326,7 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
     L = src.landmarks
     rows = np.arange(src.n)
     F, fmap = features_in_place(src, rows, L, np.empty(rows.size * L.size), cutoff, "rows x landmarks")
-    clf = dcd.fit(F, rows, y, C=float(C), class_weight=class_weight, loss="hinge", tol=tol, max_iter=max_iter)
+    clf = dcd.fit(F, rows, y, C=float(C), class_weight=class_weight, loss=loss, tol=tol, max_iter=max_iter)
     del F
     A = fmap.W @ np.atleast_2d(clf.coef).T  # (M, n_functions)
     b = np.atleast_1d(clf.intercept)
@@ -344,7 +348,7 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
     return SavedModel(spec=spec, learner="nystroem", scheme="binary" if len(classes) == 2 else "ovr",
                       classes=[str(c) for c in clf.classes], functions=funcs, support=support, sv_self=sv_self,
                       params={"C": float(C), "class_weight": class_weight, "m": int(L.size), "rank": fmap.rank,
-                              "cutoff": cutoff, "tol": tol, "converged": clf.converged,
+                              "cutoff": cutoff, "loss": loss, "tol": tol, "converged": clf.converged,
                               "iterations": max(f.iterations for f in clf.fits), "landmarks": {k: v for k, v in lm.items() if k != "row_positions"}},
                       resources=stored_resources(corpus_path, spec, {st.kernel_hash: st}),
                       provenance={"gramtile_version": version("gramtile"),
