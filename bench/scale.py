@@ -78,9 +78,11 @@ def phase_nystroem(a):
         r = evaluate_nystroem(src, y, [sp], m=0, C=(1.0,), landmarks=src.landmarks)[0]
         correct += r["accuracy"] * r["n_test"]
         tested += r["n_test"]
+        ru = resource.getrusage(resource.RUSAGE_SELF)
         per.append({"split": sp.name, "wall_s": round(time.perf_counter() - t1, 1), "accuracy": r["accuracy"],
-                    "rank": r["rank"], "m": r["m"], "peak_rss_mib": round(resource.getrusage(
-                        resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+                    "rank": r["rank"], "m": r["landmarks_used_min"], "converged": r["converged"],
+                    "iterations": r["iterations"], "cpu_s_so_far": round(ru.ru_utime + ru.ru_stime, 1),
+                    "peak_rss_mib": round(ru.ru_maxrss / 1024, 1), "load": round(os.getloadavg()[0], 1)})
         print(json.dumps(per[-1]), file=sys.stderr, flush=True)
     wall = time.perf_counter() - t0
     return {"wall_s": round(wall, 1), "accuracy": correct / tested,

@@ -153,6 +153,7 @@ def test_train_and_predict_nystroem_model_evaluate_only_the_landmarks(stores, tm
     root, corpus, y = stores
     from sklearn.svm import LinearSVC
 
+    from gramtile.pipeline.learn import dcd
     from gramtile.pipeline.learn.models import SavedModel
     from gramtile.pipeline.learn.nystroem import NystroemMap
     from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -163,16 +164,20 @@ def test_train_and_predict_nystroem_model_evaluate_only_the_landmarks(stores, tm
                  "--model", "nystroem", "--C", "1", "--out", str(md)]) == 0
     m = SavedModel.load(md)
     assert m.learner == "nystroem" and m.n_support == M and m.params["m"] == M
-    # the reference: LinearSVC on the features of the stored block, as evaluate_nystroem builds them
+    # the reference: the linear SVM (pipeline/learn/dcd.py) on the features of the stored block, as
+    # evaluate_nystroem builds them; and scikit-learn's LinearSVC on them, to its tolerance
     src = LandmarkSource(GramStore.open(root / "lm.zarr"), normalized=True)
     B = src.block(np.arange(N), src.landmarks)
     fmap = NystroemMap().fit(B[src.landmarks])
-    clf = LinearSVC(C=1.0, loss="hinge", max_iter=20000, random_state=0).fit(fmap.transform(B), y)
+    F = np.ascontiguousarray(fmap.transform(B))
+    clf = dcd.fit(F, np.arange(N), y, C=1.0, loss="squared_hinge", max_iter=20000)
+    sk = LinearSVC(C=1.0, loss="squared_hinge", max_iter=20000, random_state=0).fit(F, y)
     docs = CorpusStore.open(corpus).documents()
     K = m.kernel_to_support(docs)
     assert K.shape == (N, M)  # prediction evaluates K(x, L) only
-    np.testing.assert_allclose(m.decision_function(K), clf.decision_function(fmap.transform(B)), atol=1e-8)
-    assert np.array_equal(m.predict_from_kernel(K).astype(str), clf.predict(fmap.transform(B)))
+    np.testing.assert_allclose(m.decision_function(K), clf.decision_function(F, np.arange(N)), atol=1e-8)
+    np.testing.assert_allclose(m.decision_function(K), sk.decision_function(F), atol=1e-3)
+    assert np.array_equal(m.predict_from_kernel(K).astype(str), sk.predict(F))
     # the CLI: new trees (not in the corpus), M kernel values per input
     new = list(read(require_data("trec_qc_num_constituency") / "NUM_train.dat", "svmlighttk"))[:25]
     f = tmp_path / "new.dat"

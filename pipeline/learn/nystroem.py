@@ -6,9 +6,19 @@ training examples: seeded, uniform or stratified by label), the feature map is
     phi(x) = K(x, L) K_LL^{-1/2},   K_LL^{-1/2} = U diag(s)^{-1/2} over eigenpairs with s > cutoff * s_max
 
 so phi(x) . phi(y) = K(x, L) K_LL^+ K(L, y), which equals K(x, y) when L holds every training
-example (m = n, up to the eigenvalue cutoff). Only the column block K[rows, L] is read (one
-block read per split, K_LL sliced from it), so a store loads only the chunks of the landmark
-columns; a ``LinearSVC`` is trained on the features (n x m floats instead of n x n).
+example (m = n, up to the eigenvalue cutoff). Only the column block K[rows, L] is read (once
+per split, in bands, K_LL copied out of it), so a store loads only the chunks of the landmark
+columns. The cutoff is relative (``CUTOFF`` = 1e-10 of the largest eigenvalue), so features are
+bounded: ||phi(x)||^2 = K(x, L) K_LL^+ K(L, x) <= K(x, x) (a projection), 1 for a normalised
+kernel.
+
+Memory: one n x m float64 array per evaluation (:func:`features_in_place`): K(rows, L) is read
+into it band by band, then each band is replaced by its n x rank features; training and test
+rows are used through index arrays, and the linear SVM (:mod:`gramtile.pipeline.learn.dcd`,
+LIBLINEAR's dual coordinate descent, squared hinge loss by default, one-vs-rest) reads them in place. Peak
+memory is that array plus O(m^2 + band m + n) (scikit-learn's LinearSVC copied the training
+features into LIBLINEAR's sparse format, 16 bytes a value, besides the block, the features and
+their train/test copies).
 
 Two ways to get the landmark columns:
 
@@ -32,7 +42,7 @@ from importlib.metadata import version
 
 import numpy as np
 
-from gramtile.pipeline import optional
+from gramtile.pipeline.learn import dcd
 from gramtile.pipeline.learn.crossval import check_classes, check_inputs, prediction_scores, read_block, settings_for
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.metrics import positive_class
@@ -45,6 +55,13 @@ from gramtile.pipeline.stores.landmarks import choose_landmarks
 
 #: how a landmark store's landmarks are used per split (see module docstring)
 PROTOCOLS = ("train", "all")
+#: eigenvalues of K_LL below CUTOFF * the largest are dropped from the map (see the module docstring)
+CUTOFF = 1e-10
+#: the linear SVM's stopping tolerance and outer-iteration limit (LIBLINEAR's eps and max_iter)
+TOL, MAX_ITER = 1e-4, 20000
+#: the linear SVM's loss: the squared hinge (LinearSVC's default), whose dual converges in tens
+#: of passes where the hinge's took thousands or did not converge (docs/learning.md)
+LOSS = "squared_hinge"
 
 
 def pick_landmarks(labels, candidates, m: int, seed: int = 0, stratified: bool = True) -> np.ndarray:
@@ -119,9 +136,9 @@ class NystroemMap:
     rank : int
     """
 
-    def __init__(self, cutoff: float = 1e-10):
+    def __init__(self, cutoff: float = CUTOFF):
         if not 0 <= cutoff < 1:
-            raise EvaluationError(f"nystroem: cutoff={cutoff!r}; use a small non-negative number, e.g. 1e-10")
+            raise EvaluationError(f"nystroem: cutoff={cutoff!r}; use a small non-negative number, e.g. {CUTOFF:g}")
         self.cutoff = cutoff
 
     def fit(self, K_LL) -> NystroemMap:
@@ -140,22 +157,72 @@ class NystroemMap:
         return np.asarray(K_xL, dtype=np.float64) @ self.W
 
 
-def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
-                      class_weight=None, cutoff: float = 1e-10, kernel: str = "kernel", positive=None,
-                      max_iter: int = 20000, landmarks=None, protocol: str = "train") -> list[dict]:
-    """Train and score LinearSVC on Nystroem features for each split and C.
+def _band_rows(source, m: int) -> int:
+    """Rows per band read: about 32 MB of K(band, L), a multiple of the store's tile when the
+    source is a Gram store (so each chunk is read once)."""
+    want = max(1, (1 << 22) // max(1, m))
+    tile = getattr(getattr(source, "store", None), "tile", None)
+    if isinstance(tile, int) and tile > 0:
+        want = max(tile, want // tile * tile)
+    return want
 
-    For each split, m landmarks are picked among its training examples and the one block
-    K[train + test, landmarks] is read. With ``landmarks`` (positions among the source's rows,
-    e.g. :attr:`LandmarkSource.landmarks`; then ``m`` is ignored) each split uses those in its
-    training part (``protocol="train"``) or all of them (``"all"``, transductive; see the
-    module docstring). Returns pooled rows as
-    :func:`gramtile.pipeline.learn.crossval.evaluate` does (``model`` = ``"nystroem"``, plus ``m`` and
-    the feature ``rank``).
+
+def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = "examples x landmarks",
+                      band: int | None = None):
+    """Nystroem features of ``rows`` (sorted positions; must contain the landmarks ``L``) in the
+    flat float64 buffer ``buf`` (at least len(rows) * len(L) values), without a second n x m array.
+
+    K(rows, L) is read in bands into ``buf`` (viewed as (len(rows), m)); K_LL is copied out of
+    it (m x m) and the map fitted; then each band is replaced by its features K(band, L) W,
+    front to back, into ``buf`` viewed as (len(rows), rank): since rank <= m, a band's features
+    end before the next band's kernel values begin. Returns (features (len(rows), rank), a
+    C-contiguous view of ``buf``, and the :class:`NystroemMap`). Memory beyond ``buf``:
+    O(m^2 + band * m) (``band``: rows per read, default about 32 MB of values).
+
+    Raises
+    ------
+    EvaluationError
+        A block with NaN / infinite entries (an unfinished store) or of the wrong shape.
     """
-    LinearSVC = optional.sklearn("svm").LinearSVC
+    rows, L = np.asarray(rows, dtype=np.int64), np.asarray(L, dtype=np.int64)
+    n, m = rows.size, L.size
+    if buf.dtype != np.float64 or buf.ndim != 1 or buf.size < n * m:
+        raise EvaluationError(f"nystroem: feature buffer of {buf.size} float64 for {n} x {m}")
+    where = np.searchsorted(rows, L)
+    if np.any(where >= n) or np.any(rows[np.minimum(where, n - 1)] != L):
+        raise EvaluationError("nystroem: every landmark must be among the rows whose features are made")
+    raw = buf[:n * m].reshape(n, m)
+    band = _band_rows(source, m) if band is None else int(band)
+    for a in range(0, n, band):
+        raw[a:a + band] = read_block(source, rows[a:a + band], L, what)
+    fmap = NystroemMap(cutoff).fit(raw[where])
+    r = fmap.rank
+    F = buf[:n * r].reshape(n, r)
+    for a in range(0, n, band):
+        F[a:a + band] = raw[a:a + band] @ fmap.W  # the product is made before F's band is written
+    return F, fmap
 
 
+def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
+                      class_weight=None, cutoff: float = CUTOFF, kernel: str = "kernel", positive=None,
+                      max_iter: int = MAX_ITER, landmarks=None, protocol: str = "train", tol: float = TOL,
+                      progress=None, loss: str = LOSS) -> list[dict]:
+    """Train and score the linear SVM (:mod:`gramtile.pipeline.learn.dcd`) on Nystroem features
+    for each split and C.
+
+    For each split, m landmarks are picked among its training examples and K[train + test,
+    landmarks] is read in bands into one feature array (:func:`features_in_place`), allocated
+    once for all splits; training and test rows are used in place through index arrays. With
+    ``landmarks`` (positions among the source's rows, e.g. :attr:`LandmarkSource.landmarks`;
+    then ``m`` is ignored) each split uses those in its training part (``protocol="train"``) or
+    all of them (``"all"``, transductive; see the module docstring). Returns pooled rows as
+    :func:`gramtile.pipeline.learn.crossval.evaluate` does (``model`` = ``"nystroem"``, plus
+    ``m``, the feature ``rank`` (smallest over splits), ``cutoff``, ``converged`` (every
+    one-vs-rest fit of every split met ``tol``), the largest ``iterations`` and ``loss``).
+    ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
+    ``loss``: ``"squared_hinge"`` (the default since session 7) or ``"hinge"`` (the model of
+    earlier sessions, whose dual often stops at ``max_iter``; see docs/learning.md).
+    """
     grid = settings_for("svm", C)
     if protocol not in PROTOCOLS:
         raise EvaluationError(f"nystroem: protocol {protocol!r}; use 'train' (landmarks of each training part) "
@@ -168,7 +235,8 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     check_classes(classes, positive, class_weight)
     pooled = {s.C: ([], []) for s in grid}
     fold_acc = {s.C: [] for s in grid}
-    ranks, used = [], []
+    ranks, used, conv, iters = [], [], [], []
+    plan = []
     for sp in splits:
         if fixed is None:
             L = pick_landmarks(y, sp.train, m, seed, stratified)
@@ -177,21 +245,28 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
             if L.size == 0:
                 raise EvaluationError(f"{sp.name}: none of the {fixed.size} landmarks is in its training part; "
                                       "compute the landmark store with more --landmarks")
+        plan.append((sp, L, np.union1d(np.union1d(sp.train, sp.test), L)))
+    buf = np.empty(max(rows.size * L.size for _, L, rows in plan))  # the one n x m array, for every split
+    for sp, L, rows in plan:
+        t0 = time.perf_counter()
         used.append(int(L.size))
-        rows = np.union1d(np.union1d(sp.train, sp.test), L)
-        B = read_block(source, rows, L, f"{sp.name} examples x landmarks")
-        where = np.searchsorted(rows, L)
-        fmap = NystroemMap(cutoff).fit(B[where])
+        F, fmap = features_in_place(source, rows, L, buf, cutoff, f"{sp.name} examples x landmarks")
         ranks.append(fmap.rank)
-        F = fmap.transform(B)
-        F_tr, F_te = F[np.searchsorted(rows, sp.train)], F[np.searchsorted(rows, sp.test)]
+        tr, te = np.searchsorted(rows, sp.train), np.searchsorted(rows, sp.test)
         for s in grid:
-            clf = LinearSVC(C=s.C, loss="hinge", class_weight=class_weight, max_iter=max_iter, random_state=seed)
-            clf.fit(F_tr, y[sp.train])
-            pred = clf.predict(F_te)
+            clf = dcd.fit(F, tr, y[sp.train], C=s.C, class_weight=class_weight, loss=loss, tol=tol,
+                          max_iter=max_iter, seed=seed)
+            conv.append(clf.converged)
+            iters.append(max(f.iterations for f in clf.fits))
+            pred = clf.predict(F, te)
             pooled[s.C][0].append(sp.test)
             pooled[s.C][1].append(pred)
             fold_acc[s.C].append(float(np.mean(pred == y[sp.test])))
+            if progress is not None:
+                progress({"split": sp.name, "C": s.C, "accuracy": fold_acc[s.C][-1], "rank": fmap.rank,
+                          "m": int(L.size), "converged": clf.converged, "iterations": iters[-1],
+                          "seconds": round(time.perf_counter() - t0, 1)})
+    del buf
     out = []
     for s in grid:
         idx, pred = np.concatenate(pooled[s.C][0]), np.concatenate(pooled[s.C][1])
@@ -199,21 +274,23 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
         acc = np.asarray(fold_acc[s.C])
         m_used = int(m) if fixed is None else int(fixed.size)
         out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": m_used, "rank": int(min(ranks)),
+                    "cutoff": cutoff, "loss": loss, "converged": bool(all(conv)), "iterations": int(max(iters)),
                     "splits": len(splits), "n_test": int(idx.size), **row,
                     "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred),
                     **({} if fixed is None else {"landmark_protocol": protocol, "landmarks_used_min": min(used)})})
     return out
 
 
-def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = 1e-10,
-                   max_iter: int = 20000, provenance=None) -> SavedModel:
+def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = CUTOFF,
+                   max_iter: int = MAX_ITER, provenance=None, tol: float = TOL,
+                   loss: str = LOSS) -> SavedModel:
     """Train the Nystroem linear SVM on every row of a landmark store and return it as a
     :class:`~gramtile.pipeline.learn.models.SavedModel` over the landmarks.
 
     The decision function of class c is phi(x) . w_c + b_c = K(x, L) (W w_c) + b_c, so the model
     is saved as a kernel expansion over the landmark examples (coefficients W w_c): ``gramtile
-    predict`` then evaluates only K(x, L), M kernel values per input. Memory O(n M): the one
-    block K(rows, L) and its n x rank features.
+    predict`` then evaluates only K(x, L), M kernel values per input. Memory O(n M): one n x M
+    array holding K(rows, L) and then, in place, the n x rank features (:func:`features_in_place`).
 
     Parameters
     ----------
@@ -230,7 +307,6 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
     EvaluationError
         Not a landmark store, another kernel, an incomplete store, one class only.
     """
-    LinearSVC = optional.sklearn("svm").LinearSVC
     st = gram if isinstance(gram, GramStore) else GramStore.open(gram)
     normalized = spec.kind == "normalized"
     base = spec.kernel if normalized else spec
@@ -249,12 +325,11 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
         raise EvaluationError(f"the rows of {st.path} have one class only ({classes!r}); training needs two")
     L = src.landmarks
     rows = np.arange(src.n)
-    B = read_block(src, rows, L, "rows x landmarks")
-    fmap = NystroemMap(cutoff).fit(B[L])
-    clf = LinearSVC(C=float(C), loss="hinge", class_weight=class_weight, max_iter=max_iter, random_state=0)
-    clf.fit(fmap.transform(B), y)
-    A = fmap.W @ np.atleast_2d(clf.coef_).T  # (M, n_functions)
-    b = np.atleast_1d(clf.intercept_)
+    F, fmap = features_in_place(src, rows, L, np.empty(rows.size * L.size), cutoff, "rows x landmarks")
+    clf = dcd.fit(F, rows, y, C=float(C), class_weight=class_weight, loss=loss, tol=tol, max_iter=max_iter)
+    del F
+    A = fmap.W @ np.atleast_2d(clf.coef).T  # (M, n_functions)
+    b = np.atleast_1d(clf.intercept)
     funcs = [{"sv": list(range(L.size)), "coef": A[:, k].tolist(), "intercept": float(b[k])} for k in range(A.shape[1])]
     reps = kernel_reps(spec)
     col_idx = st.cols()
@@ -271,9 +346,10 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
     sv_self = {st.kernel_hash: np.asarray(st.view().diag()[1], dtype=np.float64)}
     lm = st.landmarks
     return SavedModel(spec=spec, learner="nystroem", scheme="binary" if len(classes) == 2 else "ovr",
-                      classes=[str(c) for c in clf.classes_], functions=funcs, support=support, sv_self=sv_self,
+                      classes=[str(c) for c in clf.classes], functions=funcs, support=support, sv_self=sv_self,
                       params={"C": float(C), "class_weight": class_weight, "m": int(L.size), "rank": fmap.rank,
-                              "cutoff": cutoff, "landmarks": {k: v for k, v in lm.items() if k != "row_positions"}},
+                              "cutoff": cutoff, "loss": loss, "tol": tol, "converged": clf.converged,
+                              "iterations": max(f.iterations for f in clf.fits), "landmarks": {k: v for k, v in lm.items() if k != "row_positions"}},
                       resources=stored_resources(corpus_path, spec, {st.kernel_hash: st}),
                       provenance={"gramtile_version": version("gramtile"),
                                   "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "n_train": int(src.n), "gram": [str(st.path)], "corpus": str(corpus_path),
