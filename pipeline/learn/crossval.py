@@ -15,10 +15,12 @@ or, when K(train, train) would not fit the memory budget (or with ``solver="smo"
 :mod:`gramtile.pipeline.learn.smo` over kernel rows read through a bounded cache
 (:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands.
 
-Parallel: each split is a task (:class:`SplitTask`, :func:`run_split`) run by
-:func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster profile or client; a task
-carries store paths and indices, and the worker reads its own blocks. Results are assembled in
-split order, so they are the serial run's.
+Parallel: every independent fit is a task (:mod:`gramtile.pipeline.learn.fits`: one per split x C,
+one per smo problem along the C grid; nested selection in two waves, split x inner fold x C and
+then split x chosen C) run by :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster
+profile or client; a task carries store paths and indices, and the worker reads its own blocks.
+The serial run is the same tasks one after another, and results are assembled in task order
+(:func:`assemble`), so a parallel run gives the serial run's numbers.
 
 Result rows are flat dicts. Binary tasks report precision/recall/F1 of the positive class
 (:func:`~gramtile.pipeline.learn.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
@@ -450,11 +452,12 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     tol : float
         smo's stopping tolerance (libsvm keeps SVC's default, also 1e-3).
     cluster, cluster_file, client
-        Run the splits as tasks on this cluster profile or Dask client
-        (:func:`~gramtile.pipeline.learn.parallel.run_tasks`); each task opens the stores itself and
+        Run every fit as a task on this cluster profile or Dask client
+        (:func:`~gramtile.pipeline.learn.parallel.run_tasks`; the tasks of
+        :func:`~gramtile.pipeline.learn.fits.split_tasks`); each task opens the stores itself and
         reads its own blocks. Results are those of the serial run. None: in this process.
     bar : bool
-        Show a progress bar over the splits' fits.
+        Show one progress bar over every fit (nested: the inner fits and the final ones).
     announce : callable, optional
         Called once with the one-line description of the solver chosen (:attr:`SolverPlan.line`).
 
