@@ -12,8 +12,9 @@ each variant as a child process (wall, user + system CPU of the command and its 
 
 - sequential (the default: one process, one fit after another),
 - ``--cluster threads`` (2 threads of the command's process),
-- ``--cluster local`` (a LocalCluster of 2 worker processes, started by the command; their CPU is
-  not in the child's rusage: they are its grandchildren),
+- ``--cluster local`` (a LocalCluster of 2 worker processes, started by the command; its CPU
+  figure is well above the threads one, so the workers' CPU appears to be counted when the
+  command reaps them, with their start and imports),
 
 alternating the variants for ``--repeats`` rounds, with the load average before each run. Every
 parallel results.json is checked equal to the serial one (timings and the solver's budget
@@ -87,7 +88,7 @@ def measure(cmd, results: Path) -> dict:
 
 def run_num(gram: Path, out: Path, extra: list) -> dict:
     cmd = [sys.executable, "-m", "gramtile", "evaluate", "--gram", str(gram), "--folds", "10", "--C",
-           "0.1,1,10,100", "--normalized", "--no-progress", "--out", str(out), *extra]
+           "0.1,1,10,100", "--normalized", "--no-progress", "--overwrite", "--out", str(out), *extra]
     m = measure(cmd, out / "results.json")
     m["res"].pop("solver", None)
     return m

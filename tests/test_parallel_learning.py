@@ -247,22 +247,23 @@ def test_fits_on_threads_and_worker_processes_equal_the_serial_run(num, client, 
 def test_a_fixed_split_is_many_tasks_each_naming_the_store_not_its_values(num, monkeypatch):
     """One split with 3 C and nested 3-fold selection: 9 inner fits, then 1 (libsvm: one task per
     fit, its classes inside SVC); smo: one task per (split, one-vs-rest class) along the C grid.
-    A task pickles to a few kB (indices and store paths), far below its blocks."""
+    A task pickles to a few kB (indices and store paths), far below its blocks. With enough
+    training parts for the workers (4 folds, 2 threads), the fits of one part are one task."""
     import pickle
 
-    from gramtile.pipeline.learn import crossval
+    from gramtile.pipeline.learn import fits as fits_module
     from gramtile.pipeline.learn.folds import fixed_split
 
     src = open_gram_source(num / "sst.zarr", normalized=True)
     labels = store_labels(src.store)
     split = [fixed_split(np.arange(0, 350), np.arange(350, 500), 500)]
-    waves, real = [], crossval.run_tasks
+    waves, real = [], fits_module.run_tasks
 
     def spy(fn, tasks, **kw):
         waves.append(list(tasks))
         return real(fn, tasks, **kw)
 
-    monkeypatch.setattr(crossval, "run_tasks", spy)
+    monkeypatch.setattr(fits_module, "run_tasks", spy)
     for solver, want in (("libsvm", [9, 1]), ("smo", [3, 1])):
         waves.clear()
         evaluate(src, labels, split, C=[0.1, 1.0, 10.0], select="nested", solver=solver, cache_mb=2.0,
@@ -274,6 +275,10 @@ def test_a_fixed_split_is_many_tasks_each_naming_the_store_not_its_values(num, m
     waves.clear()
     evaluate(src, labels, split, C=[0.1, 1.0, 10.0, 100.0], solver="libsvm", cluster="threads")
     assert [len(w) for w in waves] == [4]  # select=test: one fit per C
+    waves.clear()
+    evaluate(src, labels, stratified_kfold(labels, 4, seed=0), C=[0.1, 1.0, 10.0], solver="libsvm",
+             cluster="threads")
+    assert [len(w) for w in waves] == [4] and all(len(t.fits) == 3 for t in waves[0])  # packed per fold
 
 
 def test_the_progress_bar_counts_every_fit(num, monkeypatch):

@@ -46,7 +46,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, read_block, run_task, split_tasks
+from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
@@ -497,7 +497,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     n_fits = sum(len(isplits) * n_tasks(plan, grid, cl) for isplits, cl, _ in inner) + \
         len(splits) * n_tasks(plan, [Setting("svm", 1.0)] if nested else grid, classes)
     pb = progress_bar(n_fits, "fit", "evaluate", disable=not bar or n_fits < 2)
-    opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb)
+    opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="evaluate")
     try:
         chosen = []
         if nested:  # wave 1: every (split, inner fold, C); C chosen per split from the pooled inner fits
@@ -507,7 +507,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
                     t, asm = split_tasks(ref, run, y, tr, te, grid, cl, **common, name=f"{sp.name} inner {k}")
                     reads.append((len(tasks), len(t), asm))
                     tasks += t
-            results = run_tasks(run_task, tasks, desc="evaluate", key_prefix="gramtile-inner", **opts)
+            results = run_fits(tasks, key_prefix="gramtile-inner", **opts)
             preds = iter([asm(results[a:a + m]) for a, m, asm in reads])
             for sp, (isplits, cl, pos) in zip(splits, inner):
                 fits = [list(zip(grid, [{}] * len(grid), next(preds))) for _ in isplits]
@@ -530,7 +530,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
                 sp = splits[i]
                 progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
 
-        results = run_tasks(run_task, tasks, desc="evaluate", on_done=done, **opts)
+        results = run_fits(tasks, on_done=done, **opts)
     finally:
         pb.close()
         forget_blocks()

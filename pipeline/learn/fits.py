@@ -15,7 +15,9 @@ A task carries a :class:`~gramtile.pipeline.learn.parallel.SourceRef` (store pat
 identities, never kernel values) and index arrays; the worker reads only the blocks its fit needs
 (:func:`fit_blocks`). The fits of one training part read the same two blocks, so each thread keeps
 the last pair it read (one pair: it is dropped before another is read) and a following fit of the
-same part reuses it; which fits share a worker does not change a number, only how often a block
+same part reuses it. When an evaluation has enough training parts to keep every worker busy,
+the fits of one part are packed into one task (:func:`pack`, :func:`run_fits`), so each pair is
+read once; which fits share a worker or a task does not change a number, only how often a block
 is read.
 
 :func:`split_tasks` plans the tasks of one training part / test part and the function that turns
@@ -32,7 +34,7 @@ import numpy as np
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.parallel import SourceRef
+from gramtile.pipeline.learn.parallel import SourceRef, n_slots, run_tasks
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 
@@ -138,9 +140,68 @@ class Chain:
     name: str
 
 
+@dataclass
+class Group:
+    """Fits of one training part / test part (they read the same two blocks), run in one task one
+    after another (:func:`pack`)."""
+
+    fits: list
+
+
 def run_task(task):
-    """What a worker runs: :func:`run_fit` or :func:`run_chain`."""
+    """What a worker runs: :func:`run_fit`, :func:`run_chain`, or the fits of a :class:`Group`."""
+    if isinstance(task, Group):
+        return [run_fit(f) for f in task.fits]
     return run_chain(task) if isinstance(task, Chain) else run_fit(task)
+
+
+#: Fits sharing a block pair are packed into one task when there are at least this many such
+#: pairs per worker slot (enough to keep every worker busy without splitting a pair).
+PACK_PER_SLOT = 2
+
+
+def _pair_key(t):
+    return (t.ref.key, t.run, _digest(t.train), _digest(t.test)) if isinstance(t, Fit) else None
+
+
+def pack(tasks: list, slots: int) -> list:
+    """``[(task to run, [indices of tasks it stands for])]``: consecutive :class:`Fit` s of one
+    block pair become one :class:`Group` when the pairs are at least :data:`PACK_PER_SLOT` per
+    worker slot (each pair is then read once, by one worker); with fewer pairs (a fixed split, a
+    3-fold inner selection) every fit stays a task of its own, so the workers share the C grid
+    (and each reads the pair it needs)."""
+    runs = []
+    for i, t in enumerate(tasks):
+        k = _pair_key(t)
+        if runs and k is not None and runs[-1][0] == k:
+            runs[-1][1].append(i)
+        else:
+            runs.append((k, [i]))
+    if len(runs) < PACK_PER_SLOT * max(1, slots):
+        return [(t, [i]) for i, t in enumerate(tasks)]
+    return [(Group([tasks[i] for i in idx]), idx) if len(idx) > 1 else (tasks[idx[0]], idx) for _, idx in runs]
+
+
+def run_fits(tasks: list, cluster=None, cluster_file=None, client=None, bar=None, on_done=None,
+             desc: str = "fits", key_prefix: str = "gramtile-fit") -> list:
+    """The results of ``tasks`` (:class:`Fit` s and :class:`Chain` s) in task order, run as the
+    units of :func:`pack` by :func:`~gramtile.pipeline.learn.parallel.run_tasks`; ``bar`` (a
+    progress bar) advances and ``on_done(i, result)`` is called once per task, not per unit."""
+    units = pack(tasks, n_slots(cluster, cluster_file, client))
+    out = [None] * len(tasks)
+
+    def done(u, r):
+        idx = units[u][1]
+        for i, x in zip(idx, r if isinstance(units[u][0], Group) else [r]):
+            out[i] = x
+            if bar is not None:
+                bar.update(1)
+            if on_done is not None:
+                on_done(i, x)
+
+    run_tasks(run_task, [u for u, _ in units], cluster=cluster, cluster_file=cluster_file, client=client,
+              desc=desc, on_done=done, key_prefix=key_prefix)
+    return out
 
 
 def run_fit(task: Fit) -> np.ndarray:

@@ -180,6 +180,18 @@ def in_process(cluster, cluster_file=None, client=None) -> int:
     return profile.n_workers if profile.in_process else 1
 
 
+def n_slots(cluster, cluster_file=None, client=None) -> int:
+    """How many tasks a run executes at once: the client's worker threads, a profile's workers
+    (times ``threads_per_worker`` of a ``local`` one), 1 in this process."""
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    if cluster in (None, "sequential"):
+        return 1
+    profile = get_profile(cluster, cluster_file)
+    per = int(profile.options.get("threads_per_worker", 1)) if profile.type == "local" else 1
+    return profile.n_workers * per
+
+
 def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str = "fits", bar: bool = False,
               on_done=None, key_prefix: str = "gramtile-fit"):
     """``[fn(t) for t in tasks]``, run on a cluster profile or client, results in task order.

@@ -57,10 +57,10 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.learn.crossval import assemble, evaluate, plan_solver
-from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_task, split_tasks
+from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import classification_report, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, in_process, run_tasks, source_ref
+from gramtile.pipeline.learn.parallel import SourceRef, in_process, source_ref
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.senseval import read_senseval
@@ -430,7 +430,7 @@ def learn(systems: dict, labels, splits, p, cluster=None, cluster_file=None, cli
     pb = progress_bar(len(tasks) + n_final, "fit", "learn", disable=not bar)
     opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="learn")
     try:
-        results = run_tasks(run_task, tasks, key_prefix="gramtile-inner", **opts) if tasks else []
+        results = run_fits(tasks, key_prefix="gramtile-inner", **opts) if tasks else []
         best = {}
         for name, f, a, parts, reads in inner:
             fits = [list(zip(grid, [{}] * len(grid), asm(results[j:j + m]))) for j, m, asm in reads]
@@ -448,7 +448,7 @@ def learn(systems: dict, labels, splits, p, cluster=None, cluster_file=None, cli
                                      name=f"{name} fold {f}")
                 final.append((name, f, a, C, len(tasks), len(t), asm))
                 tasks += t
-        results = run_tasks(run_task, tasks, **opts)
+        results = run_fits(tasks, **opts)
     finally:
         pb.close()
         forget_blocks()
