@@ -34,14 +34,20 @@ def _svc(K, y, tr, te, C, k):
     return m.predict(K[np.ix_(te, tr)])
 
 
+_SMO = {}
+
+
 def _reference(K, y, tr, te, C, k, solver):
     if solver == "libsvm":
         return _svc(K, y, tr, te, C, k)
-    return smo_fit_predict(ArrayKernelSource(K), y, tr, te, CS, sorted(set(y.tolist())), cache_mb=1.0)[C]
+    key = (K.tobytes(), tr.tobytes(), te.tobytes())  # smo_fit_predict solves the whole grid at once
+    if key not in _SMO:
+        _SMO[key] = smo_fit_predict(ArrayKernelSource(K), y, tr, te, CS, sorted(set(y.tolist())), cache_mb=1.0)
+    return _SMO[key][C]
 
 
 @pytest.mark.parametrize("solver", ["libsvm", "smo"])
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_every_C_on_the_test_parts_equals_the_explicit_fits(seed, solver):
     k = 2 + seed % 2
     K, y = _problem(seed, k)
@@ -56,7 +62,7 @@ def test_every_C_on_the_test_parts_equals_the_explicit_fits(seed, solver):
 
 
 @pytest.mark.parametrize("solver", ["libsvm", "smo"])
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_nested_selection_equals_a_plain_loop_over_the_inner_folds(seed, solver):
     k = 2 + seed % 2
     K, y = _problem(seed, k)
