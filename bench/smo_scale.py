@@ -4,7 +4,8 @@ Runs ``gramtile -v evaluate --gram G --folds K --C 1 --normalized --solver smo -
 --scratch WORKDIR [--cluster PROFILE]`` in a child process and reports its wall time, user and
 system CPU, peak RSS (``os.wait4``), the load average over the run (sampled every 15 s), and the
 phases the command logs: the kernel row file written (``learn/rowfile.py``), each fold's fits
-(problems, iterations, row reads, cache hit rate) and prediction; then the accuracy from
+per one-vs-rest problem (its fits along the C grid: iterations, row reads, cache hit rate,
+support vectors, prediction); then the accuracy from
 results.json. ``--solver libsvm`` (or any other evaluate options after ``--``) runs the same
 evaluation for comparison.
 
@@ -23,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-FITS = re.compile(r"smo fits on (\d+) examples: (\d+) problems, (\d+) iterations, (\d+) row reads, hit rate ([\d.]+), "
+FITS = re.compile(r"smo (.+?), class (.+?): (\d+) C, (\d+) iterations, (\d+) row reads, hit rate ([\d.]+), "
                   r"([\d.]+) s; prediction of (\d+) on (\d+) support vectors ([\d.]+) s")
 WRITTEN = re.compile(r"kernel rows written in ([\d.]+) s")
 
@@ -78,16 +79,13 @@ def main():
         m = WRITTEN.search(ln)
         if m:
             print(f"row file written in {m.group(1)} s")
-    print("| fold | n_train | problems | iterations | row reads | hit rate | fits s | n_test | support vectors | "
+    print("| split | class | C values | iterations | row reads | hit rate | fits s | n_test | support vectors | "
           "prediction s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    k = 0
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for _, ln in lines:
         m = FITS.search(ln)
         if m:
-            g = m.groups()
-            print(f"| {k} | {g[0]} | {g[1]} | {g[2]} | {g[3]} | {g[4]} | {g[5]} | {g[6]} | {g[7]} | {g[8]} |")
-            k += 1
+            print("| " + " | ".join(m.groups()) + " |")
 
 
 if __name__ == "__main__":

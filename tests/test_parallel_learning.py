@@ -205,3 +205,107 @@ def test_a_model_directory_appears_only_complete(qc, tmp_path):
     assert main(base + ["--out", str(other)]) == 2
     assert main(base + ["--out", str(other), "--overwrite"]) == 2  # never into a folder that is not a model's
     assert (other / "keep.txt").read_text() == "mine"
+
+
+# ---- every fit a task (session 7) ------------------------------------------------------------------
+
+def _same(a, b):
+    assert a.rows == b.rows and a.fold_rows == b.fold_rows
+    assert a.predictions.keys() == b.predictions.keys()
+    for key, (idx, pred) in a.predictions.items():
+        assert np.array_equal(b.predictions[key][0], idx) and np.array_equal(b.predictions[key][1], pred)
+
+
+@pytest.fixture(scope="module")
+def client(num):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  memory_limit="1.5GiB") as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.mark.parametrize("solver", ["libsvm", "smo"])
+@pytest.mark.parametrize("select", ["test", "nested"])
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed-split", "k-fold"])
+def test_fits_on_threads_and_worker_processes_equal_the_serial_run(num, client, solver, select, fixed):
+    from gramtile.pipeline.learn.folds import fixed_split
+
+    src = open_gram_source(num / "sst.zarr", normalized=True)
+    labels = store_labels(src.store)
+    splits = [fixed_split(np.arange(0, 350), np.arange(350, 500), 500)] if fixed else \
+        stratified_kfold(labels, 3, seed=1)
+    kw = dict(C=[0.1, 1.0, 10.0], select=select, inner_folds=3, solver=solver, cache_mb=2.0)
+    serial = evaluate(src, labels, splits, **kw)
+    _same(serial, evaluate(src, labels, splits, cluster="threads", **kw))
+    _same(serial, evaluate(src, labels, splits, client=client, **kw))
+    if select == "nested":
+        assert len(serial.rows) == 1 and len(serial.rows[0]["C_chosen"].split(",")) == len(splits)
+    else:
+        assert [r["C"] for r in serial.rows] == [0.1, 1.0, 10.0]
+
+
+def test_a_fixed_split_is_many_tasks_each_naming_the_store_not_its_values(num, monkeypatch):
+    """One split with 3 C and nested 3-fold selection: 9 inner fits, then 1 (libsvm: one task per
+    fit, its classes inside SVC); smo: one task per (split, one-vs-rest class) along the C grid.
+    A task pickles to a few kB (indices and store paths), far below its blocks. With enough
+    training parts for the workers (4 folds, 2 threads), the fits of one part are one task."""
+    import pickle
+
+    from gramtile.pipeline.learn import fits as fits_module
+    from gramtile.pipeline.learn.folds import fixed_split
+
+    src = open_gram_source(num / "sst.zarr", normalized=True)
+    labels = store_labels(src.store)
+    split = [fixed_split(np.arange(0, 350), np.arange(350, 500), 500)]
+    waves, real = [], fits_module.run_tasks
+
+    def spy(fn, tasks, **kw):
+        waves.append(list(tasks))
+        return real(fn, tasks, **kw)
+
+    monkeypatch.setattr(fits_module, "run_tasks", spy)
+    for solver, want in (("libsvm", [9, 1]), ("smo", [3, 1])):
+        waves.clear()
+        evaluate(src, labels, split, C=[0.1, 1.0, 10.0], select="nested", solver=solver, cache_mb=2.0,
+                 cluster="threads")
+        assert [len(w) for w in waves] == want
+        for t in waves[0] + waves[1]:
+            assert t.ref.local is None and t.ref.stores[0].path == str(src.store.path)
+            assert len(pickle.dumps(t)) < 20_000 < 8 * t.train.size ** 2
+    waves.clear()
+    evaluate(src, labels, split, C=[0.1, 1.0, 10.0, 100.0], solver="libsvm", cluster="threads")
+    assert [len(w) for w in waves] == [4]  # select=test: one fit per C
+    waves.clear()
+    evaluate(src, labels, stratified_kfold(labels, 4, seed=0), C=[0.1, 1.0, 10.0], solver="libsvm",
+             cluster="threads")
+    assert [len(w) for w in waves] == [4] and all(len(t.fits) == 3 for t in waves[0])  # packed per fold
+
+
+def test_the_progress_bar_counts_every_fit(num, monkeypatch):
+    from gramtile.pipeline.learn import crossval
+
+    bars = []
+    real = crossval.progress_bar
+
+    def record(total, unit, desc, **kw):
+        pb = real(total, unit, desc, **kw)
+        bars.append((total, unit, pb))
+        return pb
+
+    monkeypatch.setattr(crossval, "progress_bar", record)
+    src = open_gram_source(num / "sst.zarr", normalized=True)
+    labels = store_labels(src.store)
+    folds = stratified_kfold(labels, 4, seed=0)
+    evaluate(src, labels, folds, C=[0.1, 1.0, 10.0], select="nested", inner_folds=2, bar=True, cluster="threads")
+    (total, unit, pb), = bars
+    assert unit == "fit" and total == 4 * 2 * 3 + 4 and pb.n == total
+
+
+def test_one_vs_rest_smo_chains_on_worker_processes_equal_the_serial_run(qc, client):
+    src = open_gram_source(qc / "g.zarr", normalized=True)
+    labels = store_labels(src.store)
+    folds = stratified_kfold(labels, 3, seed=0)
+    kw = dict(C=[1.0, 10.0], select="nested", inner_folds=2, solver="smo", cache_mb=1.0)
+    serial = evaluate(src, labels, folds, **kw)
+    assert len(set(labels)) == 6
+    _same(serial, evaluate(src, labels, folds, client=client, **kw))

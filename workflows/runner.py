@@ -494,7 +494,8 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
         Tile edge of new Gram stores.
     solver, memory_mb, cache_mb
         The SVM solver of the learn steps (:func:`~gramtile.pipeline.learn.crossval.plan_solver`).
-        Recipe workflows (``recipe:``) keep their own learning code and run it in-process.
+        Recipe workflows (``recipe:``) keep their own protocols; the wsd, relations and qc_hdag
+        recipes run their fits as tasks on ``cluster`` / ``client`` too (with the default solver).
 
     Returns
     -------
@@ -505,7 +506,8 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     if not isinstance(wf, (Workflow, RecipeWorkflow)):
         wf = load_workflow(wf)
     if isinstance(wf, RecipeWorkflow):
-        return wf.run(out, cluster=cluster, cluster_file=cluster_file, progress=progress, tile=tile)
+        extra = {} if client is None else {"client": client}
+        return wf.run(out, cluster=cluster, cluster_file=cluster_file, progress=progress, tile=tile, **extra)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()

@@ -17,10 +17,12 @@ or, when K(train, train) would not fit the memory budget (or with ``solver="smo"
 Gram store, smo reads its rows from one row file per run (:mod:`gramtile.pipeline.learn.rowfile`,
 :func:`smo_row_file`), written before the tasks start and removed when they end.
 
-Parallel: each split is a task (:class:`SplitTask`, :func:`run_split`) run by
-:func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster profile or client; a task
-carries store paths and indices, and the worker reads its own blocks. Results are assembled in
-split order, so they are the serial run's.
+Parallel: every independent fit is a task (:mod:`gramtile.pipeline.learn.fits`: one per split x C,
+one per smo problem along the C grid; nested selection in two waves, split x inner fold x C and
+then split x chosen C) run by :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster
+profile or client; a task carries store paths and indices, and the worker reads its own blocks.
+The serial run is the same tasks one after another, and results are assembled in task order
+(:func:`assemble`), so a parallel run gives the serial run's numbers.
 
 Result rows are flat dicts. Binary tasks report precision/recall/F1 of the positive class
 (:func:`~gramtile.pipeline.learn.metrics.positive_class`); multi-class tasks report macro-averaged precision/recall/F1 and also
@@ -39,21 +41,23 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
+import uuid
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 import numpy as np
 
-from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
-from gramtile.pipeline.learn.perceptron import VotedPerceptron
 from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
-from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
-from gramtile.pipeline.progress import log
+from gramtile.pipeline.learn.sources import ArrayKernelSource
+from gramtile.pipeline.progress import log, progress_bar
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
@@ -86,27 +90,6 @@ def parse_class_weight(text):
             raise EvaluationError(f"--class-weight: cannot read {part!r} in {text!r}; use 'balanced', 'none' "
                                   "or LABEL:WEIGHT pairs with positive weights, e.g. +1:5")
     return out
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One model configuration of a grid."""
-
-    model: str
-    C: float | None = None
-    epochs: int | None = None
-
-    def build(self, class_weight, multiclass: str, n_classes: int, seed):
-        if self.model == "perceptron":
-            return VotedPerceptron(epochs=self.epochs, seed=seed)
-        SVC = optional.sklearn("svm").SVC
-
-        svc = SVC(kernel="precomputed", C=self.C, class_weight=class_weight)
-        if n_classes > 2 and multiclass == "ovr":
-            OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
-
-            return OneVsRestClassifier(svc)
-        return svc
 
 
 def settings_for(model: str, C=(1.0,), epochs: int = 2) -> list[Setting]:
@@ -155,20 +138,6 @@ def check_classes(classes, positive, class_weight):
                                   "name existing labels, e.g. --class-weight " + f"{classes[-1]}:5")
     elif class_weight not in (None, "balanced"):
         raise EvaluationError(f"class_weight={class_weight!r}; use None, 'balanced' or a dict label -> weight")
-
-
-def read_block(source, rows, cols, what):
-    """K[rows][:, cols] as float64, refusing NaN / infinite entries (checked a band of rows at a
-    time, so the check allocates no second matrix)."""
-    B = np.asarray(source.block(rows, cols), dtype=np.float64)
-    if B.shape != (len(rows), len(cols)):
-        raise EvaluationError(f"kernel source returned a block of shape {B.shape} for {what}, "
-                              f"expected {(len(rows), len(cols))}")
-    band = max(1, (1 << 24) // max(1, B.shape[1]))
-    if not all(np.isfinite(B[a:a + band]).all() for a in range(0, B.shape[0], band)):
-        raise EvaluationError(f"the {what} block has NaN or infinite entries (an unfinished Gram store?); "
-                              "finish it with `gramtile gram` (it resumes) and rerun")
-    return B
 
 
 def prediction_scores(y_true, y_pred, classes, positive) -> dict:
@@ -498,65 +467,7 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
                          desc="train", bar=bar)
 
 
-# ---- one split as a task --------------------------------------------------------------------------
-
-@dataclass
-class SplitTask:
-    """Everything one split's fits need; the kernel comes from ``ref`` (opened on the worker)."""
-
-    ref: SourceRef
-    y: np.ndarray
-    split: Split
-    grid: list
-    nested: bool
-    c_grid: list
-    inner_folds: int
-    inner_seed: int
-    class_weight: object
-    multiclass: str
-    classes: list
-    positive: object
-    seed: object
-    plan: SolverPlan
-    inner_metric: str = "accuracy"
-
-
-def run_split(task: SplitTask) -> list:
-    """Fit and predict one split (its nested C selection included): ``[(setting fitted, extra row
-    fields, predictions of split.test)]`` in the order of ``task.grid``."""
-    src = task.ref.open()
-    sp, y = task.split, task.y
-    out = []
-    smo = task.plan.used == "smo" and task.grid[0].model == "svm"
-    if smo:
-        c = None
-        if task.nested:
-            c, _ = choose_C_source(ViewKernelSource(src, idx=sp.train), y[sp.train], task.c_grid,
-                                   folds=task.inner_folds, seed=task.inner_seed, class_weight=task.class_weight,
-                                   multiclass=task.multiclass, positive=task.positive, metric=task.inner_metric,
-                                   plan=task.plan)
-        Cs = [c] if task.nested else [s.C for s in task.grid]
-        preds = smo_fit_predict(src, y, sp.train, sp.test, Cs, task.classes, task.class_weight,
-                                task.plan.cache_mb, task.plan.tol, row_file=task.plan.row_file)
-        for s in task.grid:
-            fit_s = Setting("svm", c) if task.nested else s
-            out.append((fit_s, {"C_chosen": c} if task.nested else {}, preds[float(fit_s.C)]))
-        return out
-    K_tr = read_block(src, sp.train, sp.train, f"{sp.name} train x train")
-    K_te = read_block(src, sp.test, sp.train, f"{sp.name} test x train")
-    for s in task.grid:
-        fit_s, extra = s, {}
-        if task.nested:
-            c, _ = choose_C_source(ArrayKernelSource(K_tr), y[sp.train], task.c_grid, folds=task.inner_folds,
-                                   seed=task.inner_seed, class_weight=task.class_weight, multiclass=task.multiclass,
-                                   positive=task.positive, metric=task.inner_metric, plan=task.plan)
-            fit_s, extra = Setting("svm", c), {"C_chosen": c}
-        est = fit_s.build(task.class_weight, task.multiclass, len(task.classes), task.seed)
-        est.fit(K_tr, y[sp.train])
-        out.append((fit_s, extra, np.asarray(est.predict(K_te))))
-        del est
-    return out
-
+# ---- evaluation: every independent fit a task ----------------------------------------------------
 
 def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=None, multiclass: str = "ovr",
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
@@ -602,11 +513,12 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     tol : float
         smo's stopping tolerance (libsvm keeps SVC's default, also 1e-3).
     cluster, cluster_file, client
-        Run the splits as tasks on this cluster profile or Dask client
-        (:func:`~gramtile.pipeline.learn.parallel.run_tasks`); each task opens the stores itself and
+        Run every fit as a task on this cluster profile or Dask client
+        (:func:`~gramtile.pipeline.learn.parallel.run_tasks`; the tasks of
+        :func:`~gramtile.pipeline.learn.fits.split_tasks`); each task opens the stores itself and
         reads its own blocks. Results are those of the serial run. None: in this process.
     bar : bool
-        Show a progress bar over the splits' fits.
+        Show one progress bar over every fit (nested: the inner fits and the final ones).
     announce : callable, optional
         Called once with the one-line description of the solver chosen (:attr:`SolverPlan.line`).
     scratch : directory, optional
@@ -624,15 +536,11 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     grid = settings_for(model, C, epochs)
     nested = model == "svm" and len(grid) > 1 and select == "nested"
     c_grid = [s.C for s in grid]
-    if nested:
-        grid = [Setting("svm", None)]
-    chosen = []
     y, splits = check_inputs(source, labels, splits)
     classes = sorted(np.unique(y).tolist())
     if positive is None and len(classes) == 2:
         positive = positive_class(classes)
     check_classes(classes, positive, class_weight)
-    res = Evaluation()
     if isinstance(solver, SolverPlan):
         plan = solver
     else:
@@ -640,30 +548,115 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
                            max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
                            memory_mb, cache_mb, inner_folds if nested else 0, multiclass, len(classes),
                            share=in_process(cluster, cluster_file, client), tol=tol, scratch=scratch)
-    res.solver = plan.to_dict() if model == "svm" else None
     if announce is not None and model == "svm":
         announce(plan.line)
     check_complete(source)
     # in this process, read through the caller's own source; elsewhere, each worker opens the stores
     ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
-    tasks = [SplitTask(ref, y, sp, grid, nested, c_grid, inner_folds, inner_seed, class_weight, multiclass, classes,
-                       positive, seed, plan, inner_metric) for sp in splits]
+    run = uuid.uuid4().hex
+    # smo over a store reads its kernel rows from one row file, written here for every fit of the run
+    # and removed when they end (also on error)
+    rows_cm = smo_row_file(plan if model == "svm" else replace(plan, used="libsvm"), source,
+                           max(sp.train.size for sp in splits))
+    plan = rows_cm.__enter__()
+    exc = (None, None, None)
+    try:
+        common = dict(class_weight=class_weight, multiclass=multiclass, seed=seed, plan=plan)
+        inner = [_inner_splits(y, sp, inner_folds, inner_seed, positive, class_weight) for sp in splits] if nested \
+            else []
+        # one bar over every fit of both waves (nested: the inner fits, then one fit per split)
+        n_fits = sum(len(isplits) * n_tasks(plan, grid, cl) for isplits, cl, _ in inner) + \
+            len(splits) * n_tasks(plan, [Setting("svm", 1.0)] if nested else grid, classes)
+        pb = progress_bar(n_fits, "fit", "evaluate", disable=not bar or n_fits < 2)
+        opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="evaluate")
+        try:
+            chosen = []
+            if nested:  # wave 1: every (split, inner fold, C); C chosen per split from the pooled inner fits
+                tasks, reads = [], []
+                for sp, (isplits, cl, pos) in zip(splits, inner):
+                    for k, (tr, te) in enumerate(isplits):
+                        t, asm = split_tasks(ref, run, y, tr, te, grid, cl, **common, name=f"{sp.name} inner {k}")
+                        reads.append((len(tasks), len(t), asm))
+                        tasks += t
+                results = run_fits(tasks, key_prefix="gramtile-inner", **opts)
+                preds = iter([asm(results[a:a + m]) for a, m, asm in reads])
+                for sp, (isplits, cl, pos) in zip(splits, inner):
+                    fits = [list(zip(grid, [{}] * len(grid), next(preds))) for _ in isplits]
+                    ev = assemble(y, [Split(te, te, "inner") for _, te in isplits], grid, fits, cl, pos, "inner",
+                                  class_weight, multiclass)
+                    chosen.append(best_C(ev.rows, inner_metric))
+            fit_grid = [[Setting("svm", c)] for c in chosen] if nested else [grid] * len(splits)
+            tasks, reads, left = [], [], {}
+            for i, (sp, g) in enumerate(zip(splits, fit_grid)):
+                t, asm = split_tasks(ref, run, y, sp.train, sp.test, g, classes, **common, name=sp.name)
+                reads.append((len(tasks), len(t), asm))
+                left.update({len(tasks) + j: i for j in range(len(t))})
+                tasks += t
+            todo = [m for _, m, _ in reads]
 
-    def done(i, _):
-        if progress is not None:
-            sp = splits[i]
-            progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
+            def done(j, _):
+                i = left[j]
+                todo[i] -= 1
+                if progress is not None and todo[i] == 0:
+                    sp = splits[i]
+                    progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
 
-    with smo_row_file(plan if model == "svm" else replace(plan, used="libsvm"), source,
-                      max(sp.train.size for sp in splits)) as plan:
-        for t in tasks:
-            t.plan = plan
-        results = run_tasks(run_split, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
-                            desc="evaluate", bar=bar, on_done=done)
+            results = run_fits(tasks, on_done=done, **opts)
+        finally:
+            pb.close()
+            forget_blocks()
+    except BaseException:
+        exc = sys.exc_info()
+        raise
+    finally:
+        rows_cm.__exit__(*exc)
+    fits = []
+    for (a, m, asm), g, c in zip(reads, fit_grid, chosen or [None] * len(splits)):
+        extra = {"C_chosen": c} if nested else {}
+        fits.append(list(zip(g, [extra] * len(g), asm(results[a:a + m]))))
+    res = assemble(y, splits, [Setting("svm", None)] if nested else grid, fits, classes, positive, kernel,
+                   class_weight, multiclass, nested=nested, c_grid=c_grid, inner_folds=inner_folds)
+    res.solver = plan.to_dict() if model == "svm" else None
+    return res
+
+
+def _inner_splits(y, sp, folds: int, seed: int, positive, class_weight):
+    """The inner folds of nested C selection in ``sp``'s training part, as (train, test) positions of
+    the source, with the classes and positive class of that part (as :func:`choose_C_source`)."""
+    ytr = y[sp.train]
+    counts = np.unique(ytr, return_counts=True)[1]
+    k = int(min(folds, counts.min()))
+    if k < 2:
+        raise EvaluationError(f"nested C selection needs at least 2 training examples of every class; one class "
+                              f"has {int(counts.min())}. Give one --C, or --C-on-test")
+    inner = stratified_kfold(ytr, k, seed)
+    check_inputs(SimpleNamespace(n=ytr.size), ytr, inner)
+    cl = sorted(np.unique(ytr).tolist())
+    pos = positive if positive is not None and positive in set(ytr.tolist()) else None
+    if pos is None and len(cl) == 2:
+        pos = positive_class(cl)
+    check_classes(cl, pos, class_weight)
+    return [(sp.train[s.train], sp.train[s.test]) for s in inner], cl, pos
+
+
+def best_C(rows, metric: str) -> float:
+    """The C of the best row by ``metric`` (ties to the smaller C)."""
+    if metric not in rows[0]:
+        raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
+    return float(max(rows, key=lambda r: (r[metric], -r["C"]))["C"])
+
+
+def assemble(y, splits, grid, fits, classes, positive, kernel, class_weight, multiclass, nested: bool = False,
+             c_grid=(), inner_folds: int = 0) -> Evaluation:
+    """The :class:`Evaluation` of per-split fits: ``fits[i]`` lists ``(setting fitted, extra row
+    fields, predictions of splits[i].test)`` in the order of ``grid``; rows pool the predictions
+    over the splits in split order."""
+    res = Evaluation()
     pooled = {_label(s): ([], []) for s in grid}
     fold_acc = {_label(s): [] for s in grid}
-    for sp, fits in zip(splits, results):
-        for s, (fit_s, extra, pred) in zip(grid, fits):
+    chosen = []
+    for sp, split_fits in zip(splits, fits):
+        for s, (fit_s, extra, pred) in zip(grid, split_fits):
             if nested:
                 chosen.append(fit_s.C)
             row, _ = prediction_scores(y[sp.test], pred, classes, positive)
@@ -837,7 +830,4 @@ def choose_C_source(source, y_train, C, folds: int = 3, seed: int = 0, class_wei
         plan = SolverPlan("libsvm", "libsvm", 0.0, 0.0, 0.0)
     ev = evaluate(source, y, stratified_kfold(y, k, seed), model="svm", C=C, class_weight=class_weight,
                   multiclass=multiclass, positive=positive, select="test", solver=plan)
-    if metric not in ev.rows[0]:
-        raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
-    best = max(ev.rows, key=lambda r: (r[metric], -r["C"]))
-    return float(best["C"]), ev.rows
+    return best_C(ev.rows, metric), ev.rows

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,7 +70,8 @@ class SourceRef:
 
     ``stores`` and ``spec_json`` describe a store source (one store's own kernel, optionally
     normalised, or a composite spec over several stores), ``idx`` an optional renumbering of its
-    examples; ``local`` is an in-memory source passed as it is.
+    examples; ``local`` is an in-memory source passed as it is, named in :attr:`key` by
+    ``local_id`` (drawn when the ref is made: a copy unpickled on a worker keeps it).
     """
 
     stores: tuple = ()
@@ -78,9 +80,12 @@ class SourceRef:
     idx: np.ndarray | None = None
     n: int | None = None
     local: object = None
+    local_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
     def key(self) -> tuple:
+        if self.local is not None:
+            return ("local", self.local_id)
         idx = None if self.idx is None else hashlib.sha256(np.ascontiguousarray(self.idx).tobytes()).hexdigest()
         return (self.stores, self.spec_json, self.normalized, idx, self.n)
 
@@ -175,6 +180,18 @@ def in_process(cluster, cluster_file=None, client=None) -> int:
     return profile.n_workers if profile.in_process else 1
 
 
+def n_slots(cluster, cluster_file=None, client=None) -> int:
+    """How many tasks a run executes at once: the client's worker threads, a profile's workers
+    (times ``threads_per_worker`` of a ``local`` one), 1 in this process."""
+    if client is not None:
+        return max(1, sum(client.nthreads().values()))
+    if cluster in (None, "sequential"):
+        return 1
+    profile = get_profile(cluster, cluster_file)
+    per = int(profile.options.get("threads_per_worker", 1)) if profile.type == "local" else 1
+    return profile.n_workers * per
+
+
 def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str = "fits", bar: bool = False,
               on_done=None, key_prefix: str = "gramtile-fit"):
     """``[fn(t) for t in tasks]``, run on a cluster profile or client, results in task order.
@@ -188,14 +205,16 @@ def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str
         ``threads``: the driver's thread pool; others: a Dask client opened for this call.
     client : distributed.Client, optional
         Run on it (``cluster`` is then ignored).
-    bar : bool
-        Show a progress bar over the tasks.
+    bar : bool or progress bar
+        Show a progress bar over the tasks; or a bar (:func:`~gramtile.pipeline.progress.progress_bar`)
+        to advance by one per task, left open (one bar over several calls).
     on_done : callable(i, result), optional
         Called in the driver as each task finishes (in completion order).
     """
     tasks = list(tasks)
     out = [None] * len(tasks)
-    pb = progress_bar(len(tasks), "fit", desc, disable=not bar or len(tasks) < 2)
+    own = not hasattr(bar, "update")
+    pb = progress_bar(len(tasks), "fit", desc, disable=not bar or len(tasks) < 2) if own else bar
 
     def done(i, r):
         out[i] = r
@@ -227,7 +246,8 @@ def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str
                     else:
                         _run_dask(fn, tasks, c, done, key_prefix)
     finally:
-        pb.close()
+        if own:
+            pb.close()
     return out
 
 

@@ -43,8 +43,9 @@ SOLVER_HELP = ("SVM solver: libsvm = scikit-learn's SVC on K(train, train) held 
                "rows read from the store through a bounded cache (--cache-mb), for training blocks beyond memory; "
                "auto (default) = libsvm when K(train, train) plus a test block fit --memory-mb, else smo. The choice "
                "is printed and recorded")
-LEARN_CLUSTER_HELP = ("run the independent fits (splits and their nested C selection; one-vs-rest classes in train "
-                      "--solver smo) as tasks on this cluster.yaml profile: threads, local (Dask worker processes), a "
+LEARN_CLUSTER_HELP = ("run the independent fits (each split x C, each inner fold x C of nested C selection, each "
+                      "one-vs-rest class of --solver smo) as tasks on this cluster.yaml profile: threads, local (Dask "
+                      "worker processes), a "
                       "scheduler or slurm profile; each task reads its own blocks from the store. Same results as "
                       "the default sequential (in this process)")
 

@@ -9,7 +9,9 @@ The recipe behind ``workflows/inex2005.yaml`` (``recipe: gramtile.workflows.reci
 3. hyper-parameter selection: every variant (lam, mu, polynomial degree, normalised or not) is
    derived from the stored base matrices (``spec.combine``, as :class:`ComposedView`), and each
    (variant, C) is fitted on ``fit`` training trees (3,397) and scored on the rest (1,423): the
-   grid costs SVM fits, not kernel evaluations. The fit part is drawn stratified by class with a
+   grid costs SVM fits, not kernel evaluations (on a cluster profile, or the threads pool, each
+   (variant, C) is a task that reads its blocks from the stores on the worker, with the serial
+   run's scores; sequential, the variants share the base blocks read once). The fit part is drawn stratified by class with a
    seed (``split: stratified``, the default; scikit-learn ``train_test_split``), so a file sorted
    by class still validates on every class; ``split: shuffled`` draws it unstratified, ``split:
    first`` takes the first ``fit`` trees in file order. Any split warns when a class of the
@@ -42,17 +44,21 @@ import itertools
 import json
 import sys
 import tempfile
+import threading
 import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from gramtile.kernels.composite import Normalized, Polynomial
-from gramtile.kernels.registry import spec_from_dict
+from gramtile.kernels.registry import as_spec, spec_from_dict
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import shared_client
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.learn.parallel import StoreRef, run_tasks
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.errors import StoreLockedError
@@ -227,6 +233,48 @@ class _Blocks:
         return np.asarray(K, dtype=np.float64), np.asarray(dr, dtype=np.float64)
 
 
+def _variant_scores(K_fit, d_fit, K_val, y_fit, y_val, Cs, normalized) -> list:
+    """Validation accuracy of one variant at each C (``[None, ...]`` for non-finite kernel values)."""
+    if not (np.all(np.isfinite(K_fit)) and np.all(np.isfinite(K_val))):
+        return [None] * len(Cs)
+    scale = float(np.mean(d_fit)) if not normalized and np.mean(d_fit) > 0 else 1.0
+    return [_fit_score(K_fit, y_fit, K_val, y_val, C, scale) for C in Cs]
+
+
+@dataclass
+class _Score:
+    """One (variant, C) of the selection: the base stores by path and identity, never their values."""
+
+    run: str
+    bases: tuple         # ((spec hash, StoreRef), ...)
+    spec_json: str
+    fit: np.ndarray
+    val: np.ndarray
+    y_fit: np.ndarray
+    y_val: np.ndarray
+    C: float
+    normalized: bool
+
+
+_kept = threading.local()
+
+
+def _score(task: _Score):
+    """What a worker runs: the variant's blocks as :class:`_Blocks` reads them (kept by this thread
+    for the variant's next C), then the validation accuracy at ``task.C`` (None if non-finite)."""
+    key = (task.run, task.spec_json)
+    got = getattr(_kept, "blocks", None)
+    if got is None or got[0] != key:
+        _kept.blocks = None
+        stores = {h: ref.open() for h, ref in task.bases}
+        spec = as_spec(task.spec_json)
+        K_fit, d_fit = _Blocks(stores, task.fit, task.fit).get(spec)
+        K_val, _ = _Blocks(stores, task.val, task.fit).get(spec)
+        got = _kept.blocks = (key, K_fit, d_fit, K_val)
+    _, K_fit, d_fit, K_val = got
+    return _variant_scores(K_fit, d_fit, K_val, task.y_fit, task.y_val, [task.C], task.normalized)[0]
+
+
 def _fit_score(K_tr, y_tr, K_te, y_te, C, scale):
     OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
     SVC = optional.sklearn("svm").SVC
@@ -309,6 +357,20 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                 say(f"Gram store {len(stores)}/{n_bases} {bs.to_json()}: {gram_seconds[h]:.1f} s")
         t_sel = time.perf_counter()
         best = None
+        # on a cluster (or the threads pool) every (variant, C) not scored yet is a task reading its
+        # blocks from the stores; sequential, the variants share the base blocks read once here
+        todo = [(spec, params) for spec, params in vs
+                if not all(f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" in done for C in Cs)]
+        scores = {}
+        if todo and not (client is None and cluster == "sequential"):
+            refs = {h: StoreRef.of(st) for h, st in stores.items()}
+            run = uuid.uuid4().hex
+            tasks = [_Score(run, tuple((b.spec_hash, refs[b.spec_hash]) for b in spec.base_specs()), spec.to_json(),
+                            fit, val, y[fit], y[val], float(C), bool(params["normalized"]))
+                     for spec, params in todo for C in Cs]
+            got = iter(run_tasks(_score, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                                 desc=f"select {name}", bar=progress))
+            scores = {spec.spec_hash: [next(got) for _ in Cs] for spec, _ in todo}
         for spec, params in vs:
             keys = [f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" for C in Cs]
             if all(k in done for k in keys):  # scored by an earlier (interrupted) run
@@ -317,14 +379,16 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                     if best is None or done[k] > best[0]:
                         best = (done[k], spec, params, C)
                 continue
-            K_fit, d_fit = sel_blocks[0].get(spec)
-            K_val, _ = sel_blocks[1].get(spec)
-            if not (np.all(np.isfinite(K_fit)) and np.all(np.isfinite(K_val))):
+            if spec.spec_hash in scores:
+                accs = scores[spec.spec_hash]
+            else:
+                K_fit, d_fit = sel_blocks[0].get(spec)
+                K_val, _ = sel_blocks[1].get(spec)
+                accs = _variant_scores(K_fit, d_fit, K_val, y[fit], y[val], Cs, params["normalized"])
+            if accs[0] is None:
                 trials.append({"kernel": name, **params, "skipped": "non-finite kernel values"})
                 continue
-            scale = float(np.mean(d_fit)) if not params["normalized"] and np.mean(d_fit) > 0 else 1.0
-            for C in Cs:
-                acc = _fit_score(K_fit, y[fit], K_val, y[val], C, scale)
+            for C, acc in zip(Cs, accs):
                 trials.append({"kernel": name, **params, "C": C, "valid_accuracy": acc})
                 done[f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}"] = acc
                 if best is None or acc > best[0]:

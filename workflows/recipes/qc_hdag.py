@@ -149,7 +149,9 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         The workflow file (for messages).
     out : path
         Output folder; its corpus and Gram stores are reused by a rerun.
-    cluster, cluster_file, tile, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`
+    cluster, cluster_file, tile, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`;
+        the learning fits (each fold x C of a grid point, and the final fit) run on the same client
+        or profile, with the serial run's results
 
     Returns
     -------
@@ -182,6 +184,9 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
     Cs = [1.0] if wf.protocol["C"] == "svmlight" else wf.protocol["C"]
     stores, rows = {}, []
 
+    # every (fold, C) fit of a grid point is a task on the run's profile (the serial run's numbers)
+    learn = dict(cluster=cluster, cluster_file=cluster_file, client=client)
+
     def best_of(cands):  # highest CV accuracy; ties: first in grid order
         return max(enumerate(cands), key=lambda e: (e[1][0], -e[0]))[1]
 
@@ -206,7 +211,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                 view = ComposedView(s, stores)
                 ev = evaluate(ViewKernelSource(view, n=train.size), y[train], folds, model="svm", C=Cs,
                               class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
-                              kernel=name)
+                              kernel=name, **learn)
                 for r in ev.rows:
                     cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
                     scored.append((r["accuracy"], s, params, r["C"]))
@@ -238,7 +243,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
             view = ComposedView(s, stores)
             ev = evaluate(ViewKernelSource(view, np.arange(corpus.n)), y, [fixed_split(train, test, corpus.n)], model="svm",
                           C=[C], class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
-                          kernel=label)
+                          kernel=label, **learn)
             mrr = source_mrr(ViewKernelSource(view, test), y[test])
             row = {"kernel": label, "params": params, "C": C, "cv_accuracy": round(acc_cv, 4),
                    "accuracy": round(ev.rows[0]["accuracy"], 4), "macro_f1": round(ev.rows[0]["macro_f1"], 4),

@@ -40,7 +40,7 @@ import numpy as np
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import get_profile
+from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import write_shards
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, nested_order
@@ -115,7 +115,8 @@ def corpus_from_documents(make_docs, out: Path, source: str, options: dict, prog
     return CorpusStore.open(out)
 
 
-def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=None, progress=True, tile=None):
+def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=None, progress=True, tile=None,
+                 client=None):
     """One Gram store per distinct base kernel of ``specs``; returns (name -> kernel source, hash -> seconds)."""
 
     stores, seconds = {}, {}
@@ -125,7 +126,8 @@ def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=N
                 continue
             path = out / f"gram-{b.kind}-{b.spec_hash[:12]}.zarr"
             t0 = time.perf_counter()
-            run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress)
+            run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress,
+                     client=client)
             seconds[b.spec_hash] = time.perf_counter() - t0
             stores[b.spec_hash] = GramStore.open(path)
     return {name: ViewKernelSource(ComposedView(spec, stores)) for name, spec in specs.items()}, seconds
@@ -270,7 +272,8 @@ def feature_cv(docs, folds, grid, seed=0) -> dict:
     return {c: float(np.mean(v)) for c, v in per.items()}
 
 
-def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
+def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None,
+                client=None) -> list[dict]:
     """CoNLL04 recipe (module docstring). With several values of ``protocol.C`` / ``feature_C``,
     each SVM's C is chosen without the test sentences: by F1 on the SpERT dev sentences after
     training on the SpERT train sentences only (``select: dev``), or by the mean F1 of a
@@ -378,7 +381,8 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
             rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None,
                          sel_key: None if dev_f1 is None else dict(dev_f1)[c],
                          "seconds": round(time.perf_counter() - t1, 2)})
-        sources, seconds = gram_sources(specs, corpus, d, cluster, cluster_file, progress, tile)
+        sources, seconds = gram_sources(specs, corpus, d, cluster, cluster_file, progress, tile, client)
+        learn = dict(cluster=cluster, cluster_file=cluster_file, client=client)  # every fold x C fit a task
         chosen = {}
         for name, src in sources.items():
             t1 = time.perf_counter()
@@ -387,14 +391,14 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
                 if model == "svm":
                     c = Cs[0]
                     if len(Cs) > 1:
-                        ev = evaluate(src, labels, held, model="svm", C=Cs, kernel=name, positive="1")
+                        ev = evaluate(src, labels, held, model="svm", C=Cs, kernel=name, positive="1", **learn)
                         # mean of the folds' F1 (one fold with select: dev)
                         scores = [(c, float(np.mean([r["f1"] for r in ev.fold_rows if r["C"] == c]))) for c in Cs]
                         c = chosen[name] = _best(scores)
                         dev_f1 = dict(scores)[c]
                     chosen[name] = c
                 ev = evaluate(src, labels, [split], model=model, C=(c or 1.0,), epochs=epochs, kernel=name,
-                              positive="1", seed=pseed)
+                              positive="1", seed=pseed, **learn)
                 for r in ev.rows:
                     rows.append({"relation": rel, "kernel": name, "model": model, "n_train": ntr,
                                  "precision": r["precision"], "recall": r["recall"], "f1": r["f1"],
@@ -421,7 +425,8 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
 
 # ---- SemEval-2010 Task 8 -----------------------------------------------------------------
 
-def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
+def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None,
+                client=None) -> list[dict]:
 
     _check_keys(path, "", raw, _COMMON)
     say = _say(progress)
@@ -448,11 +453,12 @@ def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progre
     y = np.asarray(labels)
     # stratify on the relation without its direction: Entity-Destination(e2,e1) has one example
     splits = stratified_kfold([y.split("(")[0] for y in labels], folds, seed)
-    sources, seconds = gram_sources(specs, corpus, out, cluster, cluster_file, progress, tile)
+    sources, seconds = gram_sources(specs, corpus, out, cluster, cluster_file, progress, tile, client)
     rows = []
     for name, src in sources.items():
         t1 = time.perf_counter()
-        ev = evaluate(src, labels, splits, model="svm", C=(C,), multiclass=multiclass, kernel=name)
+        ev = evaluate(src, labels, splits, model="svm", C=(C,), multiclass=multiclass, kernel=name,
+                      cluster=cluster, cluster_file=cluster_file, client=client)
         for key, (idx, pred) in ev.predictions.items():
             score = official_f1(y[idx], pred)
             rows.append({"kernel": name, "model": "svm", "C": C, "folds": folds,
@@ -508,13 +514,17 @@ def plot_curves(curves, png, title):
     plt.close(fig)
 
 
-def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
-    """Recipe entry point of ``gramtile run`` for ``task: conll04`` and ``task: semeval2010``."""
+def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list[dict]:
+    """Recipe entry point of ``gramtile run`` for ``task: conll04`` and ``task: semeval2010``.
+
+    Gram stores and the learning fits (each fold x C of the SVM evaluations) run on one client of
+    ``cluster`` (or ``client``), with the serial run's results; learning curves and the feature
+    learners run in this process."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     task = raw.get("task")
-    if task == "conll04":
-        return run_conll04(raw, path, out, cluster, cluster_file, progress, tile)
-    if task == "semeval2010":
-        return run_semeval(raw, path, out, cluster, cluster_file, progress, tile)
-    raise_bad_key(path, "task", task, "use conll04 or semeval2010")
+    if task not in ("conll04", "semeval2010"):
+        raise_bad_key(path, "task", task, "use conll04 or semeval2010")
+    with shared_client(cluster, cluster_file, client) as (cluster, client):
+        go = run_conll04 if task == "conll04" else run_semeval
+        return go(raw, path, out, cluster, cluster_file, progress, tile, client)

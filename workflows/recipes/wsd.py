@@ -13,9 +13,12 @@ contexts, no labels used; kernels reading target sentences name the contexts wit
 (:func:`gramtile.pipeline.compute.engine.run_gram`, the run's ``--cluster`` profile) into
 ``DIR/<word>/gram/<kind>-<hash16>.zarr`` (resumable: a rerun computes no tile); read each stored
 base matrix once (:class:`gramtile.pipeline.stores.gram_store.GramView`), derive the composite kernels
-with ``spec.combine``, and run seeded stratified k-fold SVM evaluation
-(:func:`gramtile.pipeline.learn.crossval.evaluate`). Results: ``DIR/results.json`` (one row per word and
-kernel, with the Gram seconds of its base kernels and the tiles computed) and
+with ``spec.combine``, and run seeded stratified k-fold SVM evaluation with C (and an
+alternative) chosen per fold on its training part (:func:`learn`: every fit of a word a task on
+the run's ``--cluster``, with the serial run's results; worker processes read their blocks from
+the stores instead). Results: ``DIR/results.json`` (one row per word and kernel, with the Gram
+seconds of its base kernels, the tiles computed and ``learn_seconds``, the wall time of the
+word's learning phase, all its kernels' fits together) and
 ``DIR/results.md`` (accuracy table per kernel and word beside the majority baseline and
 published figures).
 
@@ -44,24 +47,29 @@ import hashlib
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.learn.crossval import evaluate
+from gramtile.pipeline.learn.crossval import assemble, evaluate, plan_solver
+from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
-from gramtile.pipeline.learn.metrics import classification_report
-from gramtile.pipeline.learn.sources import ArrayKernelSource
+from gramtile.pipeline.learn.metrics import classification_report, positive_class
+from gramtile.pipeline.learn.parallel import SourceRef, in_process, source_ref
+from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
+from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.resources.domain import domain_resource
 from gramtile.pipeline.resources.keys import keys_of, resource_names
 from gramtile.pipeline.resources.similarity import lsa_similarity, wordnet_similarity
-from gramtile.pipeline.stores.gram_store import GramStore, GramView
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
 from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.recipes.relations import corpus_from_documents
@@ -209,7 +217,7 @@ def word_corpus(docs, path: Path, source: Path, lemmas: str, subsample, progress
 
 
 def gram_stores(specs, corpus, gram_dir: Path, cluster="local", cluster_file=None, progress=True, tile=None,
-                say=lambda s: None) -> tuple[dict, dict, dict]:
+                say=lambda s: None, client=None) -> tuple[dict, dict, dict]:
     """One Gram store ``gram_dir/<kind>-<hash16>.zarr`` per distinct base kernel of ``specs``.
 
     The resources the kernels name are built into the corpus store first (under its lock), then
@@ -233,7 +241,8 @@ def gram_stores(specs, corpus, gram_dir: Path, cluster="local", cluster_file=Non
     for h, b in bases.items():
         path = gram_dir / f"{b.kind}-{h[:16]}.zarr"
         t0 = time.perf_counter()
-        run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress)
+        run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress,
+                 client=client)
         secs[h] = time.perf_counter() - t0
         stores[h] = GramStore.open(path)
         ends = [r for r in stores[h].read_log() if r["event"] == "end"]
@@ -258,15 +267,28 @@ def stored_bases(stores: dict) -> dict:
     return out
 
 
-def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None) -> list[dict]:
-    """Run the WSD workflow (module docstring); return one result row per word and kernel."""
+def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list[dict]:
+    """Run the WSD workflow (module docstring); return one result row per word and kernel.
 
+    The Gram stores and the learning fits run on ``cluster`` (one client for the whole run, or
+    ``client``); every fit of a word is a task (:func:`learn`), and the rows are those of the
+    serial run.
+    """
+
+    with shared_client(cluster, cluster_file, client) as (cluster, client):
+        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
+
+
+def _run(raw, path, out, cluster, cluster_file, progress, tile, client) -> list[dict]:
     path = Path(path)
     cfg = _config(raw, path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda s: print(f"gramtile run wsd: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
     p = cfg["protocol"]
+    # threads and sequential learn in this process from matrices read once; worker processes read
+    # their blocks from the stores (the same numbers: a composite is combined element by element)
+    in_memory = client is None and (cluster == "sequential" or get_profile(cluster, cluster_file).in_process)
     rows = []
     t_all = time.perf_counter()
     for word in cfg["words"]:
@@ -281,27 +303,36 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         corpus = word_corpus(docs, wdir / "corpus.zarr", src, cfg["lemmas"], cfg["subsample"], progress)
         if corpus.ids != [d.id for d in docs]:
             raise WorkflowError(f"corpus store {corpus.path} holds other examples than {src}; delete it and rerun")
-        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, cluster_file, progress, tile, say)
-        base = stored_bases(stores)
+        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, cluster_file, progress, tile, say,
+                                          client=client)
         splits = stratified_kfold(labels, p["folds"], p["seed"])
         counts = {lab: labels.count(lab) for lab in set(labels)}
         majority = max(counts.values()) / len(labels)
+        t0 = time.perf_counter()
+        if in_memory:
+            base = stored_bases(stores)
+            systems = {name: [ArrayKernelSource(spec.combine(base)[0]) for spec in alts]
+                       for name, alts in cfg["select"].items()}
+            del base
+        else:
+            systems = {name: [ViewKernelSource(ComposedView(spec, stores)) for spec in alts]
+                       for name, alts in cfg["select"].items()}
+        got = learn(systems, labels, splits, p, cluster=cluster, cluster_file=cluster_file, client=client,
+                    bar=progress)
+        del systems
+        learn_s = round(time.perf_counter() - t0, 2)
         for name, alts in cfg["select"].items():
-            sources = [ArrayKernelSource(spec.combine(base)[0]) for spec in alts]
-            t0 = time.perf_counter()
-            r = nested_evaluate(sources if len(alts) > 1 else sources[0], labels, splits, p, name)
+            r = got[name]
             bases = {b.spec_hash for spec in alts for b in spec.base_specs()}
             r.update({"word": word, "n": len(labels), "majority": majority,
                       "spec": alts[0].to_dict() if len(alts) == 1 else [s.to_dict() for s in alts],
                       "gram_seconds": round(sum(secs[h] for h in bases), 2),
                       "tiles_computed": sum(tiles[h] for h in bases),
-                      "learn_seconds": round(time.perf_counter() - t0, 2)})
-            del sources
+                      "learn_seconds": learn_s})
             rows.append(r)
-            say(f"{word} {name}: accuracy {100 * r['accuracy']:.1f} (+- {100 * r['accuracy_std']:.1f}) "
-                f"[{r['learn_seconds']:.0f} s]")
-        del base
-        say(f"{word} done in {time.perf_counter() - t_word:.0f} s")
+            say(f"{word} {name}: accuracy {100 * r['accuracy']:.1f} (+- {100 * r['accuracy_std']:.1f})")
+        say(f"{word}: learning {learn_s:.0f} s (every kernel's fits together); done in "
+            f"{time.perf_counter() - t_word:.0f} s")
     wall = time.perf_counter() - t_all
     (out / "results.json").write_text(json.dumps(rows, indent=1, default=json_default))
     (out / "results.md").write_text(report(rows, cfg, wall))
@@ -337,9 +368,9 @@ def choose_C(source, labels, train, p) -> float:
     return choose([source], labels, train, p)[1]
 
 
-def nested_evaluate(source, labels, splits, p, name) -> dict:
+def nested_evaluate(source, labels, splits, p, name, cluster=None, cluster_file=None, client=None) -> dict:
     """Pooled k-fold accuracy with C (and, given a list of sources, the alternative) chosen per
-    fold on its training part (:func:`choose`).
+    fold on its training part (as :func:`choose`): :func:`learn` of one kernel.
 
     Returns one result row: ``accuracy`` (pooled over folds), ``accuracy_std`` (over folds),
     ``macro_f1``, ``C`` (the per-fold choices), ``alternative`` (per-fold choices, for a list of
@@ -347,27 +378,104 @@ def nested_evaluate(source, labels, splits, p, name) -> dict:
     """
 
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
+    return learn({name: sources}, labels, splits, p, cluster=cluster, cluster_file=cluster_file, client=client)[name]
+
+
+def learn(systems: dict, labels, splits, p, cluster=None, cluster_file=None, client=None, bar: bool = False) -> dict:
+    """:func:`nested_evaluate` of every system ``{name: [kernel source per alternative]}`` at once,
+    each independent fit a task on ``cluster`` / ``client``
+    (:func:`~gramtile.pipeline.learn.parallel.run_tasks`).
+
+    Wave 1 fits every (system, outer fold, alternative, inner split, C) on its inner training part
+    and predicts its validation part; the choice of each (system, fold) follows from them as in
+    :func:`choose` (best mean inner accuracy; ties: the earlier alternative, then the smaller C).
+    Wave 2 fits every (system, fold) with its choice on the whole training part and predicts the
+    test fold. A store-backed source travels as store paths (the worker reads its own blocks); an
+    in-memory one as it is, so pass store-backed sources to worker processes. The results, and so
+    ``results.json``, are those of the serial run.
+
+    Returns
+    -------
+    dict name -> result row (as :func:`nested_evaluate`)
+    """
+
     y = np.asarray(labels)
-    idx, pred, accs, Cs, alts = [], [], [], [], []
-    for sp in splits:
-        a, C = choose(sources, labels, sp.train, p)
-        ev = evaluate(sources[a], labels, [sp], model="svm", C=(C,), class_weight=p["class_weight"],
-                      multiclass=p["multiclass"], kernel=name)
-        i, yp = next(iter(ev.predictions.values()))
-        idx.append(i)
-        pred.append(yp)
-        accs.append(ev.rows[0]["accuracy"])
-        Cs.append(C)
-        alts.append(a)
-    idx, pred = np.concatenate(idx), np.concatenate(pred)
-    acc = float(np.mean(y[idx] == pred))
-    rep = classification_report(y[idx], pred, sorted(set(labels)))
-    row = {"kernel": name, "model": "svm", "C": Cs, "multiclass": p["multiclass"], "splits": len(splits),
-           "n_test": int(idx.size), "accuracy": acc, "accuracy_std": float(np.std(accs, ddof=1)),
-           "fold_accuracy": accs, "macro_f1": rep.get("macro_f1") if isinstance(rep, dict) else None}
-    if len(sources) > 1:
-        row["alternative"] = alts
-    return row
+    classes = sorted(np.unique(y).tolist())
+    positive = positive_class(classes) if len(classes) == 2 else None
+    grid = [Setting("svm", float(c)) for c in p["C"]]
+    plan = plan_solver("auto", max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
+                       multiclass=p["multiclass"], n_classes=len(classes),
+                       share=in_process(cluster, cluster_file, client))
+    local = client is None and cluster in (None, "sequential")
+    refs = {name: [SourceRef(local=s) if local else source_ref(s) for s in srcs] for name, srcs in systems.items()}
+    run = uuid.uuid4().hex
+    common = dict(class_weight=p["class_weight"], multiclass=p["multiclass"], seed=None, plan=plan)
+    inner = []  # (name, fold, alternative, [(inner train, inner validation)], first task, tasks, assemble)
+    tasks = []
+    for name, rs in refs.items():
+        if len(rs) == 1 and len(grid) == 1:
+            continue
+        for f, sp in enumerate(splits):
+            ys = [labels[i] for i in sp.train]
+            parts = [(sp.train[s.train], sp.train[s.test])
+                     for s in stratified_kfold(ys, p["inner_folds"], p["seed"])[: p.get("inner_splits", 1)]]
+            for a, ref in enumerate(rs):
+                reads = []
+                for k, (tr, te) in enumerate(parts):
+                    t, asm = split_tasks(ref, run, y, tr, te, grid, classes, **common, name=f"{name} fold {f} inner")
+                    reads.append((len(tasks), len(t), asm))
+                    tasks += t
+                inner.append((name, f, a, parts, reads))
+    n_final = len(refs) * len(splits) * n_tasks(plan, grid[:1], classes)
+    pb = progress_bar(len(tasks) + n_final, "fit", "learn", disable=not bar)
+    opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="learn")
+    try:
+        results = run_fits(tasks, key_prefix="gramtile-inner", **opts) if tasks else []
+        best = {}
+        for name, f, a, parts, reads in inner:
+            fits = [list(zip(grid, [{}] * len(grid), asm(results[j:j + m]))) for j, m, asm in reads]
+            ev = assemble(y, [Split(tr, te, "inner") for tr, te in parts], grid, fits, classes, positive, name,
+                          p["class_weight"], p["multiclass"])
+            for C in p["C"]:
+                acc = float(np.mean([r["accuracy"] for r in ev.rows if float(r["C"]) == C]))
+                if best.get((name, f)) is None or acc > best[(name, f)][0]:
+                    best[(name, f)] = (acc, a, float(C))
+        tasks, final = [], []
+        for name, rs in refs.items():
+            for f, sp in enumerate(splits):
+                _, a, C = best.get((name, f), (None, 0, float(grid[0].C)))
+                t, asm = split_tasks(rs[a], run, y, sp.train, sp.test, [Setting("svm", C)], classes, **common,
+                                     name=f"{name} fold {f}")
+                final.append((name, f, a, C, len(tasks), len(t), asm))
+                tasks += t
+        results = run_fits(tasks, **opts)
+    finally:
+        pb.close()
+        forget_blocks()
+    out = {}
+    for name in refs:
+        mine = [x for x in final if x[0] == name]
+        idx, pred, accs, Cs, alts = [], [], [], [], []
+        for _, f, a, C, j, m, asm in mine:
+            sp = splits[f]
+            yp = asm(results[j:j + m])[0]
+            ev = assemble(y, [sp], [Setting("svm", C)], [[(Setting("svm", C), {}, yp)]], classes, positive, name,
+                          p["class_weight"], p["multiclass"])
+            idx.append(sp.test)
+            pred.append(yp)
+            accs.append(ev.rows[0]["accuracy"])
+            Cs.append(C)
+            alts.append(a)
+        idx, pred = np.concatenate(idx), np.concatenate(pred)
+        acc = float(np.mean(y[idx] == pred))
+        rep = classification_report(y[idx], pred, sorted(set(labels)))
+        row = {"kernel": name, "model": "svm", "C": Cs, "multiclass": p["multiclass"], "splits": len(splits),
+               "n_test": int(idx.size), "accuracy": acc, "accuracy_std": float(np.std(accs, ddof=1)),
+               "fold_accuracy": accs, "macro_f1": rep.get("macro_f1") if isinstance(rep, dict) else None}
+        if len(refs[name]) > 1:
+            row["alternative"] = alts
+        out[name] = row
+    return out
 
 
 def report(rows, cfg, wall: float) -> str:

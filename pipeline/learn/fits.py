@@ -1,0 +1,328 @@
+"""The independent fits of an evaluation, as tasks a worker runs from store paths and indices.
+
+:func:`gramtile.pipeline.learn.crossval.evaluate` cuts its work into the smallest pieces that do
+not depend on each other and runs them with :func:`~gramtile.pipeline.learn.parallel.run_tasks`:
+
+- :class:`Fit`: one model (one C of the grid, or the perceptron) trained on one training part and
+  predicting its test part (libsvm's SVC, its one-vs-rest classes included: SVC and
+  ``OneVsRestClassifier`` handle them inside one fit);
+- :class:`Chain`: one binary problem of the smo solver (the binary task, or one one-vs-rest class)
+  solved along the whole C grid of one training part, each C warm-started from the previous one
+  (the chain stays one task: a warm start needs the previous C's solution), returning its decision
+  values on the test part; :func:`combine_chains` turns the chains of a split into predictions.
+
+A task carries a :class:`~gramtile.pipeline.learn.parallel.SourceRef` (store paths and
+identities, never kernel values) and index arrays; the worker reads only the blocks its fit needs
+(:func:`fit_blocks`). The fits of one training part read the same two blocks, so each thread keeps
+the last pair it read (one pair: it is dropped before another is read) and a following fit of the
+same part reuses it. When an evaluation has enough training parts to keep every worker busy,
+the fits of one part are packed into one task (:func:`pack`, :func:`run_fits`), so each pair is
+read once; which fits share a worker or a task does not change a number, only how often a block
+is read.
+
+:func:`split_tasks` plans the tasks of one training part / test part and the function that turns
+their results into predictions per setting, so the serial run and every parallel run assemble the
+same predictions from the same fits.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from gramtile.pipeline import optional
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.parallel import SourceRef, n_slots, run_tasks
+from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
+from gramtile.pipeline.progress import log
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One model configuration of a grid."""
+
+    model: str
+    C: float | None = None
+    epochs: int | None = None
+
+    def build(self, class_weight, multiclass: str, n_classes: int, seed):
+        if self.model == "perceptron":
+            return VotedPerceptron(epochs=self.epochs, seed=seed)
+        SVC = optional.sklearn("svm").SVC
+
+        svc = SVC(kernel="precomputed", C=self.C, class_weight=class_weight)
+        if n_classes > 2 and multiclass == "ovr":
+            OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
+
+            return OneVsRestClassifier(svc)
+        return svc
+
+
+def read_block(source, rows, cols, what):
+    """K[rows][:, cols] as float64, refusing NaN / infinite entries (checked a band of rows at a
+    time, so the check allocates no second matrix)."""
+    B = np.asarray(source.block(rows, cols), dtype=np.float64)
+    if B.shape != (len(rows), len(cols)):
+        raise EvaluationError(f"kernel source returned a block of shape {B.shape} for {what}, "
+                              f"expected {(len(rows), len(cols))}")
+    band = max(1, (1 << 24) // max(1, B.shape[1]))
+    if not all(np.isfinite(B[a:a + band]).all() for a in range(0, B.shape[0], band)):
+        raise EvaluationError(f"the {what} block has NaN or infinite entries (an unfinished Gram store?); "
+                              "finish it with `gramtile gram` (it resumes) and rerun")
+    return B
+
+
+# ---- the blocks of one training part, kept for the next fit of the same part -----------------------
+
+_last = threading.local()
+
+
+def _digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a, dtype=np.int64).tobytes()).hexdigest()
+
+
+def fit_blocks(ref: SourceRef, run: str, train: np.ndarray, test: np.ndarray, name: str):
+    """``(K[train][:, train], K[test][:, train])`` from ``ref``'s source, reusing this thread's last
+    pair when it is the same run's blocks of the same source and indices (otherwise that pair is
+    dropped first, so a thread holds at most one pair)."""
+    key = (run, ref.key, _digest(train), _digest(test))
+    got = getattr(_last, "blocks", None)
+    if got is not None and got[0] == key:
+        return got[1], got[2]
+    _last.blocks = None
+    src = ref.open()
+    K_tr = read_block(src, train, train, f"{name} train x train")
+    K_te = read_block(src, test, train, f"{name} test x train")
+    _last.blocks = (key, K_tr, K_te)
+    return K_tr, K_te
+
+
+def forget_blocks() -> None:
+    """Drop this thread's kept blocks (the driver calls it when an evaluation ends)."""
+    _last.blocks = None
+
+
+# ---- the tasks ------------------------------------------------------------------------------------
+
+@dataclass
+class Fit:
+    """One model fitted on ``train`` and predicting ``test`` (positions of ``ref``'s source)."""
+
+    ref: SourceRef
+    run: str             # the evaluation this fit belongs to (keys the kept blocks)
+    y: np.ndarray        # labels of ``train``
+    train: np.ndarray
+    test: np.ndarray
+    setting: Setting
+    class_weight: object
+    multiclass: str
+    n_classes: int
+    seed: object
+    name: str            # the split, for messages
+
+
+@dataclass
+class Chain:
+    """One binary smo problem (``positive`` against the rest) along the C grid ``Cs`` (increasing)."""
+
+    ref: SourceRef
+    y: np.ndarray        # labels of ``train``
+    train: np.ndarray
+    test: np.ndarray
+    positive: object
+    binary: bool         # the task's only problem (class weights over the original labels)
+    Cs: tuple
+    class_weight: object
+    cache_mb: float
+    tol: float
+    name: str
+    row_file: object = None  # the run's kernel row file (crossval.smo_row_file), if any
+
+
+@dataclass
+class Group:
+    """Fits of one training part / test part (they read the same two blocks), run in one task one
+    after another (:func:`pack`)."""
+
+    fits: list
+
+
+def run_task(task):
+    """What a worker runs: :func:`run_fit`, :func:`run_chain`, or the fits of a :class:`Group`."""
+    if isinstance(task, Group):
+        return [run_fit(f) for f in task.fits]
+    return run_chain(task) if isinstance(task, Chain) else run_fit(task)
+
+
+#: Fits sharing a block pair are packed into one task when there are at least this many such
+#: pairs per worker slot (enough to keep every worker busy without splitting a pair).
+PACK_PER_SLOT = 2
+
+
+def _pair_key(t):
+    return (t.ref.key, t.run, _digest(t.train), _digest(t.test)) if isinstance(t, Fit) else None
+
+
+def pack(tasks: list, slots: int) -> list:
+    """``[(task to run, [indices of tasks it stands for])]``: consecutive :class:`Fit` s of one
+    block pair become one :class:`Group` when the pairs are at least :data:`PACK_PER_SLOT` per
+    worker slot (each pair is then read once, by one worker); with fewer pairs (a fixed split, a
+    3-fold inner selection) every fit stays a task of its own, so the workers share the C grid
+    (and each reads the pair it needs)."""
+    runs = []
+    for i, t in enumerate(tasks):
+        k = _pair_key(t)
+        if runs and k is not None and runs[-1][0] == k:
+            runs[-1][1].append(i)
+        else:
+            runs.append((k, [i]))
+    if len(runs) < PACK_PER_SLOT * max(1, slots):
+        return [(t, [i]) for i, t in enumerate(tasks)]
+    return [(Group([tasks[i] for i in idx]), idx) if len(idx) > 1 else (tasks[idx[0]], idx) for _, idx in runs]
+
+
+def run_fits(tasks: list, cluster=None, cluster_file=None, client=None, bar=None, on_done=None,
+             desc: str = "fits", key_prefix: str = "gramtile-fit") -> list:
+    """The results of ``tasks`` (:class:`Fit` s and :class:`Chain` s) in task order, run as the
+    units of :func:`pack` by :func:`~gramtile.pipeline.learn.parallel.run_tasks`; ``bar`` (a
+    progress bar) advances and ``on_done(i, result)`` is called once per task, not per unit."""
+    units = pack(tasks, n_slots(cluster, cluster_file, client))
+    out = [None] * len(tasks)
+
+    def done(u, r):
+        idx = units[u][1]
+        for i, x in zip(idx, r if isinstance(units[u][0], Group) else [r]):
+            out[i] = x
+            if bar is not None:
+                bar.update(1)
+            if on_done is not None:
+                on_done(i, x)
+
+    run_tasks(run_task, [u for u, _ in units], cluster=cluster, cluster_file=cluster_file, client=client,
+              desc=desc, on_done=done, key_prefix=key_prefix)
+    return out
+
+
+def run_fit(task: Fit) -> np.ndarray:
+    """The predictions of ``task.test`` by the model trained on ``task.train``."""
+    K_tr, K_te = fit_blocks(task.ref, task.run, task.train, task.test, task.name)
+    est = task.setting.build(task.class_weight, task.multiclass, task.n_classes, task.seed)
+    est.fit(K_tr, task.y)
+    return np.asarray(est.predict(K_te))
+
+
+def run_chain(task: Chain) -> dict:
+    """``{C: decision values of task.test}`` of one smo problem solved along its C grid.
+
+    Each C is warm-started from the solution at the previous C when its box only grows (that
+    solution stays feasible), as :func:`~gramtile.pipeline.learn.crossval.smo_fit_predict` does;
+    K(train, train) is read through one :class:`~gramtile.pipeline.learn.smo.RowCache` of
+    ``cache_mb``, and K(test, support vectors) in bands of at most ``cache_mb`` after the cache is
+    released; both from the run's row file when there is one (:mod:`~gramtile.pipeline.learn.rowfile`).
+    """
+    src = task.ref.open()
+    ytr = np.asarray(task.y)
+    yc = np.where(ytr == task.positive, 1.0, -1.0)
+    t0 = time.perf_counter()
+    rows = RowCache(src, task.train, task.cache_mb, row_file=task.row_file)
+    sols, prev = {}, None
+    for C in task.Cs:
+        box = class_C(ytr, C, task.class_weight) if task.binary or isinstance(task.class_weight, dict) else \
+            class_C(yc, C, task.class_weight)
+        a0 = prev[0] if prev is not None and np.all(box >= prev[1]) else None
+        sol = solve_binary(rows, yc, box, tol=task.tol, alpha0=a0)
+        if not sol.converged:
+            raise EvaluationError(f"smo did not converge at C={C:g} for class {task.positive!r} in "
+                                  f"{sol.iterations} iterations; raise the tolerance (tol) or use --solver libsvm")
+        prev = (sol.alpha, box)
+        sols[C] = sol
+    t_fit, hits, misses = time.perf_counter() - t0, rows.hits, rows.misses
+    del rows  # its slab: the prediction's bands take that memory
+    t1 = time.perf_counter()
+    used = np.zeros(task.train.size, dtype=bool)
+    for sol in sols.values():
+        used |= sol.alpha > 0
+    sv = np.flatnonzero(used)
+    coef = {C: (sol.alpha * yc)[sv] for C, sol in sols.items()}
+    dec = {C: np.empty(task.test.size) for C in sols}
+    band = max(1, int(task.cache_mb * 1e6 // (8 * max(1, sv.size))))
+    rf = task.row_file
+    pos = rf.positions(src) if rf is not None else None
+    for a in range(0, task.test.size, band):
+        if pos is None:
+            Kb = read_block(src, task.test[a:a + band], task.train[sv], f"{task.name} test x support")
+        else:
+            Kb, buf, cols = np.empty((min(band, task.test.size - a), sv.size)), np.empty(rf.n), pos[task.train[sv]]
+            for k, r in enumerate(pos[task.test[a:a + band]].tolist()):
+                rf.read_into(r, cols, Kb[k], buf)
+        for C, sol in sols.items():
+            dec[C][a:a + band] = Kb @ coef[C] - sol.rho
+        del Kb
+    its = sum(sol.iterations for sol in sols.values())
+    log.info(f"  smo {task.name}, class {task.positive!r}: {len(sols)} C, {its} iterations, {misses} row reads, "
+             f"hit rate {hits / max(1, hits + misses):.3f}, {t_fit:.1f} s; prediction of {task.test.size} on "
+             f"{sv.size} support vectors {time.perf_counter() - t1:.1f} s")
+    return dec
+
+
+def combine_chains(decisions: list, classes, Cs) -> dict:
+    """``{C: predicted labels}`` from the chains of one split (``decisions[k]`` of the k-th problem):
+    binary, ``classes[1]`` where the decision is > 0 (SVC's convention); one-vs-rest, the largest
+    decision value, ties to the later class (as ``OneVsRestClassifier``)."""
+    cl = np.asarray(classes)
+    out = {}
+    for C in Cs:
+        C = float(C)
+        if len(classes) == 2:
+            out[C] = np.where(decisions[0][C] > 0, cl[1], cl[0])
+        else:
+            S = np.column_stack([d[C] for d in decisions])
+            out[C] = cl[S.shape[1] - 1 - np.argmax(S[:, ::-1], axis=1)]
+    return out
+
+
+def n_tasks(plan, settings, classes) -> int:
+    """How many tasks :func:`split_tasks` makes for one split."""
+    if plan.used == "smo" and settings[0].model == "svm":
+        return 1 if len(classes) == 2 else len(classes)
+    return len(settings)
+
+
+def split_tasks(ref: SourceRef, run: str, y, train, test, settings, classes, class_weight, multiclass: str,
+                seed, plan, name: str):
+    """The tasks of one training part / test part and how to read their results.
+
+    Parameters
+    ----------
+    y : labels of every example of the source
+    settings : list of Setting (all SVM, or the one perceptron)
+    classes : the task's classes (they decide binary or one-vs-rest, and the problems of smo)
+    plan : SolverPlan (``used`` ``"smo"``: one :class:`Chain` per problem over the whole C grid;
+        else one :class:`Fit` per setting)
+
+    Returns
+    -------
+    (tasks, assemble) : ``assemble(results)`` (the tasks' results in task order) gives the
+    predictions of ``test``, one array per setting in the order of ``settings``.
+    """
+    y = np.asarray(y)
+    train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
+    ytr = y[train]
+    if plan.used == "smo" and settings[0].model == "svm":
+        Cs = tuple(sorted({float(s.C) for s in settings}))
+        binary = len(classes) == 2
+        tasks = [Chain(ref, ytr, train, test, p, binary, Cs, class_weight, plan.cache_mb, plan.tol, name,
+                       plan.row_file)
+                 for p in ([classes[1]] if binary else list(classes))]
+
+        def assemble(results):
+            preds = combine_chains(results, classes, Cs)
+            return [preds[float(s.C)] for s in settings]
+
+        return tasks, assemble
+    tasks = [Fit(ref, run, ytr, train, test, s, class_weight, multiclass, len(classes), seed, name) for s in settings]
+    return tasks, list
