@@ -12,7 +12,8 @@ command and of any process it waited for).
 Per n: ``head -n`` of the JSON lines (the generator's output is sequential: its first 200,000
 lines are the 200,000-example corpus of SCALE/all2.zarr), ``gramtile prepare --reps tree``
 (skipped when the corpus store exists), ``gramtile features``, ``gramtile evaluate --features
---model linear``. ``--real N`` also evaluates rows 0:N (the real sentences) of the first
+--model linear`` (``--reuse-features``: an existing feature store of that n is reused, and its
+step reported as 0). ``--real N`` also evaluates rows 0:N (the real sentences) of the first
 feature store with the folds ``gramtile evaluate`` makes for them (stratified, ``--fold-seed``),
 for the comparison with the kernel SVM on the same folds. Prints one markdown row per run and
 writes ``linear_scale.json`` into ``--work``.
@@ -48,7 +49,7 @@ def load() -> str:
 def one(n: int, jsonl: Path, work: Path, a) -> dict:
     tag = f"{n // 1000}k" if n < 1_000_000 else f"{n // 1_000_000}m"
     src, corpus = work / f"all{tag}.jsonl", work / f"c{tag}.zarr"
-    feats, ev = work / f"f{tag}-{a.solver}.zarr", work / f"ev{tag}-{a.solver}"
+    feats, ev = work / f"f{tag}.zarr", work / f"ev{tag}-{a.solver}"
     row = {"n": n, "solver": a.solver, "C": a.C, "folds": a.folds, "load_start": load()}
     if not corpus.exists():
         if not src.exists():
@@ -59,8 +60,10 @@ def one(n: int, jsonl: Path, work: Path, a) -> dict:
                     g.write(line)
         row["prepare"] = measured(gramtile() + ["-q", "prepare", "--input", src, "--format", "jsonl", "--reps", "tree",
                                                 "--out", corpus, "--cluster", "sequential"])
-    shutil.rmtree(feats, ignore_errors=True)
-    row["features"] = measured(gramtile() + ["-q", "features", "--corpus", corpus, "--kernel", NST, "--out", feats])
+    if not (a.reuse_features and feats.exists()):
+        shutil.rmtree(feats, ignore_errors=True)
+        row["features"] = measured(gramtile() + ["-q", "features", "--corpus", corpus, "--kernel", NST, "--out",
+                                                 feats])
     meta = json.loads((feats / "zarr.json").read_text())["attributes"]["gramtile_feature_store"]
     row.update(n_features=meta["n_features"], nnz=meta["nnz"])
     shutil.rmtree(ev, ignore_errors=True)
@@ -89,7 +92,7 @@ def one(n: int, jsonl: Path, work: Path, a) -> dict:
 
 
 def line(r) -> str:
-    f, e = r["features"], r["evaluate"]
+    f, e = r.get("features", {"wall_s": 0, "cpu_s": 0, "peak_rss_mb": 0}), r["evaluate"]
     acc = ", ".join(f"C={float(c):g}: {v:.4f}" for c, v in r["accuracy"].items())
     prep = f"{r['prepare']['wall_s']:.0f} ({r['prepare']['cpu_s']:.0f})" if "prepare" in r else "-"
     return (f"| {r['n']:,} | {r['n_features']:,} | {r['nnz']:,} | {prep} | {f['wall_s']:.0f} ({f['cpu_s']:.0f}) | "
@@ -107,6 +110,8 @@ def main(argv=None):
     p.add_argument("--folds", default="5")
     p.add_argument("--fold-seed", default="0")
     p.add_argument("--cluster", default="sequential")
+    p.add_argument("--reuse-features", action="store_true",
+                   help="reuse an existing feature store of the same n (its features step is then not measured)")
     p.add_argument("--real", type=int, default=0, help="also evaluate rows 0:REAL of the first store")
     a = p.parse_args(argv)
     a.done_real = False

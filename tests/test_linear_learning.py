@@ -114,6 +114,14 @@ def test_folds_are_those_gramtile_evaluate_makes_on_the_rows(num, tmp_path):
     assert len(list(tmp_path.glob("folds-k3-seed0-labels*.json"))) == 1
     with pytest.raises(EvaluationError, match="--rows"):
         linear.evaluate_store(num["features"], rows="0:9999")
+    hinge = linear.evaluate_store(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear",
+                                  loss="hinge")
+    assert hinge["loss"] == "hinge" and res["loss"] == "squared_hinge"
+    rows = np.arange(210)
+    assert not np.allclose(linear.fit(fs, rows, 1.0, "liblinear", loss="hinge")[0],
+                           linear.fit(fs, rows, 1.0, "liblinear")[0])
+    with pytest.raises(EvaluationError, match="--linear-loss"):
+        linear.fit(fs, rows, 1.0, "liblinear", loss="log")
 
 
 def test_saved_model_predicts_from_examples_as_from_the_stored_rows(num, tmp_path):

@@ -4,8 +4,9 @@ With rows ``x = phi(x) sqrt(w)`` (``gramtile.pipeline.stores.feature_store.linea
 by their norms for ``normalized`` of a mapped kernel), ``<x, y> = K(x, y)``: a linear SVM on the
 rows learns with the kernel without a Gram matrix. Two solvers (``solver``):
 
-- ``liblinear``: scikit-learn's LinearSVC (squared hinge loss, one-vs-rest, the intercept
-  regularised like a weight; ``random_state`` = the seed), on the training rows read into memory;
+- ``liblinear``: scikit-learn's LinearSVC (squared hinge loss, or with ``loss="hinge"`` the
+  kernel SVC's hinge loss; one-vs-rest, the intercept regularised like a weight;
+  ``random_state`` = the seed), on the training rows read into memory;
 - ``sgd``: scikit-learn's SGDClassifier (hinge loss, L2, ``alpha = 1 / (C n_train)``, so that its
   objective ``alpha/2 ||w||^2 + (1/n) sum hinge`` is the SVM's ``1/2 ||w||^2 + C sum hinge``
   divided by ``C n``), trained by ``partial_fit`` over chunks of at most ``chunk_rows`` training
@@ -43,6 +44,8 @@ from gramtile.pipeline.learn.parallel import in_process, run_tasks
 from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
 
 SOLVERS = ("auto", "liblinear", "sgd")
+#: liblinear's losses (LinearSVC's ``loss``); sgd always uses the hinge loss
+LOSSES = ("squared_hinge", "hinge")
 #: default SGD passes over the training rows
 EPOCHS = 5
 #: default rows per partial_fit call of SGD
@@ -135,12 +138,15 @@ def sklearn_weights(class_weight):
 
 
 def fit(fs: FeatureStore, train, C: float = 1.0, solver: str = "liblinear", class_weight=None, seed: int = 0,
-        epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS) -> tuple:
+        epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, loss: str = "squared_hinge") -> tuple:
     """Fit on rows ``train`` of a feature store: ``(coef, intercept, classes)``.
 
     ``solver`` is ``liblinear`` or ``sgd`` (see the module docstring); ``class_weight`` is None,
-    ``"balanced"`` or ``{label: weight}``.
+    ``"balanced"`` or ``{label: weight}``; ``loss`` is liblinear's (``squared_hinge``, its
+    default, or ``hinge``, the kernel SVC's loss); sgd always minimises the hinge loss.
     """
+    if loss not in LOSSES:
+        raise EvaluationError(f"--linear-loss {loss!r}: choose one of {', '.join(LOSSES)}")
     train = np.sort(np.asarray(train, np.int64))
     y_all = np.asarray(fs.labels, dtype=object)
     y = y_all[train]
@@ -151,7 +157,8 @@ def fit(fs: FeatureStore, train, C: float = 1.0, solver: str = "liblinear", clas
         raise EvaluationError(f"--C {C}: give positive values")
     if solver == "liblinear":
         svm = optional.sklearn("svm")
-        clf = svm.LinearSVC(C=float(C), class_weight=sklearn_weights(class_weight), max_iter=10_000, random_state=int(seed))
+        clf = svm.LinearSVC(C=float(C), loss=loss, class_weight=sklearn_weights(class_weight), max_iter=10_000,
+                            random_state=int(seed))
         clf.fit(fs.rows(train), y)
         return clf.coef_, clf.intercept_, [str(c) for c in clf.classes_]
     if solver != "sgd":
@@ -200,6 +207,7 @@ class FitTask:
     seed: int
     epochs: int
     chunk_rows: int
+    loss: str = "squared_hinge"
 
 
 def run_fit(task: FitTask) -> dict:
@@ -207,7 +215,7 @@ def run_fit(task: FitTask) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     fs = open_features(task.path, task.uid)
     coef, intercept, classes = fit(fs, task.train, task.C, task.solver, task.class_weight, task.seed, task.epochs,
-                                   task.chunk_rows)
+                                   task.chunk_rows, task.loss)
     t1 = time.perf_counter()
     S = np.asarray(fs.rows(task.test) @ coef.T) + intercept
     pred = labels_of(S[:, 0] if S.shape[1] == 1 else S, classes)
@@ -233,7 +241,8 @@ def parse_rows(text, n: int) -> np.ndarray:
 
 def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None, solver: str = "auto",
                    epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, rows=None, folds_dir=None, memory_mb=None,
-                   cluster=None, cluster_file=None, client=None, bar: bool = False, announce=None) -> dict:
+                   loss: str = "squared_hinge", cluster=None, cluster_file=None, client=None, bar: bool = False,
+                   announce=None) -> dict:
     """Stratified ``folds``-fold accuracy of the linear SVM for each C of ``Cs`` on a feature store
     (``gramtile evaluate --features F.zarr --model linear``).
 
@@ -260,7 +269,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
     if announce is not None:
         announce(describe(plan))
     tasks = [FitTask(str(path), fs.uid, idx[s.train], idx[s.test], C, plan["used"], class_weight, int(seed),
-                     int(epochs), int(chunk_rows)) for s in splits for C in Cs]
+                     int(epochs), int(chunk_rows), loss) for s in splits for C in Cs]
     results = run_tasks(run_fit, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
                         desc="linear fits", bar=bar, key_prefix="gramtile-linear")
     out, preds = {}, {}
@@ -281,11 +290,13 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
     return {"folds": folds, "seed": seed, "rows": rows or f"0:{fs.n}", "n": int(idx.shape[0]),
             "n_features": fs.n_features, "kernel": fs.meta["spec"], "features": str(path), "solver": plan,
             "class_weight": class_weight, "epochs": epochs if plan["used"] == "sgd" else None,
+            "loss": "hinge" if plan["used"] == "sgd" else loss,
             "C": out, "best_C": best, "predictions": preds}
 
 
 def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str = "auto", epochs: int = EPOCHS,
-                chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, memory_mb=None, announce=None) -> LinearModel:
+                chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, memory_mb=None, loss: str = "squared_hinge",
+                announce=None) -> LinearModel:
     """Fit on every row of a feature store (or ``rows``, ``"A:B"``) and, with ``out``, save the
     model into that new directory (``gramtile train --features F.zarr --model linear``)."""
     fs = open_features(path)
@@ -295,9 +306,10 @@ def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str =
     if announce is not None:
         announce(describe(plan))
     t0 = time.perf_counter()
-    coef, intercept, classes = fit(fs, idx, C, plan["used"], class_weight, seed, epochs, chunk_rows)
+    coef, intercept, classes = fit(fs, idx, C, plan["used"], class_weight, seed, epochs, chunk_rows, loss)
     params = {"solver": plan, "C": float(C), "class_weight": class_weight, "seed": int(seed),
               "epochs": int(epochs) if plan["used"] == "sgd" else None, "rows": rows or f"0:{fs.n}",
+              "loss": "hinge" if plan["used"] == "sgd" else loss,
               "n_train": int(idx.shape[0]), "fit_seconds": round(time.perf_counter() - t0, 3)}
     meta = {k: v for k, v in fs.meta.items() if k != "shards"}
     model = LinearModel(coef, intercept, classes, meta, params, fs.vocab_arrays(), fs.strings())
@@ -309,8 +321,9 @@ def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str =
 def table(res: dict) -> str:
     """The markdown table of an :func:`evaluate_store` result."""
     several = len(res["C"]) > 1
-    lines = [f"linear SVM ({res['solver']['used']}) on {res['n']} x {res['n_features']} explicit features of "
-             f"{res['kernel']}, {res['folds']}-fold (seed {res['seed']}), rows {res['rows']}"]
+    lines = [f"linear SVM ({res['solver']['used']}, {res.get('loss', 'squared_hinge')} loss) on {res['n']} x "
+             f"{res['n_features']} explicit features of {res['kernel']}, {res['folds']}-fold (seed {res['seed']}), "
+             f"rows {res['rows']}"]
     if several:
         lines.append("every C below is scored on the test parts, so picking the best row is selection on test "
                      "data and its score is optimistic")

@@ -21,7 +21,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import SOLVERS, evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
-from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, evaluate_store
+from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, LOSSES, evaluate_store
 from gramtile.pipeline.learn.linear import SOLVERS as LINEAR_SOLVERS
 from gramtile.pipeline.learn.linear import table as linear_table
 from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem
@@ -70,6 +70,9 @@ def add_linear_options(p):
                    help="--model linear: liblinear = LinearSVC on the training rows in memory; sgd = SGDClassifier "
                         "(hinge, alpha = 1/(C n)) by partial_fit over chunks of rows read from the store (one chunk "
                         "in memory); auto (default) = liblinear when its estimated peak fits --memory-mb, else sgd")
+    p.add_argument("--linear-loss", choices=LOSSES, default="squared_hinge",
+                   help="--linear-solver liblinear: LinearSVC's loss, squared_hinge (default) or hinge (the kernel "
+                        "SVC's); sgd always uses the hinge loss")
     p.add_argument("--sgd-epochs", type=positive_int, default=EPOCHS, metavar="E",
                    help=f"--linear-solver sgd: passes over the training rows (default {EPOCHS})")
     p.add_argument("--sgd-chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="R",
@@ -254,7 +257,8 @@ def run_features(args) -> int:
     res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,
                          Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                          solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
-                         rows=args.rows, folds_dir=args.folds_dir, memory_mb=args.memory_mb, cluster=args.cluster,
+                         rows=args.rows, folds_dir=args.folds_dir, memory_mb=args.memory_mb, loss=args.linear_loss,
+                         cluster=args.cluster,
                          cluster_file=args.cluster_file, bar=not args.no_progress, announce=log.info)
     text = linear_table(res)
     print(text)

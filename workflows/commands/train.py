@@ -88,7 +88,7 @@ def run(args) -> int:
         with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
             m = train_store(args.features, tmp, C=args.C, class_weight=parse_class_weight(args.class_weight),
                             solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
-                            rows=args.rows, memory_mb=args.memory_mb, announce=log.info)
+                            rows=args.rows, memory_mb=args.memory_mb, loss=args.linear_loss, announce=log.info)
         print(f"{args.out}: linear model ({m.params['solver']['used']}) over {m.n_features} features, classes "
               f"{m.classes} ({time.perf_counter() - t0:.1f} s)")
         return 0
