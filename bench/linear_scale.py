@@ -75,6 +75,9 @@ def one(n: int, jsonl: Path, work: Path, a) -> dict:
     row["accuracy"] = {c: r["accuracy"] for c, r in res["C"].items()}
     row["accuracy_std"] = {c: r["accuracy_std"] for c, r in res["C"].items()}
     row["load_end"] = load()
+    if a.predict and not a.done_predict:
+        a.done_predict = True
+        row.update(predict_step(n, feats, jsonl, work, tag, a))
     if a.real and not a.done_real:
         a.done_real = True
         rev = work / f"ev-real{a.real}-{a.solver}"
@@ -89,6 +92,43 @@ def one(n: int, jsonl: Path, work: Path, a) -> dict:
         row["real_per_fold"] = {c: r["per_fold"] for c, r in rres["C"].items()}
         row["real_used"] = rres["solver"]["used"]
     return row
+
+
+def predict_step(n, feats, jsonl, work, tag, a) -> dict:
+    """Train on every row, predict the next ``a.predict`` examples of the JSON lines (unseen), and
+    check the model's decision on the first ``a.predict`` training examples, read from the JSON
+    lines (their ``tree`` derived from ``dep`` as prepare derives it), against the stored rows."""
+    import numpy as np
+
+    from gramtile.pipeline.learn.linear_models import LinearModel
+    from gramtile.pipeline.learn.models import read_documents
+    from gramtile.pipeline.stores.feature_store import FeatureStore
+
+    model, new, seen = work / f"m{tag}-{a.solver}", work / f"new{tag}.jsonl", work / f"seen{tag}.jsonl"
+    shutil.rmtree(model, ignore_errors=True)
+    out = {"train": measured(gramtile() + ["-q", "train", "--features", feats, "--model", "linear", "--C", a.C.split(",")[0],
+                                            "--linear-solver", a.solver, "--out", model])}
+    with open(jsonl, encoding="utf-8") as f, open(new, "w", encoding="utf-8") as g, \
+            open(seen, "w", encoding="utf-8") as h:
+        for k, text in enumerate(f):
+            if k < a.predict:
+                h.write(text)
+            elif n <= k < n + a.predict:
+                g.write(text)
+            elif k >= n + a.predict:
+                break
+    preds = work / f"pred{tag}-{a.solver}.json"
+    preds.unlink(missing_ok=True)
+    out["predict"] = measured(gramtile() + ["-q", "predict", "--model-dir", model, "--input", new, "--out", preds])
+    out["model_mb"] = round(sum(p.stat().st_size for p in model.iterdir()) / 1e6, 1)
+    got = json.loads(preds.read_text())
+    out["predict_accuracy"] = float(np.mean([g["predicted"] == g["gold"] for g in got]))
+    m = LinearModel.load(model)
+    docs = read_documents(seen, "jsonl")
+    fs = FeatureStore(feats)
+    diff = np.abs(m.decision_function(docs) - m.decision_function(fs.rows(np.arange(len(docs)))))
+    out["max_abs_diff_docs_vs_rows"] = float(diff.max())
+    return out
 
 
 def line(r) -> str:
@@ -112,9 +152,13 @@ def main(argv=None):
     p.add_argument("--cluster", default="sequential")
     p.add_argument("--reuse-features", action="store_true",
                    help="reuse an existing feature store of the same n (its features step is then not measured)")
+    p.add_argument("--predict", type=int, default=0,
+                   help="also train on every row of the first n, predict the next PREDICT examples of --jsonl "
+                        "with `gramtile predict`, and compare the model's decision on the first PREDICT training "
+                        "examples read from --jsonl with that on the stored rows")
     p.add_argument("--real", type=int, default=0, help="also evaluate rows 0:REAL of the first store")
     a = p.parse_args(argv)
-    a.done_real = False
+    a.done_real = a.done_predict = False
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -129,6 +173,12 @@ def main(argv=None):
             print(f"real rows 0:{a.real} ({r['real_used']}): {r['real_accuracy']} per fold {r['real_per_fold']}; "
                   f"{r['real_evaluate']['wall_s']} s wall, {r['real_evaluate']['cpu_s']} s CPU, "
                   f"{r['real_evaluate']['peak_rss_mb']} MB", flush=True)
+        if "train" in r:
+            print(f"train {r['train']['wall_s']} s wall ({r['train']['cpu_s']} CPU, {r['train']['peak_rss_mb']} MB), "
+                  f"model {r['model_mb']} MB; predict {a.predict} unseen: {r['predict']['wall_s']} s wall "
+                  f"({r['predict']['cpu_s']} CPU, {r['predict']['peak_rss_mb']} MB), accuracy {r['predict_accuracy']:.4f}; "
+                  f"decision from examples vs stored rows: max abs diff {r['max_abs_diff_docs_vs_rows']:.2e}",
+                  flush=True)
         (work / f"linear_scale-{a.solver}.json").write_text(json.dumps(rows, indent=1))
 
 

@@ -156,6 +156,8 @@ def test_new_examples_get_the_kernel_decision(num):
     full = np.asarray(X.multiply(X).sum(axis=1)).ravel()
     assert np.any(full < 1 - 1e-6)  # some new examples have features unseen in training
     assert np.allclose(m.decision_function(texts), got[-3:], atol=1e-10)  # raw texts parsed by the model
+    dep_only = [Document(id=f"d{i}", structures={"dep": p.structures["dep"]}) for i, p in enumerate(parsed)]
+    assert np.allclose(m.decision_function(dep_only), got[-3:], atol=1e-10)  # tree derived as prepare derives it
 
 
 def test_cli_train_predict_and_nothing_partial(num, tmp_path, capsys):

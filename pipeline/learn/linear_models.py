@@ -36,7 +36,9 @@ from gramtile.kernels.maps import weights
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.models import as_documents
+from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import FeatureVocab, map_of
@@ -124,7 +126,8 @@ class LinearModel:
                                   "--features F.zarr --model linear`")
         base = self.base
         rep = self.meta.get("rep", base.rep_name)
-        docs = as_documents(X, [rep], spacy_model=spacy_model, who="LinearModel.predict")
+        docs = as_documents([with_derived(x, rep) for x in _listed(X)], [rep], spacy_model=spacy_model,
+                            who="LinearModel.predict")
         if self._vocab is None:
             self._vocab = FeatureVocab(self.vocab_arrays["key_ptr"], self.vocab_arrays["key_items"],
                                        self.vocab_arrays["order"])
@@ -188,6 +191,22 @@ class LinearModel:
             coef, intercept = a["coef"], a["intercept"]
         return cls(coef, intercept, info["classes"], info["features"], info.get("params"), vocab,
                    info.get("strings"))
+
+
+def _listed(X) -> list:
+    if isinstance(X, (str, Document)) or not hasattr(X, "__iter__"):
+        return [X]
+    return list(X)
+
+
+def with_derived(x, rep: str):
+    """A Document lacking ``rep`` but holding a dependency tree (``dep``) gets the structures
+    derived from it (``tree``, ``seq``, ...), as ``gramtile prepare --reps`` derives them."""
+    if isinstance(x, Document) and rep not in (x.structures or {}) and isinstance((x.structures or {}).get("dep"),
+                                                                                   DepTree):
+        return Document(id=x.id, label=x.label, text=x.text, source=x.source,
+                        structures={**derive_all(x.structures["dep"]), **x.structures})
+    return x
 
 
 def labels_of(S, classes) -> list:
