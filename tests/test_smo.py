@@ -1,8 +1,10 @@
-"""The bounded-memory SMO solver against scikit-learn's SVC on problems both can solve: dual
-objective, decision values, predictions; kernel rows read through a cache smaller than K."""
+"""The bounded-memory SMO solver against the slow reference (tests/reference/smo.py) and
+scikit-learn's SVC on problems both can solve: dual objective, decision values, predictions;
+kernel rows read through a cache smaller than K, with and without shrinking."""
 import numpy as np
 import pytest
 from conftest import corpus_store_of, num_trees
+from reference.smo import solve as reference_solve
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
 
@@ -41,7 +43,7 @@ def test_binary_solutions_equal_sklearn_svc(seed, C, weight):
     ours, theirs = decision_values(K[np.ix_(te, tr)], y[tr], sol), svc.decision_function(K[np.ix_(te, tr)])
     assert np.mean(np.sign(ours) == np.sign(theirs)) >= 0.999
     assert np.max(np.abs(ours - theirs)) < 1e-3
-    assert rows.reads > rows.n // rows.band  # bands were evicted and read again: memory stayed bounded
+    assert rows.slots == 24 and rows.reads > 2 * rows.slots  # rows were evicted and read again: memory stayed bounded
 
 
 def test_on_a_gram_store_with_a_cache_smaller_than_the_matrix(tmp_path):
@@ -117,3 +119,94 @@ def test_evaluate_with_smo_never_reads_more_than_the_cache_at_once():
     assert max(src.sizes) * 8 <= cache_mb * 1e6  # no K(train, train), no whole K(test, train)
     lib = evaluate(ArrayKernelSource(K), y, folds, C=[0.5, 2.0], select="nested", inner_folds=2, solver="libsvm")
     assert np.mean(next(iter(ev.predictions.values()))[1] == next(iter(lib.predictions.values()))[1]) >= 0.999
+
+
+def random_problem(seed):
+    """A random binary problem: RBF or linear kernel, n 20..300, balanced or skewed labels, C 0.1..100."""
+    rng = np.random.default_rng(seed)
+    n, d = int(rng.integers(20, 300)), int(rng.integers(2, 8))
+    X = rng.normal(size=(n, d))
+    y = np.where(X @ rng.normal(size=d) + rng.normal(size=n) + rng.uniform(-1, 1) > 0, 1.0, -1.0)
+    y[:2] = [1.0, -1.0]
+    K = np.exp(-rng.uniform(0.05, 1) * ((X[:, None] - X[None]) ** 2).sum(-1)) if seed % 2 else X @ X.T + 1.0
+    C = float(10 ** rng.uniform(-1, 2))
+    return K, y, class_C(y, C, "balanced" if seed % 3 == 0 else None)
+
+
+def kkt_violation(K, y, a, C):
+    """m(a) - M(a) over every example, from a gradient computed afresh."""
+    G = (y[:, None] * y[None, :] * K) @ a - 1.0
+    up = ((y > 0) & (a < C)) | ((y < 0) & (a > 0))
+    low = ((y > 0) & (a > 0)) | ((y < 0) & (a < C))
+    return np.max(-y[up] * G[up]) + np.max(y[low] * G[low])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fast_solver_equals_the_reference_with_and_without_shrinking_and_partial_caches(seed):
+    K, y, Cv = random_problem(seed)
+    n = y.size
+    _, rho, obj, _ = reference_solve(K, y, Cv, tol=1e-6)
+    for shrinking in (False, True):
+        for frac in (1.0, 0.1):
+            rows = RowCache(ArrayKernelSource(K), np.arange(n), 8 * n * max(2, int(frac * n)) / 1e6)
+            sol = solve_binary(rows, y, Cv, tol=1e-6, shrinking=shrinking)
+            assert sol.converged
+            assert abs(sol.objective - obj) <= 1e-6 * abs(obj), (shrinking, frac)
+            assert abs(sol.rho - rho) <= 1e-3 * max(1.0, abs(rho))
+            assert kkt_violation(K, y, sol.alpha, Cv) < 1e-6  # over all examples, the shrunk ones too
+            assert abs(y @ sol.alpha) < 1e-9 * max(1.0, sol.alpha.sum())
+            assert np.all(sol.alpha >= 0) and np.all(sol.alpha <= Cv)
+            if not shrinking:
+                assert sol.min_active == n
+
+
+def test_shrinking_scans_fewer_examples_and_reconstructs_the_gradient():
+    K, y, tr, _ = rbf_problem(5, n=600, n_test=0)
+    full = solve_binary(RowCache(ArrayKernelSource(K), tr, cache_mb=8 * 600 * 600 / 1e6), y, 1.0, tol=1e-6,
+                        shrinking=False)
+    shr = solve_binary(RowCache(ArrayKernelSource(K), tr, cache_mb=8 * 600 * 60 / 1e6), y, 1.0, tol=1e-6)
+    assert shr.min_active < 600 // 2  # the iterations ran on a shrunk active set
+    assert abs(shr.objective - full.objective) <= 1e-9 * abs(full.objective)
+    assert kkt_violation(K, y, shr.alpha, np.ones(600)) < 1e-6
+
+
+def test_the_cache_serves_the_right_row_under_constant_eviction():
+    rng = np.random.default_rng(3)
+    K = rng.normal(size=(50, 50))
+    idx = rng.permutation(50)[:40]
+    rows = RowCache(ArrayKernelSource(K), idx, cache_mb=8 * 40 * 5 / 1e6)
+    assert rows.slots == 5
+    for t in rng.integers(0, 40, size=500).tolist():
+        assert np.array_equal(rows.row(t), K[idx[t], idx])
+    assert rows.hits + rows.misses == 500 and rows.misses > 5 and rows.hits > 0
+    assert np.array_equal(rows.diag(), K[idx, idx])
+
+
+def test_the_cache_reads_whole_bands_when_it_holds_every_row():
+    K, y, tr, _ = rbf_problem(1)
+    src = RecordingSource(K)
+    rows = RowCache(src, tr, cache_mb=8 * 260 * 260 / 1e6, band=100)
+    rows.row(150)
+    assert src.sizes == [100 * 260] and rows.misses == 1
+    for t in range(100, 200):
+        assert np.array_equal(rows.row(t), K[t, tr])
+    assert len(src.sizes) == 1 and rows.misses == 1  # the band's other rows were cached with it
+
+
+def test_warm_start_and_shrinking_together():
+    K, y, tr, _ = rbf_problem(12)
+    src = ArrayKernelSource(K)
+    at1 = solve_binary(RowCache(src, tr, cache_mb=0.1), y[tr], 1.0, tol=1e-6)
+    cold = solve_binary(RowCache(src, tr, cache_mb=0.1), y[tr], 3.0, tol=1e-6, shrinking=False)
+    warm = solve_binary(RowCache(src, tr, cache_mb=0.1), y[tr], 3.0, tol=1e-6, alpha0=at1.alpha)
+    assert abs(warm.objective - cold.objective) <= 1e-6 * abs(cold.objective)
+    assert kkt_violation(K[np.ix_(tr, tr)], y[tr].astype(float), warm.alpha, np.full(tr.size, 3.0)) < 1e-6
+
+
+def test_fits_running_at_once_in_one_process_split_the_cache():
+    from gramtile.pipeline.learn.crossval import plan_solver
+
+    assert plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=3000).cache_mb == 3000
+    assert plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=3000, share=2).cache_mb == 1500
+    with pytest.raises(EvaluationError, match="fewer than two kernel rows"):
+        plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=1.0, share=2)

@@ -1,7 +1,8 @@
 """The bounded-memory SVM (smo) against scikit-learn's SVC(kernel="precomputed") on real data: the
 NUM question trees under ST, SST and PT, and TREC QC's six coarse classes (one-vs-rest): dual
-objective within 1e-6 relative, >= 99.9 % identical test decisions, the same accuracy; and the
-same through ``evaluate`` (solver smo against libsvm, at the default tolerance)."""
+objective within 1e-6 relative, >= 99.9 % identical test decisions, the same accuracy, with and
+without shrinking, with the cache holding all, 22 % or 10 % of the training rows; and the same
+through ``evaluate`` (solver smo against libsvm, at the default tolerance)."""
 import itertools
 
 import numpy as np
@@ -41,15 +42,20 @@ def qc_docs():
     return [docs[i] for i in pick]
 
 
+CACHES = [(True, 200), (False, 200), (True, 90), (False, 90), (True, N_TRAIN)]  # (shrinking, rows held of 900)
+
+
+@pytest.mark.parametrize("shrinking,held", CACHES)
 @pytest.mark.parametrize("kind", ["st", "sst", "pt"])
-def test_num_trees_binary_equals_svc(num_docs, kind):
+def test_num_trees_binary_equals_svc(num_docs, kind, shrinking, held):
     spec = {"kind": "normalized", "kernel": {"kind": kind, "lam": 0.4, **({"mu": 0.4} if kind == "pt" else {})}}
     K = gram(spec, [d.structures["tree"] for d in num_docs])
     y = np.array([1.0 if d.label in ("1", "+1") else -1.0 for d in num_docs])
     tr, te = np.arange(N_TRAIN), np.arange(N_TRAIN, N_TRAIN + N_TEST)
     Ktr, Kte = K[np.ix_(tr, tr)], K[np.ix_(te, tr)]
-    rows = RowCache(ArrayKernelSource(K), tr, cache_mb=8 * N_TRAIN * 200 / 1e6)  # 200 of 900 rows
-    sol = solve_binary(rows, y[tr], 1.0, tol=1e-6)
+    rows = RowCache(ArrayKernelSource(K), tr, cache_mb=8 * N_TRAIN * held / 1e6)
+    sol = solve_binary(rows, y[tr], 1.0, tol=1e-6, shrinking=shrinking)
+    assert (sol.min_active < N_TRAIN) == shrinking
     svc = SVC(kernel="precomputed", C=1.0, tol=1e-6).fit(Ktr, y[tr])
     ref = objective(svc, Ktr, y[tr])
     assert sol.converged and abs(sol.objective - ref) <= 1e-6 * abs(ref)
@@ -59,7 +65,8 @@ def test_num_trees_binary_equals_svc(num_docs, kind):
     assert np.mean(pred == y[te]) == np.mean(svc.predict(Kte) == y[te])
 
 
-def test_trec_qc_six_classes_one_vs_rest_equals_svc(qc_docs):
+@pytest.mark.parametrize("shrinking,held", CACHES)
+def test_trec_qc_six_classes_one_vs_rest_equals_svc(qc_docs, shrinking, held):
     K = gram({"kind": "normalized", "kernel": {"kind": "sst", "lam": 0.4, "rep": "grct"}},
              {"grct": [d.structures["grct"] for d in qc_docs]})
     y = np.array([d.label for d in qc_docs])
@@ -68,15 +75,16 @@ def test_trec_qc_six_classes_one_vs_rest_equals_svc(qc_docs):
     tr, te = np.arange(N_TRAIN), np.arange(N_TRAIN, N_TRAIN + N_TEST)
     Ktr, Kte = K[np.ix_(tr, tr)], K[np.ix_(te, tr)]
     ovr = OneVsRestClassifier(SVC(kernel="precomputed", C=1.0, tol=1e-6)).fit(Ktr, y[tr])
-    rows = RowCache(ArrayKernelSource(K), tr, cache_mb=8 * N_TRAIN * 300 / 1e6)
+    rows = RowCache(ArrayKernelSource(K), tr, cache_mb=8 * N_TRAIN * held / 1e6)
     for c, est in zip(ovr.classes_, ovr.estimators_):
         yc = np.where(y[tr] == c, 1.0, -1.0)
-        sol = solve_binary(rows, yc, class_C(yc, 1.0), tol=1e-6)
+        sol = solve_binary(rows, yc, class_C(yc, 1.0), tol=1e-6, shrinking=shrinking)
         ref = objective(est, Ktr, yc)
         assert sol.converged and abs(sol.objective - ref) <= 1e-6 * abs(ref), c
         # sklearn's binary sub-problem has labels 0 / 1, so its decision is f for "this class"
         assert np.mean(np.sign(decision_values(Kte, yc, sol)) == np.sign(est.decision_function(Kte))) >= 0.999
-    pred = smo_fit_predict(ArrayKernelSource(K), y, tr, te, [1.0], classes, tol=1e-6)[1.0]
+    pred = smo_fit_predict(ArrayKernelSource(K), y, tr, te, [1.0], classes, tol=1e-6,
+                           cache_mb=8 * N_TRAIN * held / 1e6, shrinking=shrinking)[1.0]
     want = ovr.predict(Kte)
     assert np.mean(pred == want) >= 0.999
     assert np.mean(pred == y[te]) == np.mean(want == y[te])

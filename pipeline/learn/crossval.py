@@ -13,7 +13,9 @@ perceptron of :mod:`gramtile.pipeline.learn.perceptron`.
 Solvers (:func:`plan_solver`): the SVM is fitted by libsvm on the two blocks held in memory,
 or, when K(train, train) would not fit the memory budget (or with ``solver="smo"``), by
 :mod:`gramtile.pipeline.learn.smo` over kernel rows read through a bounded cache
-(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands.
+(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands. Over a
+Gram store, smo reads its rows from one row file per run (:mod:`gramtile.pipeline.learn.rowfile`,
+:func:`smo_row_file`), written before the tasks start and removed when they end.
 
 Parallel: each split is a task (:class:`SplitTask`, :func:`run_split`) run by
 :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster profile or client; a task
@@ -37,7 +39,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,8 +50,10 @@ from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
+from gramtile.pipeline.progress import log
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
@@ -269,8 +274,10 @@ class SolverPlan:
     used: str              # "libsvm" or "smo"
     need_mb: float         # the in-memory path's peak per fit
     memory_mb: float       # the budget per fit
-    cache_mb: float        # the smo row cache
+    cache_mb: float        # the smo row cache of one fit
     tol: float = 1e-3
+    scratch: str | None = None   # where smo's kernel row file goes (None: the system's temporary directory)
+    row_file: object = None      # the run's RowFile, once written (:func:`smo_row_file`)
 
     @property
     def line(self) -> str:
@@ -290,7 +297,7 @@ class SolverPlan:
 
 def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_mb=None, cache_mb=None,
                 nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, share: int = 1,
-                tol: float = 1e-3) -> SolverPlan:
+                tol: float = 1e-3, scratch=None) -> SolverPlan:
     """Choose the SVM solver of a run.
 
     Parameters
@@ -301,8 +308,11 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_
         Budget of the process (default :func:`default_memory_mb`); ``share`` fits running in one
         process at once (the threads of an in-process profile) split it.
     cache_mb : float, optional
-        Row cache of smo (default :func:`default_cache_mb` of the per-fit budget).
+        Row cache of smo for the process (default :func:`default_cache_mb` of the per-fit budget);
+        ``share`` fits running at once split it too.
     nested_folds : inner folds of nested C selection (0: none)
+    scratch : directory, optional
+        Where smo writes its kernel row file (:mod:`~gramtile.pipeline.learn.rowfile`).
     """
     if solver not in SOLVERS:
         raise EvaluationError(f"solver={solver!r}; use one of {list(SOLVERS)} (--solver)")
@@ -311,7 +321,7 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_
                               or not math.isfinite(v)):
             raise EvaluationError(f"{name} {v!r} must be a positive number of megabytes, e.g. {name} 2000")
     budget = float(memory_mb if memory_mb is not None else default_memory_mb()) / max(1, int(share))
-    cache = float(cache_mb) if cache_mb is not None else default_cache_mb(budget)
+    cache = float(cache_mb) / max(1, int(share)) if cache_mb is not None else default_cache_mb(budget)
     need = in_memory_mb(n_train, n_test, nested_folds)
     used = solver if solver != "auto" else ("libsvm" if need <= budget else "smo")
     if used == "smo" and n_classes > 2 and multiclass == "ovo":
@@ -324,11 +334,38 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_
     if used == "smo" and cache < 2 * row_mb:
         raise EvaluationError(f"--cache-mb {cache:g} holds fewer than two kernel rows of {n_train} training examples "
                               f"({row_mb:.3f} MB each). Fix: pass --cache-mb {2 * row_mb + 0.001:.3f} or more")
-    return SolverPlan(solver, used, need, budget, cache, float(tol))
+    return SolverPlan(solver, used, need, budget, cache, float(tol), None if scratch is None else str(scratch))
+
+
+def needs_row_file(plan: SolverPlan, source, n_train: int) -> bool:
+    """Whether smo under ``plan`` reads its rows from a row file: a store-backed source (and no row
+    file written yet). Even when the cache holds every training row, the file pays: each fold
+    would otherwise decompress again every store chunk its rows and its test block cross
+    (BENCHMARKS.md, issue 15, session 7)."""
+    return plan.used == "smo" and plan.row_file is None and store_backed(source) and n_train > 0
+
+
+def smo_row_file(plan: SolverPlan, source, n_train: int):
+    """``with smo_row_file(plan, source, n_train) as plan:`` ``plan`` with the run's kernel row file
+    (written here when :func:`needs_row_file`; removed when the block ends, also on error)."""
+    return _PlanRows(plan, source, n_train)
+
+
+class _PlanRows:
+    def __init__(self, plan, source, n_train):
+        self.cm = row_file(source, plan.scratch, needs_row_file(plan, source, n_train))
+        self.plan = plan
+
+    def __enter__(self):
+        rf = self.cm.__enter__()
+        return self.plan if rf is None else replace(self.plan, row_file=rf)
+
+    def __exit__(self, *exc):
+        return self.cm.__exit__(*exc)
 
 
 def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cache_mb: float = 200.0,
-                    tol: float = 1e-3) -> dict:
+                    tol: float = 1e-3, row_file=None, shrinking: bool = True) -> dict:
     """Fit the SVM with :mod:`~gramtile.pipeline.learn.smo` for every C of ``Cs`` and predict ``test``.
 
     Binary: one problem, ``classes[1]`` positive (SVC's convention: f > 0 predicts ``classes[1]``).
@@ -337,7 +374,8 @@ def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cach
     a dict weights the examples of each original label. The C grid is solved in increasing order,
     each problem warm-started from its solution at the previous C (the box only grows, so that
     solution stays feasible). K(train, train) is read through one :class:`RowCache` of
-    ``cache_mb``; predictions read K(test, support) in bands of at most ``cache_mb``.
+    ``cache_mb`` (from ``row_file`` when given); predictions read K(test, support) in bands of at
+    most ``cache_mb`` (from ``row_file`` too), after the cache is released.
 
     Returns
     -------
@@ -346,7 +384,8 @@ def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cach
     y = np.asarray(y)
     train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
     ytr = y[train]
-    rows = RowCache(source, train, cache_mb)
+    t0 = time.perf_counter()
+    rows = RowCache(source, train, cache_mb, row_file=row_file)
     binary = len(classes) == 2
     problems = [classes[1]] if binary else list(classes)
     sols, prev = {}, {}
@@ -358,12 +397,19 @@ def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cach
             a0 = None
             if p in prev and np.all(box >= prev[p][1]):
                 a0 = prev[p][0]
-            sol = solve_binary(rows, yc, box, tol=tol, alpha0=a0)
+            t1 = time.perf_counter()
+            sol = solve_binary(rows, yc, box, tol=tol, alpha0=a0, shrinking=shrinking)
+            log.debug(f"  smo C={C:g} class {p!r}: {sol.iterations} iterations, {sol.misses} row reads, "
+                      f"{sol.hits} hits, {time.perf_counter() - t1:.1f} s")
             if not sol.converged:
                 raise EvaluationError(f"smo did not converge at C={C:g} for class {p!r} in {sol.iterations} "
                                       "iterations; raise the tolerance (tol) or use --solver libsvm")
             prev[p] = (sol.alpha, box)
             sols[(C, p)] = (yc, sol)
+    t_fit, hits, misses = time.perf_counter() - t0, rows.hits, rows.misses
+    its = sum(sol.iterations for _, sol in sols.values())
+    del rows  # its slab: the prediction's bands take that memory
+    t1 = time.perf_counter()
     used = np.zeros(train.size, dtype=bool)
     for _, sol in sols.values():
         used |= sol.alpha > 0
@@ -371,10 +417,20 @@ def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cach
     coef = {k: (sol.alpha * yc)[sv] for k, (yc, sol) in sols.items()}
     dec = {k: np.empty(test.size) for k in sols}
     band = max(1, int(cache_mb * 1e6 // (8 * max(1, sv.size))))
+    pos = row_file.positions(source) if row_file is not None else None
     for a in range(0, test.size, band):
-        Kb = read_block(source, test[a:a + band], train[sv], "test x support")
+        if pos is None:
+            Kb = read_block(source, test[a:a + band], train[sv], "test x support")
+        else:
+            Kb, buf, cols = np.empty((min(band, test.size - a), sv.size)), np.empty(row_file.n), pos[train[sv]]
+            for k, r in enumerate(pos[test[a:a + band]].tolist()):
+                row_file.read_into(r, cols, Kb[k], buf)
         for k, (_, sol) in sols.items():
             dec[k][a:a + band] = Kb @ coef[k] - sol.rho
+        del Kb
+    log.info(f"  smo fits on {train.size} examples: {len(sols)} problems, {its} iterations, {misses} row reads, "
+             f"hit rate {hits / max(1, hits + misses):.3f}, {t_fit:.1f} s; prediction of {test.size} on "
+             f"{sv.size} support vectors {time.perf_counter() - t1:.1f} s")
     cl = np.asarray(classes)
     preds = {}
     for C in Cs:
@@ -398,11 +454,12 @@ class ProblemTask:
     box: np.ndarray      # per-example C
     cache_mb: float
     tol: float
+    row_file: object = None  # the run's kernel row file (:func:`smo_row_file`), if any
 
 
 def solve_problem(task: ProblemTask):
     """``(support positions, dual coefficients alpha_t y_t, intercept -rho)`` of one smo problem."""
-    rows = RowCache(task.ref.open(), task.train, task.cache_mb)
+    rows = RowCache(task.ref.open(), task.train, task.cache_mb, row_file=task.row_file)
     yc = np.where(task.y == task.positive, 1.0, -1.0)
     sol = solve_binary(rows, yc, task.box, tol=task.tol)
     if not sol.converged:
@@ -434,8 +491,11 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
         yc = np.where(y == p, 1.0, -1.0)
         box = class_C(y, C, class_weight) if binary or isinstance(class_weight, dict) else class_C(yc, C, class_weight)
         tasks.append(ProblemTask(ref, y, train, p, box, plan.cache_mb, plan.tol))
-    return run_tasks(solve_problem, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
-                     desc="train", bar=bar)
+    with smo_row_file(plan, source, train.size) as plan:
+        for t in tasks:
+            t.row_file = plan.row_file
+        return run_tasks(solve_problem, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                         desc="train", bar=bar)
 
 
 # ---- one split as a task --------------------------------------------------------------------------
@@ -477,7 +537,7 @@ def run_split(task: SplitTask) -> list:
                                    plan=task.plan)
         Cs = [c] if task.nested else [s.C for s in task.grid]
         preds = smo_fit_predict(src, y, sp.train, sp.test, Cs, task.classes, task.class_weight,
-                                task.plan.cache_mb, task.plan.tol)
+                                task.plan.cache_mb, task.plan.tol, row_file=task.plan.row_file)
         for s in task.grid:
             fit_s = Setting("svm", c) if task.nested else s
             out.append((fit_s, {"C_chosen": c} if task.nested else {}, preds[float(fit_s.C)]))
@@ -502,7 +562,8 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
              progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0,
              inner_metric: str = "accuracy", solver: str | SolverPlan = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3,
-             cluster=None, cluster_file=None, client=None, bar: bool = False, announce=None) -> Evaluation:
+             cluster=None, cluster_file=None, client=None, bar: bool = False, announce=None,
+             scratch=None) -> Evaluation:
     """Fit and score a model on each split, reading two kernel blocks per split.
 
     Parameters
@@ -548,6 +609,9 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         Show a progress bar over the splits' fits.
     announce : callable, optional
         Called once with the one-line description of the solver chosen (:attr:`SolverPlan.line`).
+    scratch : directory, optional
+        Where smo writes the run's kernel row file when its cache cannot hold every training row of
+        a store source (default: the system's temporary directory; :mod:`~gramtile.pipeline.learn.rowfile`).
 
     Returns
     -------
@@ -575,7 +639,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         plan = plan_solver(solver if model == "svm" else "libsvm",  # the perceptron reads its blocks into memory
                            max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
                            memory_mb, cache_mb, inner_folds if nested else 0, multiclass, len(classes),
-                           share=in_process(cluster, cluster_file, client), tol=tol)
+                           share=in_process(cluster, cluster_file, client), tol=tol, scratch=scratch)
     res.solver = plan.to_dict() if model == "svm" else None
     if announce is not None and model == "svm":
         announce(plan.line)
@@ -590,8 +654,12 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
             sp = splits[i]
             progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
 
-    results = run_tasks(run_split, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
-                        desc="evaluate", bar=bar, on_done=done)
+    with smo_row_file(plan if model == "svm" else replace(plan, used="libsvm"), source,
+                      max(sp.train.size for sp in splits)) as plan:
+        for t in tasks:
+            t.plan = plan
+        results = run_tasks(run_split, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                            desc="evaluate", bar=bar, on_done=done)
     pooled = {_label(s): ([], []) for s in grid}
     fold_acc = {_label(s): [] for s in grid}
     for sp, fits in zip(splits, results):

@@ -54,8 +54,10 @@ def add_learn_options(p, cluster_default="sequential"):
     """--solver, --cache-mb, --memory-mb, --cluster, --cluster-file of the learning commands."""
     p.add_argument("--solver", choices=SOLVERS, default="auto", help=SOLVER_HELP)
     p.add_argument("--cache-mb", type=float, default=None, metavar="MB",
-                   help="smo: kernel-row cache per fit in MB, as SVM-light's -m (default: a quarter of the memory "
-                        "budget, 100 to 4000 MB); it must hold at least two rows (8 bytes x training examples each)")
+                   help="smo: kernel-row cache in MB, as SVM-light's -m, per worker process (the fits running at "
+                        "once in one process, the threads of a threads profile, split it; default: a quarter of the "
+                        "memory budget per fit, 100 to 4000 MB); a fit's share must hold at least two rows (8 bytes "
+                        "x training examples each)")
     p.add_argument("--memory-mb", type=float, default=None, metavar="MB",
                    help="memory budget per worker process in MB that decides --solver auto (default: 60%% of the "
                         "memory available at start; the threads of a threads profile share it)")
@@ -143,6 +145,10 @@ def add_parser(sub):
     p.add_argument("--out", metavar="DIR", help="write results.md and results.json (and plots) here")
     add_learn_options(p)
     add_linear_options(p)
+    p.add_argument("--scratch", default=None, metavar="DIR",
+                   help="smo: directory on local disk for the kernel row file written when the cache cannot hold "
+                        "every training row (8 n^2 bytes for n examples, removed at the end; default: the system's "
+                        "temporary directory, TMPDIR)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar over the fits")
     overwrite_flag(p, "results.md / results.json")
     p.set_defaults(func=run)
@@ -332,7 +338,7 @@ def run(args) -> int:
         ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
                       select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
                       inner_seed=args.fold_seed, solver=args.solver, memory_mb=args.memory_mb,
-                      cache_mb=args.cache_mb, cluster=args.cluster, cluster_file=args.cluster_file,
+                      cache_mb=args.cache_mb, cluster=args.cluster, cluster_file=args.cluster_file, scratch=args.scratch,
                       bar=not args.no_progress, announce=log.info, **common)
     if several_C and args.C_on_test:
         header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
