@@ -368,25 +368,35 @@ def load(corpus_path, base) -> FeatureSet:
 STORE_ATTR = "gramtile_feature_store"
 
 
-def linear_rows(corpus_path, spec) -> tuple:
-    """Rows whose dot products are the kernel: ``Phi diag(sqrt(w))`` of a base spec with a map,
-    divided by their norms for ``normalized`` of one. Returns ``(csr rows, base spec)``."""
+def _base_of(spec) -> tuple:
+    """``(base spec, normalize)`` of a base kernel with a map or ``normalized`` of one."""
     base, normalize = spec, False
     if spec.kind == "normalized":
         base, normalize = spec.kernel, True
     if spec.parts() and not normalize or base.parts():
         raise KernelSpecError(f"gramtile features takes a base kernel with a feature map or 'normalized' of one, "
                               f"got {spec.to_json()}")
-    ensure(corpus_path, base)
-    fs = load(corpus_path, base)
-    X = fs.rows(np.arange(fs.n)) @ sp.diags(np.sqrt(fs.w))
-    X = sp.csr_matrix(X)
+    return base, normalize
+
+
+def _scaled(fs: FeatureSet, idx, normalize: bool, scale) -> sp.csr_matrix:
+    X = sp.csr_matrix(fs.rows(idx) @ scale)
     if normalize:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).reshape(-1))
-        X = sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)) @ X
-        X = sp.csr_matrix(X)
+        X = sp.csr_matrix(sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)) @ X)
     X.sort_indices()
-    return X, base
+    return X
+
+
+def linear_rows(corpus_path, spec, start: int = 0, stop: int | None = None) -> tuple:
+    """Rows whose dot products are the kernel: ``Phi diag(sqrt(w))`` of a base spec with a map,
+    divided by their norms for ``normalized`` of one, for examples ``start:stop`` (default all).
+    Returns ``(csr rows, base spec)``."""
+    base, normalize = _base_of(spec)
+    ensure(corpus_path, base)
+    fs = load(corpus_path, base)
+    stop = fs.n if stop is None else stop
+    return _scaled(fs, np.arange(start, stop), normalize, sp.diags(np.sqrt(fs.w))), base
 
 
 def write_store(corpus_path, spec, out) -> dict:
@@ -399,14 +409,18 @@ def write_store(corpus_path, spec, out) -> dict:
     if out.exists():
         raise StoreError(f"--out {out} exists; choose another path or delete it")
     cs = CorpusStore.open(corpus_path)
-    X, base = linear_rows(corpus_path, spec)
+    base, normalize = _base_of(spec)
+    ensure(corpus_path, base)
+    fs = load(corpus_path, base)
+    scale = sp.diags(np.sqrt(fs.w))
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
         g = zarr.open_group(str(tmp), mode="w")
-        shards = []
+        shards, nnz = [], 0
         ranges = [(int(a), int(b)) for a, b in cs.shard_ranges] or [(0, int(cs.n))]
-        for k, (a, b) in enumerate(ranges):
-            m = X[a:b]
+        for k, (a, b) in enumerate(ranges):  # shard by shard: one shard's rows in memory at a time
+            m = _scaled(fs, np.arange(a, b), normalize, scale)
+            nnz += int(m.nnz)
             sg = g.require_group("rows").require_group(str(k))
             for name, arr in (("indptr", m.indptr.astype(np.int64)), ("indices", m.indices.astype(np.int64)),
                               ("data", m.data)):
@@ -427,8 +441,8 @@ def write_store(corpus_path, spec, out) -> dict:
         meta = {"spec": spec.to_dict(), "base": base.to_dict(), "normalized": spec.kind == "normalized",
                 "rep": base.rep_name, "rep_kind": kind if isinstance(kind, str) else base.reads,
                 "corpus_path": location(corpus_path).canonical(),
-                "corpus_content_hash": cs.content_hash, "n_examples": int(X.shape[0]),
-                "n_features": int(X.shape[1]), "nnz": int(X.nnz), "shards": shards,
+                "corpus_content_hash": cs.content_hash, "n_examples": int(cs.n),
+                "n_features": int(fs.n_features), "nnz": nnz, "shards": shards,
                 "feature_set": group_name(base), "vocab_sha256": _sha(*(vocab_arrays[k] for k in sorted(vocab_arrays))),
                 "uid": uuid.uuid4().hex}
         g.attrs[STORE_ATTR] = meta
