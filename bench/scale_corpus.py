@@ -185,21 +185,28 @@ def graft(target: DepTree, t: int, donor: DepTree, d: int) -> DepTree:
     return DepTree(**{k: tuple(v) for k, v in cols.items()})
 
 
-def load_dep(corpus):
-    """(ids, labels, dependency trees) of a corpus store, decoding only its ``dep`` representation."""
+def load_dep(corpus, n: int | None = None):
+    """(ids, labels, dependency trees) of a corpus store's first ``n`` examples (default all),
+    decoding only its ``dep`` representation."""
     store = CorpusStore.open(corpus, "r")
     try:
+        n = store.n if n is None else min(int(n), store.n)
         trees = []
         for a, b in store.shard_ranges:
-            trees += decode(store.load("dep", a, b), store.vocabs)
-        return store.ids, store.labels, trees
+            if a < n:
+                trees += decode(store.load("dep", a, min(b, n)), store.vocabs)
+        return store.ids[:n], store.labels[:n], trees
     finally:
         store.close()
 
 
-def generate(corpus, n_total: int, seed: int, out, max_tokens: int = 80) -> dict:
+def generate(corpus, n_total: int, seed: int, out, max_tokens: int = 80, real: int | None = None) -> dict:
     """Write the real examples (``dep`` only, ids and labels kept), then ``n_total - n_real``
-    synthetic ones, as JSON lines.
+    synthetic ones, as JSON lines. The real examples are the corpus store's first ``real`` rows
+    (default: all of them), so a store prepared from an earlier output (``all2.zarr``: real rows
+    0..50,067) regenerates it: with ``real=50068`` and the same seed, the first 200,000 lines
+    written for any ``n_total >= 200,000`` are those of the 200,000-example file (the draws are
+    sequential, so a larger ``n_total`` only appends).
 
     How each synthetic example is made (``numpy.random.default_rng(seed)``, draws in this order):
 
@@ -217,7 +224,7 @@ def generate(corpus, n_total: int, seed: int, out, max_tokens: int = 80) -> dict
     shapes and sizes. Ids are ``synth-<k>``; the same corpus, ``n_total`` and ``seed`` give the
     same file.
     """
-    ids, labels, trees = load_dep(corpus)
+    ids, labels, trees = load_dep(corpus, real)
     rng = np.random.default_rng(seed)
     by_label = {}
     for i, lab in enumerate(labels):
@@ -274,6 +281,8 @@ def main(argv=None):
     g.add_argument("--n", type=int, default=200_000)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--out", required=True)
+    g.add_argument("--real", type=int, default=None,
+                   help="take only the corpus's first N rows as the real examples (all2.zarr: 50068)")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     if a.cmd == "collect":
@@ -284,7 +293,7 @@ def main(argv=None):
                     progress=sys.stderr.isatty())
         print(s.text())
     else:
-        print(json.dumps(generate(a.corpus, a.n, a.seed, a.out)))
+        print(json.dumps(generate(a.corpus, a.n, a.seed, a.out, real=a.real)))
     print(f"{a.cmd}: {time.perf_counter() - t0:.1f} s wall")
 
 

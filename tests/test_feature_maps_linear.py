@@ -7,6 +7,7 @@ from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.learn import linear
+from gramtile.pipeline.learn.linear_models import LinearModel
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import open_store, write_store
 from gramtile.workflows.cli import main
@@ -48,13 +49,12 @@ def test_linear_learner_k_fold_train_save_predict(corpus, tmp_path):
     main(["-q", "features", "--corpus", str(corpus), "--kernel",
           '{"kind": "normalized", "kernel": {"kind": "st", "lam": 0.4}}', "--out", str(tmp_path / "f.zarr")])
     X, labels, meta = open_store(tmp_path / "f.zarr")
-    res = linear.evaluate(X, labels, folds=3, seed=1, Cs=(0.1, 1.0), class_weight="balanced")
+    res = linear.evaluate_store(tmp_path / "f.zarr", folds=3, seed=1, Cs=(0.1, 1.0), class_weight="balanced")
     assert set(res["C"]) == {0.1, 1.0} and res["best_C"] in res["C"]
     majority = max(labels.count(c) for c in set(labels)) / len(labels)
     assert res["C"][res["best_C"]]["accuracy"] > majority  # learns something beyond the majority class
-    model = linear.train(X, labels, C=res["best_C"], meta=meta)
-    model.save(tmp_path / "m")
-    again = linear.LinearModel.load(tmp_path / "m")
+    model = linear.train_store(tmp_path / "f.zarr", tmp_path / "m", C=res["best_C"])
+    again = LinearModel.load(tmp_path / "m")
     assert again.predict(X) == model.predict(X)
     assert again.meta["feature_set"] == meta["feature_set"]
 
@@ -69,7 +69,7 @@ def test_cli_evaluate_and_train_with_features(corpus, tmp_path, capsys):
     assert "| 0.1 |" in out and "| 1 |" in out and "3-fold" in out
     assert main(["-q", "train", "--features", f, "--model", "linear", "--out", str(tmp_path / "m")]) == 0
     X, labels, _ = open_store(f)
-    m = linear.LinearModel.load(tmp_path / "m")
+    m = LinearModel.load(tmp_path / "m")
     assert len(m.predict(X)) == 400 and set(m.predict(X)) <= set(labels)
     # misuse is one line, exit 2
     assert main(["-q", "evaluate", "--features", f]) == 2

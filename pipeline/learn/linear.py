@@ -1,123 +1,333 @@
 """Linear learning on explicit features (a feature store written by ``gramtile features``).
 
-With rows ``x = phi(x) sqrt(w)`` (``gramtile.pipeline.stores.feature_store.linear_rows``),
-``<x, y> = K(x, y)``: a linear SVM on the rows learns with the kernel without a Gram matrix.
-The learner is scikit-learn's LinearSVC (liblinear: squared hinge loss, one-vs-rest, the
-intercept regularised like a weight), so its models are close to, not equal to, those of the
-kernel SVC. :func:`evaluate` runs stratified k-fold over a C grid; :func:`train` fits one model,
-which :class:`LinearModel` saves and reloads and which predicts from feature rows alone.
+With rows ``x = phi(x) sqrt(w)`` (``gramtile.pipeline.stores.feature_store.linear_rows``; divided
+by their norms for ``normalized`` of a mapped kernel), ``<x, y> = K(x, y)``: a linear SVM on the
+rows learns with the kernel without a Gram matrix. Two solvers (``solver``):
+
+- ``liblinear``: scikit-learn's LinearSVC (squared hinge loss, or with ``loss="hinge"`` the
+  kernel SVC's hinge loss; one-vs-rest, the intercept regularised like a weight;
+  ``random_state`` = the seed), on the training rows read into memory;
+- ``sgd``: scikit-learn's SGDClassifier (hinge loss, L2, ``alpha = 1 / (C n_train)``, so that its
+  objective ``alpha/2 ||w||^2 + (1/n) sum hinge`` is the SVM's ``1/2 ||w||^2 + C sum hinge``
+  divided by ``C n``), trained by ``partial_fit`` over chunks of at most ``chunk_rows`` training
+  rows read from the store one after another, for ``epochs`` passes: only one chunk of Phi is in
+  memory. Each pass visits the store's shards in a seeded random order and shuffles the rows
+  of each chunk (``numpy.random.default_rng(seed)``), so a run is a function of its inputs.
+  ``class_weight="balanced"`` is computed from the training labels (``n / (k n_c)``, as
+  scikit-learn's), which ``partial_fit`` does not do itself;
+- ``auto`` (default): liblinear when its estimated peak (:func:`liblinear_mb`) fits the memory
+  budget, else sgd.
+
+Both are one-vs-rest with one function per class (one for two classes) and predict the class
+of the largest score. Their models are close to, not equal to, those of the kernel SVC (other
+losses; the intercept). :func:`evaluate_store` runs stratified k-fold (the folds ``gramtile
+evaluate`` makes: :func:`gramtile.pipeline.learn.folds.stratified_kfold`) over a C grid; each
+(fold, C) fit is a task of :func:`gramtile.pipeline.learn.parallel.run_tasks`, so it runs on the
+cluster profile as the kernel learners' fits do: a task carries the feature store's path and uid
+and its row indices, the worker reads its rows itself. :func:`train_store` fits one model on
+every row and saves it (:class:`gramtile.pipeline.learn.linear_models.LinearModel`).
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import threading
+import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from gramtile.pipeline import optional
+from gramtile.pipeline.learn.crossval import default_memory_mb
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import stratified_kfold
-from gramtile.pipeline.learn.metrics import accuracy
-from gramtile.pipeline.stores.feature_store import open_store
+from gramtile.pipeline.learn.folds import load_or_make_folds, stratified_kfold
+from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
+from gramtile.pipeline.learn.parallel import in_process, run_tasks
+from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
+
+SOLVERS = ("auto", "liblinear", "sgd")
+#: liblinear's losses (LinearSVC's ``loss``); sgd always uses the hinge loss
+LOSSES = ("squared_hinge", "hinge")
+#: default SGD passes over the training rows
+EPOCHS = 5
+#: default rows per partial_fit call of SGD
+CHUNK_ROWS = 20_000
+#: feature stores opened per process (per thread for the threads pool share the dict)
+_OPEN = 4
+_stores: dict = {}
+_stores_lock = threading.Lock()
 
 
-def _fit(X, y, C: float, class_weight):
-    svm = optional.sklearn("svm")
-    clf = svm.LinearSVC(C=C, class_weight=class_weight, max_iter=10_000)
-    return clf.fit(X, y)
+def open_features(path, uid: str | None = None) -> FeatureStore:
+    """The feature store at ``path``, opened once per process (reopened when the store on disk
+    was written again); with ``uid``, refused unless it is still the store a run started from."""
+    key = str(path)
+    now = current_uid(path)
+    with _stores_lock:
+        fs = _stores.get(key)
+    if fs is None or fs.uid != now:
+        fs = FeatureStore(path)
+        with _stores_lock:
+            _stores[key] = fs
+            while len(_stores) > _OPEN:
+                _stores.pop(next(iter(_stores)))
+    if uid is not None and fs.uid != uid:
+        raise EvaluationError(f"feature store {path} is not the store this run started from (uid {uid[:8]}, now "
+                              f"{fs.uid[:8]}): it was written again since. Fix: rerun on the store as it is now")
+    return fs
 
 
-def evaluate(X, labels, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None) -> dict:
-    """Stratified ``folds``-fold accuracy of LinearSVC for each C of ``Cs``.
+# ---- memory and the solver choice --------------------------------------------------------------
 
-    Returns ``{"folds", "seed", "C": {C: {"accuracy": mean, "per_fold": [...]}}, "best_C"}``.
-    """
-    y = np.asarray(labels, dtype=object)
-    if X.shape[0] != y.shape[0]:
-        raise EvaluationError(f"{X.shape[0]} feature rows but {y.shape[0]} labels")
-    if len(set(y.tolist())) < 2:
-        raise EvaluationError("linear evaluation needs at least two classes among the labels")
-    splits = stratified_kfold(list(y), folds, seed)
+def liblinear_mb(nnz: int, n: int, n_features: int, n_functions: int) -> float:
+    """Estimated peak of one LinearSVC fit in MB: the training rows as CSR (12 bytes a non-zero),
+    liblinear's copy of them (16 bytes a non-zero and two per row), and the weights twice
+    (liblinear's and scikit-learn's, 8 bytes per feature per function)."""
+    return (28.0 * nnz + 32.0 * n + 16.0 * n_functions * n_features) / 1e6
+
+
+def sgd_mb(chunk_nnz: int, n_features: int, n_functions: int) -> float:
+    """Estimated peak of one SGD fit in MB: one chunk of rows (twice: read and shuffled) and the
+    weights (coef and its working copy)."""
+    return (24.0 * chunk_nnz + 16.0 * n_functions * n_features) / 1e6
+
+
+def plan_solver(solver: str, fs: FeatureStore, n_train: int, n_classes: int, memory_mb=None, share: int = 1,
+                chunk_rows: int = CHUNK_ROWS) -> dict:
+    """The solver a run uses and why: ``{"requested", "used", "liblinear_mb", "sgd_mb", "memory_mb"}``."""
+    if solver not in SOLVERS:
+        raise EvaluationError(f"--linear-solver {solver!r}: choose one of {', '.join(SOLVERS)}")
+    if memory_mb is not None and not memory_mb > 0:
+        raise EvaluationError(f"--memory-mb {memory_mb}: give a positive number of MB")
+    nfun = 1 if n_classes == 2 else n_classes
+    per_row = fs.nnz / max(1, fs.n)
+    need = liblinear_mb(int(per_row * n_train), n_train, fs.n_features, nfun)
+    need_sgd = sgd_mb(int(per_row * min(chunk_rows, n_train)), fs.n_features, nfun)
+    budget = float(memory_mb if memory_mb is not None else default_memory_mb()) / max(1, int(share))
+    used = solver if solver != "auto" else ("liblinear" if need <= budget else "sgd")
+    return {"requested": solver, "used": used, "liblinear_mb": round(need, 1), "sgd_mb": round(need_sgd, 1),
+            "memory_mb": round(budget, 1)}
+
+
+def describe(plan: dict) -> str:
+    """One line saying which solver runs and why."""
+    why = (f"liblinear needs ~{plan['liblinear_mb']:,.0f} MB per fit, sgd ~{plan['sgd_mb']:,.0f} MB; budget "
+           f"{plan['memory_mb']:,.0f} MB")
+    return f"linear solver {plan['used']} ({plan['requested']}): {why}"
+
+
+# ---- one fit -----------------------------------------------------------------------------------
+
+def balanced_weights(y, classes) -> dict:
+    """scikit-learn's ``balanced`` class weights ``n / (k n_c)`` over the labels ``y``."""
+    y = np.asarray(y, dtype=object)
+    return {c: len(y) / (len(classes) * int(np.sum(y == c))) for c in classes}
+
+
+def sklearn_weights(class_weight):
+    """``class_weight`` as scikit-learn reads it for string labels: it turns a label that spells
+    an integer ("1", "-1") into that integer before looking it up, so a dict gets both keys."""
+    if not isinstance(class_weight, dict):
+        return class_weight
     out = {}
-    for C in Cs:
-        accs = []
-        for s in splits:
-            clf = _fit(X[s.train], y[s.train], float(C), class_weight)
-            accs.append(accuracy(list(y[s.test]), list(clf.predict(X[s.test]))))
-        out[float(C)] = {"accuracy": float(np.mean(accs)), "per_fold": [float(a) for a in accs]}
-    best = max(out, key=lambda c: out[c]["accuracy"])
-    return {"folds": folds, "seed": seed, "C": out, "best_C": best}
+    for k, v in class_weight.items():
+        out[str(k)] = float(v)
+        try:
+            out[int(str(k))] = float(v)
+        except ValueError:
+            pass
+    return out
 
 
-class LinearModel:
-    """A trained linear model over feature ids: ``coef`` (classes x features, or 1 x features
-    for two classes), ``intercept``, ``classes`` and the feature store's attribute."""
+def fit(fs: FeatureStore, train, C: float = 1.0, solver: str = "liblinear", class_weight=None, seed: int = 0,
+        epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, loss: str = "squared_hinge") -> tuple:
+    """Fit on rows ``train`` of a feature store: ``(coef, intercept, classes)``.
 
-    def __init__(self, coef, intercept, classes, meta: dict):
-        self.coef = np.asarray(coef, np.float64)
-        self.intercept = np.asarray(intercept, np.float64)
-        self.classes = list(classes)
-        self.meta = dict(meta)
-
-    def decision_function(self, X) -> np.ndarray:
-        if X.shape[1] < self.coef.shape[1]:
-            raise EvaluationError(f"feature rows have {X.shape[1]} features, the model {self.coef.shape[1]}; "
-                                  f"use rows of the same feature store")
-        return np.asarray(X[:, :self.coef.shape[1]] @ self.coef.T) + self.intercept
-
-    def predict(self, X) -> list:
-        s = self.decision_function(X)
-        if len(self.classes) == 2:
-            return [self.classes[int(v > 0)] for v in s.reshape(-1)]
-        return [self.classes[i] for i in np.argmax(s, axis=1)]
-
-    def save(self, directory) -> Path:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=False)
-        np.savez(d / "linear.npz", coef=self.coef, intercept=self.intercept)
-        (d / "linear.json").write_text(json.dumps({"classes": self.classes, "features": self.meta}, indent=1),
-                                       encoding="utf-8")
-        return d
-
-    @classmethod
-    def load(cls, directory) -> LinearModel:
-        d = Path(directory)
-        if not (d / "linear.npz").is_file():
-            raise EvaluationError(f"{d} holds no linear model (linear.npz); train one with gramtile.pipeline.learn."
-                                  f"linear.train")
-        a = np.load(d / "linear.npz")
-        info = json.loads((d / "linear.json").read_text(encoding="utf-8"))
-        return cls(a["coef"], a["intercept"], info["classes"], info["features"])
-
-
-def train(X, labels, C: float = 1.0, class_weight=None, meta: dict | None = None) -> LinearModel:
-    """Fit LinearSVC (one-vs-rest) on all rows."""
-    y = np.asarray(labels, dtype=object)
-    clf = _fit(X, y, float(C), class_weight)
-    return LinearModel(clf.coef_, clf.intercept_, [c for c in clf.classes_], meta or {})
-
-
-def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None) -> dict:
-    """:func:`evaluate` on a feature store (``gramtile evaluate --features F.zarr --model linear``)."""
-    X, labels, meta = open_store(path)
-    res = evaluate(X, labels, folds=folds, seed=seed, Cs=Cs, class_weight=class_weight)
-    res.update(features=str(path), kernel=meta["spec"], n=int(X.shape[0]), n_features=int(X.shape[1]))
-    return res
+    ``solver`` is ``liblinear`` or ``sgd`` (see the module docstring); ``class_weight`` is None,
+    ``"balanced"`` or ``{label: weight}``; ``loss`` is liblinear's (``squared_hinge``, its
+    default, or ``hinge``, the kernel SVC's loss); sgd always minimises the hinge loss.
+    """
+    if loss not in LOSSES:
+        raise EvaluationError(f"--linear-loss {loss!r}: choose one of {', '.join(LOSSES)}")
+    train = np.sort(np.asarray(train, np.int64))
+    y_all = np.asarray(fs.labels, dtype=object)
+    y = y_all[train]
+    classes = sorted(set(y.tolist()))
+    if len(classes) < 2:
+        raise EvaluationError(f"linear fit: the training rows hold one class only ({classes!r}); give two or more")
+    if not C > 0:
+        raise EvaluationError(f"--C {C}: give positive values")
+    if solver == "liblinear":
+        svm = optional.sklearn("svm")
+        clf = svm.LinearSVC(C=float(C), loss=loss, class_weight=sklearn_weights(class_weight), max_iter=10_000,
+                            random_state=int(seed))
+        clf.fit(fs.rows(train), y)
+        return clf.coef_, clf.intercept_, [str(c) for c in clf.classes_]
+    if solver != "sgd":
+        raise EvaluationError(f"linear fit: solver {solver!r} is not liblinear or sgd")
+    if epochs < 1 or chunk_rows < 1:
+        raise EvaluationError(f"--sgd-epochs {epochs} / chunk rows {chunk_rows}: give positive integers")
+    lm = optional.sklearn("linear_model")
+    cw = balanced_weights(y, classes) if class_weight == "balanced" else class_weight
+    clf = lm.SGDClassifier(loss="hinge", penalty="l2", alpha=1.0 / (float(C) * train.shape[0]),
+                           learning_rate="optimal", fit_intercept=True, shuffle=False, random_state=int(seed),
+                           class_weight=sklearn_weights(cw), average=False)
+    rng = np.random.default_rng(seed)
+    shard_of = np.searchsorted(fs.starts, train, side="right") - 1
+    groups = {int(k): train[shard_of == k] for k in np.unique(shard_of)}
+    keys = np.asarray(sorted(groups), np.int64)
+    cls = np.asarray(classes, dtype=object)
+    for _ in range(int(epochs)):
+        buf, size = [], 0
+        for k in rng.permutation(keys).tolist():
+            buf.append(groups[k])
+            size += groups[k].shape[0]
+            if size >= chunk_rows:
+                _partial(clf, fs, np.concatenate(buf), y_all, cls, rng)
+                buf, size = [], 0
+        if buf:
+            _partial(clf, fs, np.concatenate(buf), y_all, cls, rng)
+    return clf.coef_, clf.intercept_, [str(c) for c in clf.classes_]
 
 
-def train_store(path, out, C: float = 1.0, class_weight=None) -> LinearModel:
-    """Train on every row of a feature store and save the model into the new directory ``out``
-    (``gramtile train --features F.zarr --model linear``)."""
-    X, labels, meta = open_store(path)
-    model = train(X, labels, C=C, class_weight=class_weight, meta=meta)
-    model.save(out)
+def _partial(clf, fs, rows, y_all, classes, rng):
+    rows = rows[rng.permutation(rows.shape[0])]
+    clf.partial_fit(fs.rows(rows), y_all[rows], classes=classes)
+
+
+@dataclass(frozen=True)
+class FitTask:
+    """One (split, C) fit: what a worker needs to read its rows and fit."""
+
+    path: str
+    uid: str
+    train: np.ndarray
+    test: np.ndarray
+    C: float
+    solver: str
+    class_weight: object
+    seed: int
+    epochs: int
+    chunk_rows: int
+    loss: str = "squared_hinge"
+
+
+def run_fit(task: FitTask) -> dict:
+    """Fit on the task's training rows and predict its test rows (a task of :func:`run_tasks`)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fs = open_features(task.path, task.uid)
+    coef, intercept, classes = fit(fs, task.train, task.C, task.solver, task.class_weight, task.seed, task.epochs,
+                                   task.chunk_rows, task.loss)
+    t1 = time.perf_counter()
+    S = np.asarray(fs.rows(task.test) @ coef.T) + intercept
+    pred = labels_of(S[:, 0] if S.shape[1] == 1 else S, classes)
+    return {"predicted": pred, "fit_seconds": t1 - t0, "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0}
+
+
+# ---- evaluation and training -------------------------------------------------------------------
+
+def parse_rows(text, n: int) -> np.ndarray:
+    """Row indices from ``"A:B"`` (half-open) or None (all ``n`` rows)."""
+    if text is None:
+        return np.arange(n, dtype=np.int64)
+    try:
+        a, b = (int(v) for v in str(text).split(":"))
+    except ValueError:
+        raise EvaluationError(f"--rows {text!r}: write a half-open range START:END, e.g. --rows 0:50068") from None
+    if not 0 <= a < b <= n:
+        raise EvaluationError(f"--rows {text}: the range must lie in 0:{n} (the feature store has {n} rows) and "
+                              f"be non-empty")
+    return np.arange(a, b, dtype=np.int64)
+
+
+def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None, solver: str = "auto",
+                   epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, rows=None, folds_dir=None, memory_mb=None,
+                   loss: str = "squared_hinge", cluster=None, cluster_file=None, client=None, bar: bool = False,
+                   announce=None) -> dict:
+    """Stratified ``folds``-fold accuracy of the linear SVM for each C of ``Cs`` on a feature store
+    (``gramtile evaluate --features F.zarr --model linear``).
+
+    ``rows`` (``"A:B"``) evaluates on those rows only (folds over their labels, as ``gramtile
+    evaluate`` makes them for a Gram store over the same examples); ``folds_dir`` reuses or
+    saves the folds file there. Every (fold, C) fit is a task on ``cluster`` / ``client``;
+    results are those of the serial run. Returns ``{"folds", "seed", "rows", "n", "n_features",
+    "kernel", "features", "solver", "C": {C: {"accuracy", "accuracy_std", "per_fold",
+    "fit_seconds", "cpu_seconds"}}, "best_C", "predictions": {C: {"row", "predicted", "gold"}}}``.
+    """
+    fs = open_features(path)
+    idx = parse_rows(rows, fs.n)
+    labels = [fs.labels[i] for i in idx]
+    classes = sorted(set(labels))
+    if len(classes) < 2:
+        raise EvaluationError("linear evaluation needs at least two classes among the labels")
+    Cs = tuple(float(c) for c in Cs)
+    if not Cs or any(not c > 0 for c in Cs):
+        raise EvaluationError(f"--C {Cs}: give positive values")
+    splits = load_or_make_folds(folds_dir, labels, folds, seed) if folds_dir else stratified_kfold(labels, folds, seed)
+    n_train = max(s.train.shape[0] for s in splits)
+    plan = plan_solver(solver, fs, n_train, len(classes), memory_mb, in_process(cluster, cluster_file, client),
+                       chunk_rows)
+    if announce is not None:
+        announce(describe(plan))
+    tasks = [FitTask(str(path), fs.uid, idx[s.train], idx[s.test], C, plan["used"], class_weight, int(seed),
+                     int(epochs), int(chunk_rows), loss) for s in splits for C in Cs]
+    results = run_tasks(run_fit, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
+                        desc="linear fits", bar=bar, key_prefix="gramtile-linear")
+    out, preds = {}, {}
+    for j, C in enumerate(Cs):
+        accs, rows_c, pred_c, fit_s, cpu_s = [], [], [], 0.0, 0.0
+        for i, s in enumerate(splits):
+            r = results[i * len(Cs) + j]
+            gold = [labels[k] for k in s.test]
+            accs.append(float(np.mean([g == p for g, p in zip(gold, r["predicted"])])))
+            rows_c += idx[s.test].tolist()
+            pred_c += r["predicted"]
+            fit_s += r["fit_seconds"]
+            cpu_s += r["cpu_seconds"]
+        out[C] = {"accuracy": float(np.mean(accs)), "accuracy_std": float(np.std(accs)), "per_fold": accs,
+                  "fit_seconds": round(fit_s, 3), "cpu_seconds": round(cpu_s, 3)}
+        preds[C] = {"row": rows_c, "predicted": pred_c, "gold": [fs.labels[k] for k in rows_c]}
+    best = max(out, key=lambda c: (out[c]["accuracy"], -c))  # ties to the smaller C
+    return {"folds": folds, "seed": seed, "rows": rows or f"0:{fs.n}", "n": int(idx.shape[0]),
+            "n_features": fs.n_features, "kernel": fs.meta["spec"], "features": str(path), "solver": plan,
+            "class_weight": class_weight, "epochs": epochs if plan["used"] == "sgd" else None,
+            "loss": "hinge" if plan["used"] == "sgd" else loss,
+            "C": out, "best_C": best, "predictions": preds}
+
+
+def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str = "auto", epochs: int = EPOCHS,
+                chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, memory_mb=None, loss: str = "squared_hinge",
+                announce=None) -> LinearModel:
+    """Fit on every row of a feature store (or ``rows``, ``"A:B"``) and, with ``out``, save the
+    model into that new directory (``gramtile train --features F.zarr --model linear``)."""
+    fs = open_features(path)
+    idx = parse_rows(rows, fs.n)
+    classes = sorted({fs.labels[i] for i in idx})
+    plan = plan_solver(solver, fs, idx.shape[0], len(classes), memory_mb, 1, chunk_rows)
+    if announce is not None:
+        announce(describe(plan))
+    t0 = time.perf_counter()
+    coef, intercept, classes = fit(fs, idx, C, plan["used"], class_weight, seed, epochs, chunk_rows, loss)
+    params = {"solver": plan, "C": float(C), "class_weight": class_weight, "seed": int(seed),
+              "epochs": int(epochs) if plan["used"] == "sgd" else None, "rows": rows or f"0:{fs.n}",
+              "loss": "hinge" if plan["used"] == "sgd" else loss,
+              "n_train": int(idx.shape[0]), "fit_seconds": round(time.perf_counter() - t0, 3)}
+    meta = {k: v for k, v in fs.meta.items() if k != "shards"}
+    model = LinearModel(coef, intercept, classes, meta, params, fs.vocab_arrays(), fs.strings())
+    if out is not None:
+        model.save(out)
     return model
 
 
 def table(res: dict) -> str:
     """The markdown table of an :func:`evaluate_store` result."""
-    lines = [f"linear SVM on {res['n']} x {res['n_features']} explicit features of {res['kernel']}, "
-             f"{res['folds']}-fold (seed {res['seed']})", "", "| C | accuracy |", "|---:|---:|"]
+    several = len(res["C"]) > 1
+    lines = [f"linear SVM ({res['solver']['used']}, {res.get('loss', 'squared_hinge')} loss) on {res['n']} x "
+             f"{res['n_features']} explicit features of {res['kernel']}, {res['folds']}-fold (seed {res['seed']}), "
+             f"rows {res['rows']}"]
+    if several:
+        lines.append("every C below is scored on the test parts, so picking the best row is selection on test "
+                     "data and its score is optimistic")
+    lines += ["", "| C | accuracy | accuracy_std | fit s (sum) |", "|---:|---:|---:|---:|"]
     for C, r in sorted(res["C"].items()):
-        lines.append(f"| {C:g} | {r['accuracy']:.4f} |")
+        lines.append(f"| {C:g} | {r['accuracy']:.4f} | {r['accuracy_std']:.4f} | {r['fit_seconds']:.1f} |")
     return "\n".join(lines)

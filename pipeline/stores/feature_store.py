@@ -19,6 +19,11 @@ The **param hash** covers what fixes features and values (``FeatureMap.params``:
 representation and ``leaves``, not ``lam``, which only changes the weights). The attribute is
 written last; a group without it is an unfinished build and is rebuilt. Loading a shard checks
 its sha256. The corpus content hash does not cover ``features/``.
+
+A *feature store* (``gramtile features --out F.zarr``, :func:`write_store`) is a separate group
+holding the learner's rows ``phi(x) sqrt(w)`` (normalised for a normalised kernel), labels and
+ids, and copies of the feature vocabulary and the corpus's string vocabularies;
+:class:`FeatureStore` reads its rows shard by shard (docs/formats.md, "Feature store").
 """
 from __future__ import annotations
 
@@ -28,6 +33,8 @@ import os
 import shutil
 import threading
 import time
+import uuid
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -222,7 +229,7 @@ def _build(corpus_path, base, cs: CorpusStore) -> dict:
     if ATTR in g.attrs:
         del g.attrs[ATTR]
     vocab = FeatureVocab()
-    shards, df_parts = [], []
+    shards, df = [], np.zeros(0, np.int64)
     ranges = [(int(a), int(b)) for a, b in cs.shard_ranges] or [(0, int(cs.n))]
     for k, (a, b) in enumerate(ranges):
         batch = cs.load(rep, a, b)
@@ -234,11 +241,14 @@ def _build(corpus_path, base, cs: CorpusStore) -> dict:
         for name, arr in (("indptr", indptr), ("indices", indices), ("data", m.data)):
             _write(sg, name, arr)
         shards.append({"index": k, "start": a, "stop": b, "sha256": _sha(indptr, indices, m.data)})
-        df_parts.append(np.bincount(indices, minlength=len(vocab)))
+        # frequencies summed as they come: one array of the features so far (a per-shard copy
+        # of it, kept to the end, took shards x features x 8 bytes: 12 GB at 1,000 x 1.5 M)
+        counts = np.bincount(indices, minlength=len(vocab))
+        if df.shape[0] < counts.shape[0]:
+            df = np.concatenate([df, np.zeros(counts.shape[0] - df.shape[0], np.int64)])
+        df += counts
     nf = len(vocab)
-    df = np.zeros(nf, np.int64)
-    for d in df_parts:
-        df[:d.shape[0]] += d
+    df = np.concatenate([df, np.zeros(nf - df.shape[0], np.int64)]) if df.shape[0] < nf else df
     arrays = {**vocab.arrays(), "df": df}
     for name, arr in arrays.items():
         _write(g, name, arr)
@@ -361,43 +371,59 @@ def load(corpus_path, base) -> FeatureSet:
 STORE_ATTR = "gramtile_feature_store"
 
 
-def linear_rows(corpus_path, spec) -> tuple:
-    """Rows whose dot products are the kernel: ``Phi diag(sqrt(w))`` of a base spec with a map,
-    divided by their norms for ``normalized`` of one. Returns ``(csr rows, base spec)``."""
+def _base_of(spec) -> tuple:
+    """``(base spec, normalize)`` of a base kernel with a map or ``normalized`` of one."""
     base, normalize = spec, False
     if spec.kind == "normalized":
         base, normalize = spec.kernel, True
     if spec.parts() and not normalize or base.parts():
         raise KernelSpecError(f"gramtile features takes a base kernel with a feature map or 'normalized' of one, "
                               f"got {spec.to_json()}")
-    ensure(corpus_path, base)
-    fs = load(corpus_path, base)
-    X = fs.rows(np.arange(fs.n)) @ sp.diags(np.sqrt(fs.w))
-    X = sp.csr_matrix(X)
+    return base, normalize
+
+
+def _scaled(fs: FeatureSet, idx, normalize: bool, scale) -> sp.csr_matrix:
+    X = sp.csr_matrix(fs.rows(idx) @ scale)
     if normalize:
         norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).reshape(-1))
-        X = sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)) @ X
-        X = sp.csr_matrix(X)
+        X = sp.csr_matrix(sp.diags(np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)) @ X)
     X.sort_indices()
-    return X, base
+    return X
+
+
+def linear_rows(corpus_path, spec, start: int = 0, stop: int | None = None) -> tuple:
+    """Rows whose dot products are the kernel: ``Phi diag(sqrt(w))`` of a base spec with a map,
+    divided by their norms for ``normalized`` of one, for examples ``start:stop`` (default all).
+    Returns ``(csr rows, base spec)``."""
+    base, normalize = _base_of(spec)
+    ensure(corpus_path, base)
+    fs = load(corpus_path, base)
+    stop = fs.n if stop is None else stop
+    return _scaled(fs, np.arange(start, stop), normalize, sp.diags(np.sqrt(fs.w))), base
 
 
 def write_store(corpus_path, spec, out) -> dict:
     """Write the explicit features of every corpus example into a new feature store ``out``
-    (a local path): rows chunked by the corpus's shards, with ids and labels. Written beside
-    ``out`` and renamed into place, so a failed run leaves nothing behind."""
+    (a local path): rows chunked by the corpus's shards, with ids and labels, and what maps a new
+    example onto the same columns (the feature vocabulary of the corpus's feature set and the
+    corpus's string vocabularies: :class:`FeatureStore`). Written beside ``out`` and renamed into
+    place, so a failed run leaves nothing behind."""
     out = Path(out)
     if out.exists():
         raise StoreError(f"--out {out} exists; choose another path or delete it")
     cs = CorpusStore.open(corpus_path)
-    X, base = linear_rows(corpus_path, spec)
+    base, normalize = _base_of(spec)
+    ensure(corpus_path, base)
+    fs = load(corpus_path, base)
+    scale = sp.diags(np.sqrt(fs.w))
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
         g = zarr.open_group(str(tmp), mode="w")
-        shards = []
+        shards, nnz = [], 0
         ranges = [(int(a), int(b)) for a, b in cs.shard_ranges] or [(0, int(cs.n))]
-        for k, (a, b) in enumerate(ranges):
-            m = X[a:b]
+        for k, (a, b) in enumerate(ranges):  # shard by shard: one shard's rows in memory at a time
+            m = _scaled(fs, np.arange(a, b), normalize, scale)
+            nnz += int(m.nnz)
             sg = g.require_group("rows").require_group(str(k))
             for name, arr in (("indptr", m.indptr.astype(np.int64)), ("indices", m.indices.astype(np.int64)),
                               ("data", m.data)):
@@ -405,13 +431,23 @@ def write_store(corpus_path, spec, out) -> dict:
             shards.append({"index": k, "start": a, "stop": b,
                            "sha256": _sha(m.indptr.astype(np.int64), m.indices.astype(np.int64), m.data)})
         for name, values in (("labels", cs.labels), ("ids", cs.ids)):
-            g.create_array(name, shape=(len(values),), dtype=str, chunks=(max(1, len(values)),),
-                           compressors=_COMPRESSORS)
-            g[name][:] = np.asarray([str(x) for x in values], dtype=object)
-        meta = {"spec": spec.to_dict(), "corpus_path": location(corpus_path).canonical(),
-                "corpus_content_hash": cs.content_hash, "n_examples": int(X.shape[0]),
-                "n_features": int(X.shape[1]), "nnz": int(X.nnz), "shards": shards,
-                "feature_set": group_name(base)}
+            _write_strings(g, name, values)
+        src = _open(corpus_path)[group_name(base)]
+        vg = g.require_group("vocab")
+        vocab_arrays = {name: src[name][...] for name in ("key_ptr", "key_items", "order")}
+        for name, arr in vocab_arrays.items():
+            _write(vg, name, arr)
+        sg = g.require_group("strings")
+        for name, strings in cs.vocabs.to_dict().items():
+            _write_strings(sg, name, strings)
+        kind = cs.representations[base.rep_name]
+        meta = {"spec": spec.to_dict(), "base": base.to_dict(), "normalized": spec.kind == "normalized",
+                "rep": base.rep_name, "rep_kind": kind if isinstance(kind, str) else base.reads,
+                "corpus_path": location(corpus_path).canonical(),
+                "corpus_content_hash": cs.content_hash, "n_examples": int(cs.n),
+                "n_features": int(fs.n_features), "nnz": nnz, "shards": shards,
+                "feature_set": group_name(base), "vocab_sha256": _sha(*(vocab_arrays[k] for k in sorted(vocab_arrays))),
+                "uid": uuid.uuid4().hex}
         g.attrs[STORE_ATTR] = meta
         os.replace(tmp, out)
     except BaseException:
@@ -420,23 +456,120 @@ def write_store(corpus_path, spec, out) -> dict:
     return meta
 
 
-def open_store(path) -> tuple:
-    """``(rows csr, labels, attribute)`` of a feature store written by :func:`write_store`."""
+def _write_strings(g, name, values):
+    g.create_array(name, shape=(len(values),), dtype=str, chunks=(max(1, len(values)),), compressors=_COMPRESSORS)
+    if len(values):
+        g[name][:] = np.asarray([str(x) for x in values], dtype=object)
+
+
+class FeatureStore:
+    """A feature store written by :func:`write_store`, read lazily: its attribute, labels and ids
+    at open; rows shard by shard on demand (each shard's sha256 checked; the last ``cache``
+    shards kept), so a learner can stream rows without holding all of them.
+
+    Attributes: ``path``, ``meta`` (the attribute), ``n``, ``n_features``, ``nnz``, ``uid``,
+    ``labels``, ``ids``, ``starts`` (first row of each shard).
+    """
+
+    def __init__(self, path, cache: int = 8):
+        loc = location(path)
+        if not loc.exists("zarr.json"):
+            raise StoreError(f"no feature store at {path}. Fix: write one with `gramtile features --corpus C "
+                             f"--kernel SPEC --out {path}`")
+        self.path = str(path)
+        self._g = zarr.open_group(loc.zarr_store(), mode="r")
+        meta = self._g.attrs.get(STORE_ATTR)
+        if not meta:
+            raise StoreCorruptError(f"{path} is not a gramtile feature store (no {STORE_ATTR!r} attribute)")
+        self.meta = dict(meta)
+        self.n = int(meta["n_examples"])
+        self.n_features = int(meta["n_features"])
+        self.nnz = int(meta["nnz"])
+        self.uid = str(meta.get("uid", meta["corpus_content_hash"]))  # as current_uid reads it
+        self.labels = [str(x) for x in self._g["labels"][...]]
+        self.ids = [str(x) for x in self._g["ids"][...]]
+        self.starts = np.asarray([s["start"] for s in meta["shards"]], np.int64)
+        self._cache_size = max(1, int(cache))
+        self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def n_shards(self) -> int:
+        return len(self.meta["shards"])
+
+    def shard(self, k: int) -> sp.csr_matrix:
+        """Rows of shard ``k`` (CSR, shape (its rows, n_features))."""
+        with self._lock:
+            hit = self._cache.get(k)
+            if hit is not None:
+                self._cache.move_to_end(k)
+                return hit
+        s = self.meta["shards"][k]
+        sg = self._g["rows"][str(s["index"])]
+        try:
+            indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
+        except Exception as e:  # a failed crc32c check surfaces as a codec error
+            raise StoreCorruptError(f"rows of shard {k} of feature store {self.path} cannot be read ({e}). "
+                                    f"Fix: write the store again") from None
+        if _sha(indptr, indices, data) != s["sha256"]:
+            raise StoreCorruptError(f"rows of shard {s['index']} of feature store {self.path} do not match their "
+                                    f"sha256. Fix: write the store again")
+        m = sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], self.n_features))
+        with self._lock:
+            self._cache[k] = m
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return m
+
+    def rows(self, idx) -> sp.csr_matrix:
+        """Rows ``idx`` (any order, repeats allowed), shape (len(idx), n_features)."""
+        idx = np.asarray(idx, np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n):
+            raise StoreError(f"row index outside 0..{self.n - 1} of feature store {self.path}")
+        if idx.size == 0:
+            return sp.csr_matrix((0, self.n_features))
+        sh = np.searchsorted(self.starts, idx, side="right") - 1
+        order = np.argsort(sh, kind="stable")
+        parts = []
+        for k in np.unique(sh).tolist():
+            sel = order[sh[order] == k]
+            parts.append(self.shard(int(k))[idx[sel] - self.starts[k]])
+        whole = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.shape[0])
+        if not np.array_equal(order, np.arange(order.shape[0])):
+            whole = whole[inv]
+        return sp.csr_matrix(whole)
+
+    def all_rows(self) -> sp.csr_matrix:
+        parts = [self.shard(k) for k in range(self.n_shards)]
+        return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self.n_features))
+
+    def vocab_arrays(self) -> dict:
+        """``key_ptr``, ``key_items``, ``order`` of the feature vocabulary (column f's key)."""
+        vg = self._g["vocab"]
+        return {name: vg[name][...] for name in ("key_ptr", "key_items", "order")}
+
+    def strings(self) -> dict:
+        """The corpus's string vocabularies (``sym``, ``prod``, ``pprod``) the keys refer to."""
+        sg = self._g["strings"]
+        return {name: [str(x) for x in sg[name][...]] for name in sorted(sg.array_keys())}
+
+
+def current_uid(path) -> str:
+    """The uid of the feature store at ``path`` as it is on disk now (reads only its attribute)."""
     loc = location(path)
     if not loc.exists("zarr.json"):
         raise StoreError(f"no feature store at {path}. Fix: write one with `gramtile features --corpus C --kernel "
                          f"SPEC --out {path}`")
-    g = zarr.open_group(loc.zarr_store(), mode="r")
-    meta = g.attrs.get(STORE_ATTR)
+    meta = zarr.open_group(loc.zarr_store(), mode="r").attrs.get(STORE_ATTR)
     if not meta:
         raise StoreCorruptError(f"{path} is not a gramtile feature store (no {STORE_ATTR!r} attribute)")
-    parts = []
-    for s in meta["shards"]:
-        sg = g["rows"][str(s["index"])]
-        indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
-        if _sha(indptr, indices, data) != s["sha256"]:
-            raise StoreCorruptError(f"rows of shard {s['index']} of feature store {path} do not match their sha256. "
-                                    f"Fix: write the store again")
-        parts.append(sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], meta["n_features"])))
-    X = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, meta["n_features"]))
-    return X, [str(x) for x in g["labels"][...]], dict(meta)
+    return str(meta.get("uid", meta["corpus_content_hash"]))
+
+
+def open_store(path) -> tuple:
+    """``(rows csr, labels, attribute)`` of a feature store written by :func:`write_store`
+    (every row in memory; :class:`FeatureStore` reads them on demand)."""
+    fs = FeatureStore(path)
+    return fs.all_rows(), fs.labels, dict(fs.meta)

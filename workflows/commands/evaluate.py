@@ -21,7 +21,8 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import SOLVERS, evaluate, learning_curve, parse_class_weight, source_mrr
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
-from gramtile.pipeline.learn.linear import evaluate_store
+from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, LOSSES, evaluate_store
+from gramtile.pipeline.learn.linear import SOLVERS as LINEAR_SOLVERS
 from gramtile.pipeline.learn.linear import table as linear_table
 from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
@@ -64,6 +65,23 @@ def add_learn_options(p, cluster_default="sequential"):
     if cluster_default is not None:
         p.add_argument("--cluster", default=cluster_default, help=LEARN_CLUSTER_HELP + f" (default {cluster_default})")
         p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
+
+
+def add_linear_options(p):
+    """--linear-solver, --sgd-epochs, --sgd-chunk-rows, --rows of the linear learner (--features F.zarr)."""
+    p.add_argument("--linear-solver", choices=LINEAR_SOLVERS, default="auto",
+                   help="--model linear: liblinear = LinearSVC on the training rows in memory; sgd = SGDClassifier "
+                        "(hinge, alpha = 1/(C n)) by partial_fit over chunks of rows read from the store (one chunk "
+                        "in memory); auto (default) = liblinear when its estimated peak fits --memory-mb, else sgd")
+    p.add_argument("--linear-loss", choices=LOSSES, default="squared_hinge",
+                   help="--linear-solver liblinear: LinearSVC's loss, squared_hinge (default) or hinge (the kernel "
+                        "SVC's); sgd always uses the hinge loss")
+    p.add_argument("--sgd-epochs", type=positive_int, default=EPOCHS, metavar="E",
+                   help=f"--linear-solver sgd: passes over the training rows (default {EPOCHS})")
+    p.add_argument("--sgd-chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="R",
+                   help=f"--linear-solver sgd: rows per partial_fit call (default {CHUNK_ROWS})")
+    p.add_argument("--rows", default=None, metavar="A:B",
+                   help="--features: learn from feature-store rows A..B-1 only (default all), e.g. 0:50068")
 
 
 def add_parser(sub):
@@ -127,6 +145,7 @@ def add_parser(sub):
     p.add_argument("--name", default=None, help="kernel name in the tables (default: the stored spec JSON)")
     p.add_argument("--out", metavar="DIR", help="write results.md and results.json (and plots) here")
     add_learn_options(p)
+    add_linear_options(p)
     p.add_argument("--scratch", default=None, metavar="DIR",
                    help="smo: directory on local disk for the kernel row file written when the cache cannot hold "
                         "every training row (8 n^2 bytes for n examples, removed at the end; default: the system's "
@@ -234,13 +253,28 @@ def _source(args):
 
 
 def run_features(args) -> int:
-    """``--features F.zarr --model linear``: k-fold LinearSVC on a feature store (learn/linear.py)."""
+    """``--features F.zarr --model linear``: k-fold linear SVM on a feature store (learn/linear.py)."""
     if args.model != "linear" or not args.features or args.gram:
         raise EvaluationError("--features F.zarr goes with --model linear and without --gram; --model linear "
                               "needs --features (write one with `gramtile features`)")
+    if args.split:
+        raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
+    if args.out:
+        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,
-                         Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight))
-    print(linear_table(res))
+                         Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
+                         solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
+                         rows=args.rows, folds_dir=args.folds_dir, memory_mb=args.memory_mb, loss=args.linear_loss,
+                         cluster=args.cluster,
+                         cluster_file=args.cluster_file, bar=not args.no_progress, announce=log.info)
+    text = linear_table(res)
+    print(text)
+    if args.out:
+        d = Path(args.out)
+        d.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(d / "results.json", json.dumps(_jsonable(res), indent=1))
+        write_text_atomic(d / "results.md", f"# gramtile evaluate --features\n\n{text}\n")
+        log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0
 
 

@@ -2,9 +2,11 @@
 
 Writes, for every example of a corpus store, the row x = phi(x) sqrt(w) (normalised for
 ``normalized`` of a mapped kernel), so that <x, y> = K(x, y): rows chunked by the corpus's
-shards, with the examples' ids and labels. The corpus store's feature set is built first if it
-is missing (``docs/kernels.md``, "Feature maps"). ``gramtile.pipeline.learn.linear`` learns from
-the store without any Gram matrix.
+shards, with the examples' ids and labels, and a copy of the feature vocabulary and the corpus's
+string vocabularies (so models trained on the store map new examples onto its columns). The
+corpus store's feature set is built first if it is missing (``docs/kernels.md``, "Feature
+maps"). ``gramtile evaluate/train --features F.zarr --model linear`` learn from the store
+without any Gram matrix (docs/learning.md).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from gramtile.workflows.commands import (
     replacing_dir,
     seed_int,
 )
-from gramtile.workflows.commands.evaluate import add_learn_options
+from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options
 
 
 def add_parser(sub):
@@ -43,7 +43,8 @@ def add_parser(sub):
     src.add_argument("--corpus", metavar="CORPUS.zarr", help="corpus store made by `gramtile prepare`")
     src.add_argument("--input", metavar="FILE", help="training file (read with --format; texts are parsed)")
     src.add_argument("--features", metavar="F.zarr",
-                     help="a feature store (`gramtile features`): with --model linear, LinearSVC on its rows")
+                     help="a feature store (`gramtile features`): with --model linear, a linear SVM on its rows "
+                          "(--linear-solver), saved with what maps new examples onto its features")
     p.add_argument("--format", default="jsonl", help="format of --input (default jsonl)")
     p.add_argument("--kernel", required=False, help="kernel spec JSON or @spec.json (required unless --features)")
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory to write")
@@ -62,6 +63,7 @@ def add_parser(sub):
     deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
     add_learn_options(p)
+    add_linear_options(p)
     overwrite_flag(p, "model directory")
     p.set_defaults(func=run)
     return p
@@ -81,11 +83,14 @@ def run(args) -> int:
         if not args.features or args.model != "linear" or args.gram or args.kernel:
             raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
                                   "names its kernel); --model linear needs --features")
-        out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.npz",), kind="model directory")
+        out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.json", "linear.npz"),
+                               kind="model directory")
         with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
-            m = train_store(args.features, tmp, C=args.C, class_weight=parse_class_weight(args.class_weight))
-        print(f"{args.out}: linear model over {m.coef.shape[1]} features, classes {m.classes} "
-              f"({time.perf_counter() - t0:.1f} s)")
+            m = train_store(args.features, tmp, C=args.C, class_weight=parse_class_weight(args.class_weight),
+                            solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
+                            rows=args.rows, memory_mb=args.memory_mb, loss=args.linear_loss, announce=log.info)
+        print(f"{args.out}: linear model ({m.params['solver']['used']}) over {m.n_features} features, classes "
+              f"{m.classes} ({time.perf_counter() - t0:.1f} s)")
         return 0
     if not args.kernel:
         raise EvaluationError("--kernel SPEC is required (unless --features F.zarr --model linear)")

@@ -1,0 +1,217 @@
+"""Saved linear models over explicit features: weights, the kernel, and what maps a new example
+onto the feature ids the weights are indexed by.
+
+A model directory written by :meth:`LinearModel.save` (``gramtile train --features F.zarr
+--model linear --out DIR``) holds
+
+- ``linear.json``: format ``gramtile-linear-model`` and its version, the classes, the kernel spec
+  of the feature store (a base kernel with a feature map, or ``normalized`` of one), the base
+  spec, the representation it reads (name and kind), the learner's parameters, the feature
+  store's attribute (provenance), and the corpus's string vocabularies (``sym``, ``prod``,
+  ``pprod``) that the feature keys are built from;
+- ``linear.npz``: ``coef`` (one row per one-vs-rest function, one row for two classes),
+  ``intercept``, and a copy of the feature vocabulary (``key_ptr``, ``key_items``, ``order``:
+  column f's key and weight exponent, as in the corpus store's feature set).
+
+Predicting from examples (:meth:`LinearModel.feature_rows`): the examples' structures are
+encoded with a copy of the corpus's string vocabularies (a string unseen at training gets a new
+id, which no stored key holds), the kernel's feature map gives their batch-local features, and
+their keys are looked up in the saved vocabulary without growing it. A feature unseen in
+training has no column: it is dropped, which is exact for the decision since its weight would
+be zero. Its weight ``w_f = base ** order_f`` still counts in the example's norm, so for a
+normalised kernel the row is ``phi(x) sqrt(w) / ||phi(x) sqrt(w)||`` over *all* of its features,
+as the kernel ``K(x, y) / sqrt(K(x, x) K(y, y))`` computes it.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from gramtile.kernels.maps import weights
+from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.models import as_documents
+from gramtile.pipeline.parsing.derive import derive_all
+from gramtile.pipeline.representations.encode import encode
+from gramtile.pipeline.representations.structures import DepTree, Document
+from gramtile.pipeline.representations.vocab import Vocabularies
+from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.feature_store import FeatureVocab, map_of
+
+FORMAT = "gramtile-linear-model"
+FORMAT_VERSION = 2
+MODEL_FILE = "linear.json"
+ARRAYS_FILE = "linear.npz"
+
+
+def is_linear_model(directory) -> bool:
+    """True when ``directory`` holds a linear model (``linear.json``)."""
+    return (Path(directory) / MODEL_FILE).is_file()
+
+
+class LinearModel:
+    """A trained linear classifier over the columns of a feature store.
+
+    Attributes
+    ----------
+    coef : ndarray (n_functions, n_features)
+        One row per one-vs-rest class, one row for two classes (``f > 0`` predicts ``classes[1]``).
+    intercept : ndarray (n_functions,)
+    classes : list of str
+    meta : dict
+        The feature store's attribute (``spec``, ``base``, ``normalized``, ``rep``, ``rep_kind``, ...).
+    params : dict
+        Learner parameters (solver, C, class_weight, ...).
+    vocab_arrays : dict or None
+        ``key_ptr``, ``key_items``, ``order`` of the feature vocabulary (needed to predict from
+        examples, not from feature rows).
+    strings : dict or None
+        The corpus's string vocabularies the keys refer to.
+    """
+
+    def __init__(self, coef, intercept, classes, meta: dict, params: dict | None = None,
+                 vocab_arrays: dict | None = None, strings: dict | None = None):
+        self.coef = np.asarray(coef, np.float64)
+        self.intercept = np.asarray(intercept, np.float64).reshape(-1)
+        self.classes = [str(c) for c in classes]
+        self.meta = dict(meta)
+        self.params = dict(params or {})
+        self.vocab_arrays = vocab_arrays
+        self.strings = strings
+        self._vocab = None
+        if self.coef.ndim != 2 or self.coef.shape[0] != self.intercept.shape[0]:
+            raise EvaluationError(f"linear model: coef of shape {self.coef.shape} and {self.intercept.shape[0]} "
+                                  "intercepts do not match")
+
+    @property
+    def n_features(self) -> int:
+        return int(self.coef.shape[1])
+
+    # ---- decisions --------------------------------------------------------------------------
+
+    def decision_function(self, X) -> np.ndarray:
+        """Scores of feature rows (a matrix over the feature store's columns) or of examples
+        (Documents, structures, raw texts: :meth:`feature_rows`); (n,) for two classes, else
+        (n, n_classes)."""
+        if not sp.issparse(X) and not isinstance(X, np.ndarray):
+            X = self.feature_rows(X)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise EvaluationError(f"feature rows have {X.shape[-1]} columns, the model {self.n_features}; use rows "
+                                  f"of the feature store it was trained on, or pass examples")
+        S = np.asarray(X @ self.coef.T) + self.intercept
+        return S[:, 0] if S.shape[1] == 1 else S
+
+    def predict(self, X) -> list:
+        """Labels (argmax of the one-vs-rest scores, the first on ties, as LinearSVC / SGDClassifier)."""
+        return labels_of(self.decision_function(X), self.classes)
+
+    # ---- new examples -----------------------------------------------------------------------
+
+    @property
+    def base(self):
+        return as_spec(self.meta["base"])
+
+    def feature_rows(self, X, spacy_model: str | None = None) -> sp.csr_matrix:
+        """Rows over the model's columns for examples: Documents, bare structures, raw texts or
+        spaCy Docs (texts are parsed). Features unseen in training are dropped (zero weight);
+        for a normalised kernel each row is divided by its norm over all of its features."""
+        if self.vocab_arrays is None or self.strings is None:
+            raise EvaluationError("this linear model has no feature vocabulary (saved before format version 2); "
+                                  "it predicts only from feature rows. Fix: train it again with `gramtile train "
+                                  "--features F.zarr --model linear`")
+        base = self.base
+        rep = self.meta.get("rep", base.rep_name)
+        docs = as_documents([with_derived(x, rep) for x in _listed(X)], [rep], spacy_model=spacy_model,
+                            who="LinearModel.predict")
+        if self._vocab is None:
+            self._vocab = FeatureVocab(self.vocab_arrays["key_ptr"], self.vocab_arrays["key_items"],
+                                       self.vocab_arrays["order"])
+        vocabs = Vocabularies.from_dict(self.strings)
+        batch = encode([d.structures[rep] for d in docs], vocabs, kind=self.meta.get("rep_kind", base.reads))
+        fmap = map_of(base)
+        lf = fmap.local(base, batch.readonly())
+        gid = self._vocab.intern(lf, grow=False)
+        n = len(docs)
+        row = np.repeat(np.arange(n), np.diff(lf.ptr))
+        val = lf.val * np.sqrt(weights(fmap, base, lf.order)[lf.idx])
+        if self.meta.get("normalized"):
+            norms = np.sqrt(np.bincount(row, weights=val * val, minlength=n))
+            val = val / np.where(norms > 0, norms, 1.0)[row]
+        col = gid[lf.idx]
+        keep = col >= 0
+        m = sp.csr_matrix((val[keep], (row[keep], col[keep])), shape=(n, self.n_features))
+        m.sort_indices()
+        return m
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def save(self, directory) -> Path:
+        """Write the model into the new or empty directory ``directory``, whole or not at all
+        (files go to a sibling temporary directory renamed into place)."""
+        final = Path(directory)
+        if final.exists() and (not final.is_dir() or any(final.iterdir())):
+            raise StoreError(f"{final} exists and is not empty; pass a new directory")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            arrays = {"coef": self.coef, "intercept": self.intercept, **(self.vocab_arrays or {})}
+            np.savez(tmp / ARRAYS_FILE, **arrays)
+            info = {"format": FORMAT, "format_version": FORMAT_VERSION, "classes": self.classes,
+                    "params": self.params, "features": self.meta, "strings": self.strings}
+            (tmp / MODEL_FILE).write_text(json.dumps(info), encoding="utf-8")
+            if final.exists():
+                final.rmdir()
+            tmp.rename(final)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return final
+
+    @classmethod
+    def load(cls, directory) -> LinearModel:
+        d = Path(directory)
+        if not (d / MODEL_FILE).is_file() or not (d / ARRAYS_FILE).is_file():
+            raise EvaluationError(f"{d} holds no linear model ({MODEL_FILE} and {ARRAYS_FILE}); train one with "
+                                  f"`gramtile train --features F.zarr --model linear --out {d}`")
+        try:
+            info = json.loads((d / MODEL_FILE).read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise StoreError(f"{d / MODEL_FILE} is not readable JSON ({e}); train the model again") from None
+        if info.get("format") != FORMAT or info.get("format_version") != FORMAT_VERSION:
+            raise StoreError(f"{d / MODEL_FILE} is not a {FORMAT} of version {FORMAT_VERSION} (format "
+                             f"{info.get('format')!r}, version {info.get('format_version')!r}); train it again")
+        with np.load(d / ARRAYS_FILE) as a:
+            vocab = {k: a[k] for k in ("key_ptr", "key_items", "order")} if "key_ptr" in a.files else None
+            coef, intercept = a["coef"], a["intercept"]
+        return cls(coef, intercept, info["classes"], info["features"], info.get("params"), vocab,
+                   info.get("strings"))
+
+
+def _listed(X) -> list:
+    if isinstance(X, (str, Document)) or not hasattr(X, "__iter__"):
+        return [X]
+    return list(X)
+
+
+def with_derived(x, rep: str):
+    """A Document lacking ``rep`` but holding a dependency tree (``dep``) gets the structures
+    derived from it (``tree``, ``seq``, ...), as ``gramtile prepare --reps`` derives them."""
+    if isinstance(x, Document) and rep not in (x.structures or {}) and isinstance((x.structures or {}).get("dep"),
+                                                                                   DepTree):
+        return Document(id=x.id, label=x.label, text=x.text, source=x.source,
+                        structures={**derive_all(x.structures["dep"]), **x.structures})
+    return x
+
+
+def labels_of(S, classes) -> list:
+    """Labels from scores: ``S > 0`` -> ``classes[1]`` for (n,) scores, else the argmax."""
+    S = np.asarray(S)
+    if S.ndim == 1:
+        return [classes[int(v > 0)] for v in S]
+    return [classes[i] for i in np.argmax(S, axis=1)]

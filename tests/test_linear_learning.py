@@ -1,0 +1,200 @@
+"""The linear learners on a feature store (pipeline/learn/linear.py): SGD against scikit-learn's
+exact hinge-loss SVM, chunked reading, determinism, (fold x C) fits on threads and worker
+processes equal to the serial run, and saved linear models predicting from examples exactly as
+the kernel does (pipeline/learn/linear_models.py)."""
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import yaml
+from conftest import corpus_store_of, num_trees
+
+import gramtile
+from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.learn import linear
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.linear_models import LinearModel
+from gramtile.pipeline.readers.jsonl import write_jsonl
+from gramtile.pipeline.representations.structures import Document
+from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.feature_store import FeatureStore, write_store
+from gramtile.workflows.cli import main
+
+NST = {"kind": "normalized", "kernel": {"kind": "st", "lam": 0.4}}
+
+
+@pytest.fixture(scope="module")
+def num(tmp_path_factory):
+    every = num_trees(5483)  # class-sorted: take a seeded sample of both classes
+    pick = np.random.default_rng(0).permutation(len(every))
+    docs = [every[i] for i in pick[:300]]
+    d = tmp_path_factory.mktemp("lin")
+    corpus = corpus_store_of(d / "c.zarr", docs, 70)
+    write_store(corpus, as_spec(NST), d / "f.zarr")
+    (d / "cluster.yaml").write_text(yaml.safe_dump({"profiles": {"two": {"type": "local", "n_workers": 2,
+                                                                         "memory_limit": "1GiB"},
+                                                                 "pool": {"type": "threads", "n_workers": 2}}}))
+    new = [every[i] for i in pick[300:340]]  # held-out trees: partly unseen features
+    return {"dir": d, "corpus": corpus, "features": d / "f.zarr", "new": new}
+
+
+def _objective(w, b, X, y, C):
+    m = y * (X @ w + b)
+    return 0.5 * float(w @ w) + C * float(np.maximum(0.0, 1.0 - m).sum())
+
+
+def test_sgd_reaches_the_exact_hinge_svm_objective(num):
+    """SGD's objective (alpha = 1/(C n)) is the SVM's; after enough passes it is near the exact
+    optimum of scikit-learn's SVC(kernel='linear') on the same rows and predicts as it does."""
+    svm = pytest.importorskip("sklearn.svm")
+    fs = FeatureStore(num["features"])
+    X = fs.all_rows()
+    y = np.where(np.asarray(fs.labels) == "1", 1.0, -1.0)
+    C = 1.0
+    exact = svm.SVC(kernel="linear", C=C, tol=1e-8).fit(X, y)
+    w0, b0 = np.asarray(exact.coef_.todense()).ravel() if sp.issparse(exact.coef_) else exact.coef_.ravel(), \
+        float(exact.intercept_[0])
+    best = _objective(w0, b0, X, y, C)
+    rows = np.arange(fs.n)
+    coef, icpt, classes = linear.fit(fs, rows, C, "sgd", seed=0, epochs=60, chunk_rows=64)
+    assert classes == ["-1", "1"]
+    got = _objective(coef.ravel(), float(icpt[0]), X, y, C)
+    assert best <= got * (1 + 1e-9) and got <= 1.10 * best, (got, best)
+    agree = np.mean(np.sign(X @ coef.ravel() + icpt[0]) == np.sign(X @ w0 + b0))
+    assert agree >= 0.97
+    # one pass is far from it: the bound above can fail
+    c1, i1, _ = linear.fit(fs, rows, C, "sgd", seed=0, epochs=1, chunk_rows=64)
+    assert _objective(c1.ravel(), float(i1[0]), X, y, C) > 1.10 * best
+
+
+def test_sgd_is_seeded_streams_chunks_and_balances_like_sklearn(num, monkeypatch):
+    fs = FeatureStore(num["features"])
+    rows = np.arange(0, fs.n, 2)
+    a = linear.fit(fs, rows, 0.5, "sgd", seed=3, epochs=3, chunk_rows=50)
+    b = linear.fit(FeatureStore(num["features"]), rows, 0.5, "sgd", seed=3, epochs=3, chunk_rows=50)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    c = linear.fit(fs, rows, 0.5, "sgd", seed=4, epochs=3, chunk_rows=50)
+    assert not np.array_equal(a[0], c[0])
+    # rows are read a chunk at a time: never more than chunk_rows plus one shard (70 rows)
+    asked = []
+    real = FeatureStore.rows
+    monkeypatch.setattr(FeatureStore, "rows", lambda self, idx: asked.append(len(idx)) or real(self, idx))
+    linear.fit(fs, rows, 0.5, "sgd", seed=3, epochs=2, chunk_rows=50)
+    assert asked and max(asked) <= 50 + 70 and sum(asked) == 2 * rows.shape[0]
+    utils = pytest.importorskip("sklearn.utils")
+    y = [fs.labels[i] for i in rows]
+    want = utils.compute_class_weight("balanced", classes=np.array(["-1", "1"]), y=np.array(y))
+    got = linear.balanced_weights(y, ["-1", "1"])
+    assert np.allclose([got["-1"], got["1"]], want)
+
+
+@pytest.mark.parametrize("solver", ["liblinear", "sgd"])
+def test_parallel_linear_fits_equal_the_serial_run(num, solver):
+    common = dict(folds=3, seed=0, Cs=(0.1, 1.0), class_weight="balanced", solver=solver, epochs=3, chunk_rows=60,
+                  cluster_file=str(num["dir"] / "cluster.yaml"))
+    serial = linear.evaluate_store(num["features"], cluster="sequential", **common)
+    assert serial["solver"]["used"] == solver
+    for cluster in ("pool", "two"):
+        par = linear.evaluate_store(num["features"], cluster=cluster, **common)
+        assert par["predictions"] == serial["predictions"]
+        assert {c: r["per_fold"] for c, r in par["C"].items()} == {c: r["per_fold"] for c, r in serial["C"].items()}
+    majority = max(serial["predictions"][1.0]["gold"].count(c) for c in ("1", "-1")) / 300
+    assert serial["C"][serial["best_C"]]["accuracy"] > majority
+
+
+def test_folds_are_those_gramtile_evaluate_makes_on_the_rows(num, tmp_path):
+    from gramtile.pipeline.learn.folds import stratified_kfold
+
+    res = linear.evaluate_store(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear",
+                                folds_dir=tmp_path)
+    fs = FeatureStore(num["features"])
+    splits = stratified_kfold(fs.labels[:210], 3, 0)
+    assert res["predictions"][1.0]["row"] == [int(i) for s in splits for i in s.test]
+    assert len(list(tmp_path.glob("folds-k3-seed0-labels*.json"))) == 1
+    with pytest.raises(EvaluationError, match="--rows"):
+        linear.evaluate_store(num["features"], rows="0:9999")
+    hinge = linear.evaluate_store(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear",
+                                  loss="hinge")
+    assert hinge["loss"] == "hinge" and res["loss"] == "squared_hinge"
+    rows = np.arange(210)
+    assert not np.allclose(linear.fit(fs, rows, 1.0, "liblinear", loss="hinge")[0],
+                           linear.fit(fs, rows, 1.0, "liblinear")[0])
+    with pytest.raises(EvaluationError, match="--linear-loss"):
+        linear.fit(fs, rows, 1.0, "liblinear", loss="log")
+
+
+def test_saved_model_predicts_from_examples_as_from_the_stored_rows(num, tmp_path):
+    m = linear.train_store(num["features"], tmp_path / "m", C=1.0, solver="liblinear")
+    m = LinearModel.load(tmp_path / "m")
+    fs = FeatureStore(num["features"])
+    docs = CorpusStore.open(num["corpus"]).documents()
+    S_rows = m.decision_function(fs.all_rows())
+    S_docs = m.decision_function(docs)
+    assert np.max(np.abs(S_rows - S_docs)) <= 1e-12
+    assert m.predict(docs) == m.predict(fs.all_rows())
+
+
+def test_new_examples_get_the_kernel_decision(num):
+    """A model w = sum_i a_i x_i (random a) decides new examples by sum_i a_i K(x_i, new) + b, K the
+    normalised ST kernel computed pairwise: new trees and raw texts, with features unseen in
+    training (dropped from the row, counted in its norm)."""
+    fs = FeatureStore(num["features"])
+    m = linear.train_store(num["features"], None, C=1.0, solver="liblinear")
+    A = np.random.default_rng(5).normal(size=(1, fs.n))
+    m.coef = np.asarray(sp.csr_matrix(A) @ fs.all_rows().toarray())
+    m.intercept = np.array([0.25])
+    train = CorpusStore.open(num["corpus"]).documents()
+    texts = ["How many people live in Boston ?", "What year did the war end ?", "Zyxw qqq blorf ?"]
+    parsed = gramtile.parse(texts)
+    new = num["new"] + [Document(id=f"t{i}", structures={"tree": p.structures["tree"]}) for i, p in enumerate(parsed)]
+    K = gramtile.gram(NST, [d.structures["tree"] for d in train], [d.structures["tree"] for d in new])
+    want = (A @ K).ravel() + 0.25
+    got = m.decision_function(new)
+    assert np.max(np.abs(got - want)) <= 1e-10 * max(1.0, np.max(np.abs(want)))
+    X = m.feature_rows(new)
+    full = np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    assert np.any(full < 1 - 1e-6)  # some new examples have features unseen in training
+    assert np.allclose(m.decision_function(texts), got[-3:], atol=1e-10)  # raw texts parsed by the model
+    dep_only = [Document(id=f"d{i}", structures={"dep": p.structures["dep"]}) for i, p in enumerate(parsed)]
+    assert np.allclose(m.decision_function(dep_only), got[-3:], atol=1e-10)  # tree derived as prepare derives it
+
+
+def test_cli_train_predict_and_nothing_partial(num, tmp_path, capsys):
+    f = str(num["features"])
+    assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--linear-solver", "sgd", "--sgd-epochs", "2",
+                 "--folds", "3", "--C", "1", "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+    res = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert res["solver"]["used"] == "sgd" and "1.0" in res["C"]
+    capsys.readouterr()
+    assert main(["-q", "train", "--features", f, "--model", "linear", "--linear-solver", "sgd", "--out",
+                 str(tmp_path / "m")]) == 0
+    new = num["new"][:10]
+    write_jsonl(new, tmp_path / "new.jsonl")
+    capsys.readouterr()
+    assert main(["-q", "predict", "--model-dir", str(tmp_path / "m"), "--input", str(tmp_path / "new.jsonl"),
+                 "--out", str(tmp_path / "p.json")]) == 0
+    got = json.loads((tmp_path / "p.json").read_text())
+    m = LinearModel.load(tmp_path / "m")
+    assert [g["predicted"] for g in got] == m.predict(new)
+    assert np.allclose([g["score"][0] for g in got], m.decision_function(new), atol=1e-12)
+    # a failing train leaves no model directory and no temporary folder behind
+    assert main(["-q", "train", "--features", f, "--model", "linear", "--rows", "0:99999", "--out",
+                 str(tmp_path / "bad")]) == 2
+    assert "--rows" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ev", "m", "new.jsonl", "p.json"]
+
+
+def test_a_store_written_again_under_a_run_is_refused(num, tmp_path):
+    import shutil
+
+    shutil.copytree(num["features"], tmp_path / "f.zarr")
+    fs = linear.open_features(tmp_path / "f.zarr")
+    task = linear.FitTask(str(tmp_path / "f.zarr"), fs.uid, np.arange(200), np.arange(200, 300), 1.0, "liblinear",
+                          None, 0, 1, 100)
+    assert len(linear.run_fit(task)["predicted"]) == 100
+    shutil.rmtree(tmp_path / "f.zarr")
+    write_store(num["corpus"], as_spec(NST), tmp_path / "f.zarr")
+    linear.open_features(tmp_path / "f.zarr")  # this process now sees the new store
+    with pytest.raises(EvaluationError, match="written again"):
+        linear.run_fit(task)
