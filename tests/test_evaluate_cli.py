@@ -113,6 +113,11 @@ def test_rows_show_the_full_kernel_parameters_in_own_columns_std_and_report(stor
                  "--folds-dir", str(tmp_path), "--out", str(tmp_path / "ny")]) == 0
     ny = json.loads((tmp_path / "ny" / "results.json").read_text())["rows"][0]
     assert ny["accuracy_std"] > 0 and "accuracy_std" in capsys.readouterr().out
+    assert ny["loss"] == "squared_hinge"
+    assert main(["evaluate", "--gram", str(sst), "--folds", "3", "--model", "nystroem", "--landmarks", "30",
+                 "--linear-loss", "hinge", "--folds-dir", str(tmp_path), "--out", str(tmp_path / "ny-hinge")]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "ny-hinge" / "results.json").read_text())["rows"][0]["loss"] == "hinge"
     assert main(["evaluate", "--gram", str(sst), "--model", "nystroem", "--C", "1,10", "--split", SPLIT]) == 2
     assert "nested C selection is not available with --model nystroem" in capsys.readouterr().err
 

@@ -74,8 +74,9 @@ def add_linear_options(p):
                         "(hinge, alpha = 1/(C n)) by partial_fit over chunks of rows read from the store (one chunk "
                         "in memory); auto (default) = liblinear when its estimated peak fits --memory-mb, else sgd")
     p.add_argument("--linear-loss", choices=LOSSES, default="squared_hinge",
-                   help="--linear-solver liblinear: LinearSVC's loss, squared_hinge (default) or hinge (the kernel "
-                        "SVC's); sgd always uses the hinge loss")
+                   help="the linear SVM's loss for --model linear with --linear-solver liblinear (LinearSVC) and "
+                        "for --model nystroem (dcd): squared_hinge (default) or hinge (the kernel SVC's; Nystroem's "
+                        "default before session 7); sgd always uses the hinge loss")
     p.add_argument("--sgd-epochs", type=positive_int, default=EPOCHS, metavar="E",
                    help=f"--linear-solver sgd: passes over the training rows (default {EPOCHS})")
     p.add_argument("--sgd-chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="R",
@@ -216,7 +217,7 @@ def _nystroem(source, labels, splits, args, common):
     fixed = source.landmarks if isinstance(source, LandmarkSource) else None
     rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.fold_seed,
                              class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"],
-                             landmarks=fixed, protocol=args.landmark_protocol)
+                             landmarks=fixed, protocol=args.landmark_protocol, loss=args.linear_loss)
     preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
     return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
 

@@ -104,7 +104,8 @@ def run(args) -> int:
         if not args.corpus or len(args.gram) != 1:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
                                   "`gramtile gram --corpus C --landmarks M`")
-        m = train_nystroem(args.corpus, args.gram[0], spec, C=args.C, class_weight=learn["class_weight"])
+        m = train_nystroem(args.corpus, args.gram[0], spec, C=args.C, class_weight=learn["class_weight"],
+                           loss=args.linear_loss)
     elif args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
