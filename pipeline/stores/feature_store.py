@@ -206,6 +206,18 @@ def info(corpus_path, base) -> dict | None:
     return dict(meta) if meta and meta.get("content_hash") else None
 
 
+
+def _read_csr(sg, s: dict, n_features: int, unreadable: str, mismatch: str, fix: str) -> sp.csr_matrix:
+    """The CSR rows of one stored shard group ``sg`` (``indptr``, ``indices``, ``data``), checked
+    against the shard record ``s`` (``sha256``, ``start``, ``stop``); the messages name the shard."""
+    try:
+        indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
+    except Exception as e:  # a failed crc32c check surfaces as a codec error
+        raise StoreCorruptError(f"{unreadable} ({e}). {fix}") from None
+    if _sha(indptr, indices, data) != s["sha256"]:
+        raise StoreCorruptError(f"{mismatch}. {fix}")
+    return sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], n_features))
+
 def _sha(*arrays) -> str:
     h = hashlib.sha256()
     for a in arrays:
@@ -307,17 +319,10 @@ class FeatureSet:
             hit = _shard_cache.get(key)
         if hit is not None:
             return hit
-        sg = self._g["phi"][str(k)]
-        try:
-            indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
-        except Exception as e:  # a failed crc32c check surfaces as a codec error
-            raise StoreCorruptError(f"feature shard {k} of {group_name(self.base)} in {self.corpus_path} cannot be "
-                                    f"read ({e}). Fix: delete that group; the next `gramtile gram` rebuilds it") from None
-        if _sha(indptr, indices, data) != s["sha256"]:
-            raise StoreCorruptError(f"feature shard {k} of {group_name(self.base)} in {self.corpus_path} does not "
-                                    f"match its recorded sha256. Fix: delete that group; the next `gramtile gram` "
-                                    f"rebuilds it")
-        m = sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], self.n_features))
+        where = f"feature shard {k} of {group_name(self.base)} in {self.corpus_path}"
+        m = _read_csr(self._g["phi"][str(k)], s, self.n_features, f"{where} cannot be read",
+                      f"{where} does not match its recorded sha256",
+                      "Fix: delete that group; the next `gramtile gram` rebuilds it")
         stats["shard_loads"] += 1
         with _cache_lock:
             _shard_cache[key] = m
@@ -505,16 +510,10 @@ class FeatureStore:
                 self._cache.move_to_end(k)
                 return hit
         s = self.meta["shards"][k]
-        sg = self._g["rows"][str(s["index"])]
-        try:
-            indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
-        except Exception as e:  # a failed crc32c check surfaces as a codec error
-            raise StoreCorruptError(f"rows of shard {k} of feature store {self.path} cannot be read ({e}). "
-                                    f"Fix: write the store again") from None
-        if _sha(indptr, indices, data) != s["sha256"]:
-            raise StoreCorruptError(f"rows of shard {s['index']} of feature store {self.path} do not match their "
-                                    f"sha256. Fix: write the store again")
-        m = sp.csr_matrix((data, indices, indptr), shape=(s["stop"] - s["start"], self.n_features))
+        m = _read_csr(self._g["rows"][str(s["index"])], s, self.n_features,
+                      f"rows of shard {k} of feature store {self.path} cannot be read",
+                      f"rows of shard {s['index']} of feature store {self.path} do not match their sha256",
+                      "Fix: write the store again")
         with self._lock:
             self._cache[k] = m
             while len(self._cache) > self._cache_size:
