@@ -131,3 +131,35 @@ def test_mrr_rejects_bad_input():
         neighbour_mrr(np.full((2, 2), np.nan), ["a", "a"])
     with pytest.raises(EvaluationError, match="ties"):
         neighbour_mrr(np.ones((2, 2)), ["a", "a"], ties="random")
+
+
+def test_reports_equal_scikit_learn_bit_for_bit_on_random_predictions():
+    """The counting metrics are computed here, with scikit-learn's arithmetic: every number equals
+    ``precision_recall_fscore_support(..., zero_division=0)`` and ``confusion_matrix`` exactly,
+    including classes never predicted or never present and labels missing from ``labels``."""
+    import warnings
+
+    from sklearn.metrics import confusion_matrix
+    from sklearn.metrics import precision_recall_fscore_support as prfs
+
+    rng = np.random.default_rng(1)
+    for trial in range(600):
+        k, n = int(rng.integers(2, 7)), int(rng.integers(1, 60))
+        pool = np.array(list("abcdefg"))[:k] if trial % 2 else np.arange(k)
+        yt, yp = rng.choice(pool, n), rng.choice(pool, n)
+        dropped = {pool[rng.integers(k)].item()} if trial % 5 == 0 else set()
+        labels = sorted(set(pool.tolist()) - dropped)
+        rep = classification_report(yt, yp, labels)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p, r, f, s = prfs(yt, yp, labels=labels, average=None, zero_division=0)
+            for i, c in enumerate(labels):
+                got = rep["per_class"][str(c)]
+                assert (got["precision"], got["recall"], got["f1"], got["support"]) == (p[i], r[i], f[i], s[i])
+            for avg in ("micro", "macro"):
+                ap, ar, af, _ = prfs(yt, yp, labels=labels, average=avg, zero_division=0)
+                assert (rep[f"{avg}_precision"], rep[f"{avg}_recall"], rep[f"{avg}_f1"]) == (ap, ar, af)
+            if set(yt.tolist()) & set(labels):
+                assert rep["confusion"] == confusion_matrix(yt, yp, labels=labels).tolist()
+            bp = prfs(yt, yp, labels=[labels[-1]], average=None, zero_division=0)
+            assert binary_prf(yt, yp, labels[-1]) == (bp[0][0], bp[1][0], bp[2][0])
