@@ -73,10 +73,34 @@ def test_view_reads_only_the_chunks_it_needs(sst_store, docs):
     assert v.chunk_reads == 2
     sel = [230, 0, 120]
     assert np.array_equal(v.block(sel, slice(None)), full[sel])
-    assert v.chunk_reads == 2 + 3 * 5
+    # row tiles {0, 2, 4} x column tiles {0..4}: 15 tiles, of which (2, 0), (4, 0) and (4, 2) are the
+    # mirrors of (0, 2), (0, 4) and (2, 4), read once for both: 12 stored chunks
+    assert v.chunk_reads == 2 + 12
     assert np.array_equal(v[sel, 60:62], full[np.ix_(sel, [60, 61])])
-    assert v.chunk_reads == 2 + 3 * 5 + 3
+    assert v.chunk_reads == 2 + 12 + 3
     assert np.array_equal(v[5:6], full[5:6])
+
+
+def test_view_blocks_read_each_stored_chunk_once_for_all_pairs(sst_store, docs):
+    full = gramtile.gram(SST, docs)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        train = np.sort(rng.choice(N, 120, replace=False))
+        test = rng.permutation(np.setdiff1d(np.arange(N), train))[:40]  # unsorted positions too
+        v = GramStore.open(sst_store).view()
+        got = v.blocks([(train, train), (test, train)], normalized=True)
+        d = np.sqrt(np.diag(full))
+        Kn = full / np.outer(d, d)
+        np.testing.assert_array_equal(got[0], v.block(train, train, normalized=True))
+        np.testing.assert_array_equal(got[1], v.block(test, train, normalized=True))
+        np.testing.assert_allclose(got[0], Kn[np.ix_(train, train)], rtol=1e-14)
+        np.testing.assert_allclose(got[1], Kn[np.ix_(test, train)], rtol=1e-14)
+        t = GramStore.open(sst_store).tile
+        tiles = {(min(a, b), max(a, b)) for r, c in ((train, train), (test, train))
+                 for a in np.unique(r // t) for b in np.unique(c // t)}
+        v2 = GramStore.open(sst_store).view()
+        v2.blocks([(train, train), (test, train)])
+        assert v2.chunk_reads == len(tiles)
 
 
 def test_reopen_with_other_kernel_corpus_selection_or_tile_raises(sst_store, corpus):

@@ -78,8 +78,10 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
+from gramtile.pipeline.stores.chunk_cache import chunk_cache, chunk_key
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gather import gather, gather_scaled
 from gramtile.pipeline.stores.storage import check_metadata, jsonl_log, location, read_jsonl_log
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
@@ -109,7 +111,7 @@ def tile_checksum(block) -> int:
     """crc32c of a tile's values as float64 in C order, as recorded in the store's ``tile_crc``
     manifest when the tile is computed (never 0: 0 marks "nothing recorded"). A float32 tile
     is checked on its float32 values (widened exactly to float64)."""
-    return int(crc32c.crc32c(np.ascontiguousarray(block, dtype=np.float64).tobytes())) or 1
+    return int(crc32c.crc32c(np.ascontiguousarray(block, dtype=np.float64))) or 1  # its buffer, not a bytes copy
 
 
 def check_dtype(dtype) -> str:
@@ -681,9 +683,39 @@ class GramView:
         return self.store.shape
 
     def _read_chunk(self, a: int, b: int) -> np.ndarray:
-        """Tile (a, b) of K; below the diagonal of a symmetric store, tile (b, a) transposed."""
+        """Tile (a, b) of K; below the diagonal of a symmetric store, tile (b, a) transposed (read
+        from the store, not the chunk cache: the callers stream every chunk once)."""
         if self.store.symmetric and a > b:
-            return self._read_chunk(b, a).T
+            return self._stored_chunk(b, a).T
+        return self._stored_chunk(a, b)
+
+    def _cached_chunk(self, a: int, b: int) -> np.ndarray:
+        """:meth:`_stored_chunk` through this process's chunk cache (:mod:`.chunk_cache`): read-only.
+        Only a store whose stored chunks all fit the cache is cached: learners sweep every chunk of
+        a training part in turn, and an LRU smaller than the sweep would evict each chunk before
+        its next use, holding memory for no hit."""
+        cache = chunk_cache()
+        key = chunk_key(self.store, a, b) if cache is not None and self._stored_bytes() <= cache.limit else None
+        if key is None:
+            return self._stored_chunk(a, b)
+        got = cache.get(key)
+        if got is None:
+            return cache.put(key, self._stored_chunk(a, b))
+        self.chunk_reads += 1  # counts the chunks blocks touch, read or found in the cache
+        return got
+
+    def _stored_bytes(self) -> int:
+        """Bytes of every chunk the store holds (tiles above the diagonal of a symmetric store, at
+        most full tiles)."""
+        nr, nc = self.shape
+        t = self.store.tile
+        ti, tj = -(-nr // t), -(-nc // t)
+        tiles = ti * (ti + 1) // 2 if self.store.symmetric else ti * tj
+        return int(tiles * t * t * np.dtype(self.store.dtype).itemsize)
+
+    def _stored_chunk(self, a: int, b: int) -> np.ndarray:
+        """The chunk stored for tile (a, b) (a <= b in a symmetric store), checked: finite values,
+        and the checksum recorded when the tile was computed."""
         r0, r1, c0, c1 = self.store.spans(Tile(a, b))
         self.chunk_reads += 1
         try:
@@ -745,30 +777,64 @@ class GramView:
         IncompleteTileError
             A needed tile is not marked done.
         """
+        return self.blocks([(rows, cols)], normalized)[0]
+
+    def blocks(self, pairs, normalized: bool = False, out=None) -> list:
+        """``[self.block(rows, cols, normalized) for rows, cols in pairs]``, reading each stored chunk
+        once for all of them (a fit's K(train, train) and K(test, train) touch the same chunks), one
+        chunk in memory at a time beside the blocks (chunks come through this process's chunk cache,
+        :mod:`~gramtile.pipeline.stores.chunk_cache`). ``out``: arrays to fill, one per pair (C order,
+        the store's dtype and the block's shape; any other entry, or None, is allocated)."""
         nr, nc = self.shape
         t = self.store.tile
-        r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
-        ti, tj = r // t, c // t
-        uti, utj = np.unique(ti), np.unique(tj)
-        for a in uti:
-            for b in utj:
-                if not self._done[a, b]:
-                    d, tot = self.store.tiles_done()
-                    raise IncompleteTileError(
-                        f"tile {(int(a), int(b))} of {self.store.path} is not computed yet ({d} of {tot} tiles "
-                        f"done); finish it by rerunning the same `gramtile gram` command")
-        out = np.empty((r.size, c.size), dtype=self.store.dtype)
-        col_groups = [(b, np.nonzero(tj == b)[0]) for b in utj]
-        for a in uti:
-            ri = np.nonzero(ti == a)[0]
-            lr = r[ri] - a * t
-            for b, ci in col_groups:
-                chunk = self._read_chunk(int(a), int(b))
-                out[np.ix_(ri, ci)] = chunk[np.ix_(lr, c[ci] - b * t)]
-        if normalized:
-            dr, dc = self.diag(r, c)
-            out = normalize_block(out, dr, dc).astype(out.dtype, copy=False)
-        return out
+        plans, parts = [], {}
+        for k, (rows, cols) in enumerate(pairs):
+            r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
+            ti, tj = r // t, c // t
+            rsel = {int(a): np.nonzero(ti == a)[0] for a in np.unique(ti)}
+            csel = {int(b): np.nonzero(tj == b)[0] for b in np.unique(tj)}
+            for a in rsel:
+                for b in csel:
+                    if not self._done[a, b]:
+                        d, tot = self.store.tiles_done()
+                        raise IncompleteTileError(
+                            f"tile {(a, b)} of {self.store.path} is not computed yet ({d} of {tot} tiles "
+                            f"done); finish it by rerunning the same `gramtile gram` command")
+                    # in a symmetric store, tiles (a, b) and (b, a) come from the one chunk above the diagonal
+                    key = (min(a, b), max(a, b)) if self.store.symmetric else (a, b)
+                    parts.setdefault(key, []).append((k, a, b))
+            buf = out[k] if out is not None else None
+            if not (isinstance(buf, np.ndarray) and buf.shape == (r.size, c.size) and buf.dtype == self.store.dtype
+                    and buf.flags.c_contiguous and buf.flags.writeable):
+                buf = np.empty((r.size, c.size), dtype=self.store.dtype)
+            plans.append((r, c, rsel, csel, buf))
+        scales = [self._scales(r, c) if normalized else None for r, c, *_ in plans]
+        for (sa, sb), need in parts.items():
+            chunk = self._cached_chunk(sa, sb)
+            for k, a, b in need:
+                r, c, rsel, csel, buf = plans[k]
+                ri, ci = rsel[a], csel[b]
+                if scales[k] is None:
+                    gather(buf, chunk, ri, ci, r[ri] - a * t, c[ci] - b * t, (a, b) != (sa, sb))
+                else:
+                    gather_scaled(buf, chunk, ri, ci, r[ri] - a * t, c[ci] - b * t, (a, b) != (sa, sb),
+                                  scales[k][0], scales[k][1])
+        got = []
+        for (_, _, _, _, buf), sc in zip(plans, scales):
+            if sc is not None:  # normalize_block's zeros: a row or column whose self-kernel is not positive
+                buf[sc[2], :] = 0.0
+                buf[:, sc[3]] = 0.0
+            got.append(buf)
+        return got
+
+    def _scales(self, r, c):
+        """(sqrt of the row self-kernels, of the column ones, rows and columns whose self-kernel is not
+        positive) for normalising the block of rows ``r`` and columns ``c``, as normalize_block does."""
+        dr, dc = self.diag(r, c)
+        dr, dc = np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64)
+        if not (np.isfinite(dr).all() and np.isfinite(dc).all()):
+            normalize_block(np.empty((0, 0)), dr, dc)  # raises its error, which names the repair
+        return np.sqrt(np.where(dr > 0, dr, 1.0)), np.sqrt(np.where(dc > 0, dc, 1.0)), dr <= 0, dc <= 0
 
     # -- interop: numpy, dask, xarray ------------------------------------------------------
     def _require_complete(self, what: str):
