@@ -4,8 +4,9 @@ blocks, the smo chains give smo_fit_predict's predictions, and nested selection 
 a plain loop over the inner folds. Hermetic (no shared data)."""
 import numpy as np
 import pytest
+from reference.smo_grid import smo_fit_predict
 
-from gramtile.pipeline.learn.crossval import evaluate, smo_fit_predict
+from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.fits import Fit, Setting, fit_blocks, forget_blocks
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.parallel import SourceRef

@@ -233,14 +233,21 @@ def _tiles(idx):
     return np.unique(np.asarray(idx) // TILE).size
 
 
+def _stored(pairs):
+    """Stored chunks of a symmetric store that blocks over ``pairs`` (rows, cols) touch."""
+    return len({(min(a, b), max(a, b)) for r, c in pairs for a in np.unique(np.asarray(r) // TILE)
+                for b in np.unique(np.asarray(c) // TILE)})
+
+
 def test_store_fixed_split_reads_only_needed_chunks(num_store, num_K, num_y):
     src = open_gram_source(num_store)
     labels = store_labels(src.store)
     assert labels == num_y.tolist()
     split = parse_split("train:0:100,test:192:240", src.n)
     ev = evaluate(src, labels, [split], C=[1.0, 10.0], select="test")
-    # train x train touches tiles {0,1} x {0,1}; test x train touches {3} x {0,1}: 6 of 16 chunks
-    assert src.chunk_reads == 4 + 2
+    # train x train touches tiles {0,1} x {0,1} (stored: (0,0), (0,1), (1,1)); test x train touches
+    # {3} x {0,1} (stored above the diagonal: (0,3), (1,3)): 5 of the 10 stored chunks, each read once
+    assert src.chunk_reads == 3 + 2
     mem = evaluate(ArrayKernelSource(num_K), num_y, [split], C=[1.0, 10.0], select="test")
     for key in ("svm C=1", "svm C=10"):
         assert (ev.predictions[key][1] == mem.predictions[key][1]).all()
@@ -251,7 +258,8 @@ def test_store_kfold_reads_the_chunks_each_fold_needs(num_store, num_K, num_y):
     src = open_gram_source(num_store, normalized=True)
     folds = stratified_kfold(num_y, 3, seed=5)
     ev = evaluate(src, num_y, folds, model="perceptron", epochs=2)
-    assert src.chunk_reads == sum(_tiles(f.train) ** 2 + _tiles(f.test) * _tiles(f.train) for f in folds)
+    # each fold reads the stored chunks (above the diagonal) its two blocks touch, each once
+    assert src.chunk_reads == sum(_stored(((f.train, f.train), (f.test, f.train))) for f in folds)
     d = np.sqrt(np.diag(num_K))
     np.testing.assert_allclose(src.block(np.arange(N), np.arange(N)), num_K / np.outer(d, d), rtol=1e-12)
     mem = evaluate(ArrayKernelSource(num_K, normalized=True), num_y, folds, model="perceptron", epochs=2)

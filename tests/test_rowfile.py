@@ -2,6 +2,7 @@
 source's bitwise (normalised or not, a composite view, a renumbering), each store chunk read
 once, a stale / foreign / truncated file refused, the disk space checked (naming --scratch),
 nothing left behind, and evaluate over it equal to libsvm."""
+import json
 import os
 
 import numpy as np
@@ -212,3 +213,22 @@ def test_the_command_writes_its_row_file_under_scratch(stores, tmp_path, monkeyp
     rc = main(["evaluate", "--gram", str(sst_path), "--folds", "3", "--C", "1", "--solver", "smo",
                "--scratch", str(tmp_path / "missing"), "--folds-dir", str(tmp_path), "--no-progress"])
     assert rc == 2 and "does not exist" in capsys.readouterr().err  # one line naming --scratch, exit 2
+
+
+def test_train_writes_its_row_file_under_scratch_too(stores, tmp_path, monkeypatch):
+    """`gramtile train --solver smo --scratch DIR` over a Gram store: the row file goes to DIR and is
+    removed when the model is complete; the model predicts what the smo fit decided."""
+    from gramtile.workflows.cli import main
+
+    d, _, sst_path, _ = stores
+    corpus = d / "c.zarr"
+    seen = []
+    real = rowfile.write_row_file
+    monkeypatch.setattr(rowfile, "write_row_file", lambda src, d=None: seen.append(str(d)) or real(src, d))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    rc = main(["train", "--corpus", str(corpus), "--gram", str(sst_path), "--kernel", '{"kind": "sst", "lam": 0.4}',
+               "--C", "1", "--solver", "smo", "--cache-mb", "0.1", "--scratch", str(scratch),
+               "--out", str(tmp_path / "model")])
+    assert rc in (0, None) and seen == [str(scratch)] and os.listdir(scratch) == []
+    assert json.loads((tmp_path / "model" / "model.json").read_text())["params"]["solver"]["used"] == "smo"

@@ -8,11 +8,12 @@ import itertools
 import numpy as np
 import pytest
 from conftest import num_trees, require_data
+from reference.smo_grid import smo_fit_predict
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
 
 from gramtile import gram
-from gramtile.pipeline.learn.crossval import evaluate, smo_fit_predict
+from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.smo import RowCache, class_C, decision_values, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource

@@ -13,13 +13,13 @@ perceptron of :mod:`gramtile.pipeline.learn.perceptron`.
 Solvers (:func:`plan_solver`): the SVM is fitted by libsvm on the two blocks held in memory,
 or, when K(train, train) would not fit the memory budget (or with ``solver="smo"``), by
 :mod:`gramtile.pipeline.learn.smo` over kernel rows read through a bounded cache
-(:func:`smo_fit_predict`); the prediction then reads K(test, support vectors) in bands. Over a
+(:func:`~gramtile.pipeline.learn.fits.run_chain`); the prediction then reads K(test, support vectors) in bands. Over a
 Gram store, smo reads its rows from one row file per run (:mod:`gramtile.pipeline.learn.rowfile`,
 :func:`smo_row_file`), written before the tasks start and removed when they end.
 
 Parallel: every independent fit is a task (:mod:`gramtile.pipeline.learn.fits`: one per split x C,
-one per smo problem along the C grid; nested selection in two waves, split x inner fold x C and
-then split x chosen C) run by :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster
+one per smo problem along the C grid; nested selection: split x inner fold x C, and each split's
+fit at its chosen C added as soon as its inner fits are in) run by :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster
 profile or client; a task carries store paths and indices, and the worker reads its own blocks.
 The serial run is the same tasks one after another, and results are assembled in task order
 (:func:`assemble`), so a parallel run gives the serial run's numbers.
@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
@@ -57,7 +56,8 @@ from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_proce
 from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource
-from gramtile.pipeline.progress import log, progress_bar
+from gramtile.pipeline.progress import progress_bar
+from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
@@ -333,85 +333,6 @@ class _PlanRows:
         return self.cm.__exit__(*exc)
 
 
-def smo_fit_predict(source, y, train, test, Cs, classes, class_weight=None, cache_mb: float = 200.0,
-                    tol: float = 1e-3, row_file=None, shrinking: bool = True) -> dict:
-    """Fit the SVM with :mod:`~gramtile.pipeline.learn.smo` for every C of ``Cs`` and predict ``test``.
-
-    Binary: one problem, ``classes[1]`` positive (SVC's convention: f > 0 predicts ``classes[1]``).
-    More classes: one-vs-rest, the largest decision value wins, ties to the later class (as
-    ``OneVsRestClassifier``); class weights ``"balanced"`` balance each binary problem (as there),
-    a dict weights the examples of each original label. The C grid is solved in increasing order,
-    each problem warm-started from its solution at the previous C (the box only grows, so that
-    solution stays feasible). K(train, train) is read through one :class:`RowCache` of
-    ``cache_mb`` (from ``row_file`` when given); predictions read K(test, support) in bands of at
-    most ``cache_mb`` (from ``row_file`` too), after the cache is released.
-
-    Returns
-    -------
-    dict C -> predicted labels of ``test``
-    """
-    y = np.asarray(y)
-    train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
-    ytr = y[train]
-    t0 = time.perf_counter()
-    rows = RowCache(source, train, cache_mb, row_file=row_file)
-    binary = len(classes) == 2
-    problems = [classes[1]] if binary else list(classes)
-    sols, prev = {}, {}
-    for C in sorted(set(float(c) for c in Cs)):
-        for p in problems:
-            yc = np.where(ytr == p, 1.0, -1.0)
-            box = class_C(ytr, C, class_weight) if binary or isinstance(class_weight, dict) else \
-                class_C(yc, C, class_weight)
-            a0 = None
-            if p in prev and np.all(box >= prev[p][1]):
-                a0 = prev[p][0]
-            t1 = time.perf_counter()
-            sol = solve_binary(rows, yc, box, tol=tol, alpha0=a0, shrinking=shrinking)
-            log.debug(f"  smo C={C:g} class {p!r}: {sol.iterations} iterations, {sol.misses} row reads, "
-                      f"{sol.hits} hits, {time.perf_counter() - t1:.1f} s")
-            if not sol.converged:
-                raise EvaluationError(f"smo did not converge at C={C:g} for class {p!r} in {sol.iterations} "
-                                      "iterations; raise the tolerance (tol) or use --solver libsvm")
-            prev[p] = (sol.alpha, box)
-            sols[(C, p)] = (yc, sol)
-    t_fit, hits, misses = time.perf_counter() - t0, rows.hits, rows.misses
-    its = sum(sol.iterations for _, sol in sols.values())
-    del rows  # its slab: the prediction's bands take that memory
-    t1 = time.perf_counter()
-    used = np.zeros(train.size, dtype=bool)
-    for _, sol in sols.values():
-        used |= sol.alpha > 0
-    sv = np.flatnonzero(used)
-    coef = {k: (sol.alpha * yc)[sv] for k, (yc, sol) in sols.items()}
-    dec = {k: np.empty(test.size) for k in sols}
-    band = max(1, int(cache_mb * 1e6 // (8 * max(1, sv.size))))
-    pos = row_file.positions(source) if row_file is not None else None
-    for a in range(0, test.size, band):
-        if pos is None:
-            Kb = read_block(source, test[a:a + band], train[sv], "test x support")
-        else:
-            Kb, buf, cols = np.empty((min(band, test.size - a), sv.size)), np.empty(row_file.n), pos[train[sv]]
-            for k, r in enumerate(pos[test[a:a + band]].tolist()):
-                row_file.read_into(r, cols, Kb[k], buf)
-        for k, (_, sol) in sols.items():
-            dec[k][a:a + band] = Kb @ coef[k] - sol.rho
-        del Kb
-    log.info(f"  smo fits on {train.size} examples: {len(sols)} problems, {its} iterations, {misses} row reads, "
-             f"hit rate {hits / max(1, hits + misses):.3f}, {t_fit:.1f} s; prediction of {test.size} on "
-             f"{sv.size} support vectors {time.perf_counter() - t1:.1f} s")
-    cl = np.asarray(classes)
-    preds = {}
-    for C in Cs:
-        C = float(C)
-        if binary:
-            preds[C] = np.where(dec[(C, classes[1])] > 0, cl[1], cl[0])
-        else:
-            S = np.column_stack([dec[(C, c)] for c in classes])
-            preds[C] = cl[S.shape[1] - 1 - np.argmax(S[:, ::-1], axis=1)]
-    return preds
-
-
 @dataclass
 class ProblemTask:
     """One binary problem of an smo fit on all training positions ``train`` of ``ref``'s source."""
@@ -442,7 +363,7 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
                       cluster=None, cluster_file=None, client=None, bar: bool = False) -> list:
     """The decision functions of an smo SVM on all examples of ``source`` (labels ``y``): binary
     (``classes[1]`` positive, as SVC) or one per class (one-vs-rest, class weights as in
-    :func:`smo_fit_predict`). One-vs-rest problems are independent tasks on ``cluster`` /
+    :func:`~gramtile.pipeline.learn.fits.run_chain`). One-vs-rest problems are independent tasks on ``cluster`` /
     ``client``, each reading its rows from the store.
 
     Returns
@@ -570,41 +491,64 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         pb = progress_bar(n_fits, "fit", "evaluate", disable=not bar or n_fits < 2)
         opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="evaluate")
         try:
-            chosen = []
-            if nested:  # wave 1: every (split, inner fold, C); C chosen per split from the pooled inner fits
-                tasks, reads = [], []
-                for sp, (isplits, cl, pos) in zip(splits, inner):
-                    for k, (tr, te) in enumerate(isplits):
-                        t, asm = split_tasks(ref, run, y, tr, te, grid, cl, **common, name=f"{sp.name} inner {k}")
-                        reads.append((len(tasks), len(t), asm))
-                        tasks += t
-                results = run_fits(tasks, key_prefix="gramtile-inner", **opts)
-                preds = iter([asm(results[a:a + m]) for a, m, asm in reads])
-                for sp, (isplits, cl, pos) in zip(splits, inner):
-                    fits = [list(zip(grid, [{}] * len(grid), next(preds))) for _ in isplits]
-                    ev = assemble(y, [Split(te, te, "inner") for _, te in isplits], grid, fits, cl, pos, "inner",
-                                  class_weight, multiclass)
-                    chosen.append(best_C(ev.rows, inner_metric))
-            fit_grid = [[Setting("svm", c)] for c in chosen] if nested else [grid] * len(splits)
-            tasks, reads, left = [], [], {}
-            for i, (sp, g) in enumerate(zip(splits, fit_grid)):
-                t, asm = split_tasks(ref, run, y, sp.train, sp.test, g, classes, **common, name=sp.name)
-                reads.append((len(tasks), len(t), asm))
-                left.update({len(tasks) + j: i for j in range(len(t))})
-                tasks += t
-            todo = [m for _, m, _ in reads]
+            # every fit is one run of tasks: nested, the inner fits of every split first; as soon as
+            # a split's inner fits are in, its C is chosen and its final fit starts (no barrier
+            # between the inner fits of all splits and the final ones)
+            tasks, reads, where, inner_got = [], [None] * len(splits), {}, {}
+            chosen = [None] * len(splits) if nested else []
+            fit_grid = [None] * len(splits) if nested else [grid] * len(splits)
+            todo, inner_reads = [0] * len(splits), [[] for _ in splits]
 
-            def done(j, _):
-                i = left[j]
+            def final(i):
+                """The tasks of split i on its whole training part (the grid, or the C chosen for it)."""
+                sp = splits[i]
+                t, asm = split_tasks(ref, run, y, sp.train, sp.test, fit_grid[i], classes, **common, name=sp.name)
+                reads[i] = (len(tasks), len(t), asm)
+                where.update({len(tasks) + j: ("final", i) for j in range(len(t))})
+                todo[i] = len(t)
+                tasks.extend(t)
+                return t
+
+            def choose(i):
+                """Split i's C, from the pooled predictions of its inner fits."""
+                isplits, cl, pos = inner[i]
+                fits = [list(zip(grid, [{}] * len(grid), asm([inner_got[a + q] for q in range(m)])))
+                        for a, m, asm in inner_reads[i]]
+                ev = assemble(y, [Split(te, te, "inner") for _, te in isplits], grid, fits, cl, pos, "inner",
+                              class_weight, multiclass)
+                return best_C(ev.rows, inner_metric)
+
+            for i, sp in enumerate(splits):
+                if not nested:
+                    final(i)
+                    continue
+                isplits, cl, _ = inner[i]
+                for k, (tr, te) in enumerate(isplits):
+                    t, asm = split_tasks(ref, run, y, tr, te, grid, cl, **common, name=f"{sp.name} inner {k}")
+                    inner_reads[i].append((len(tasks), len(t), asm))
+                    where.update({len(tasks) + j: ("inner", i) for j in range(len(t))})
+                    tasks += t
+                todo[i] = sum(m for _, m, _ in inner_reads[i])
+
+            def done(j, r):
+                kind, i = where[j]
                 todo[i] -= 1
-                if progress is not None and todo[i] == 0:
+                if kind == "inner":
+                    inner_got[j] = r
+                    if todo[i] == 0:
+                        chosen[i] = choose(i)
+                        fit_grid[i] = [Setting("svm", chosen[i])]
+                        return final(i)
+                elif progress is not None and todo[i] == 0:
                     sp = splits[i]
                     progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
+                return None
 
-            results = run_fits(tasks, on_done=done, **opts)
+            results = run_fits(list(tasks), on_done=done, **opts)
         finally:
             pb.close()
             forget_blocks()
+            clear_chunk_cache()
     except BaseException:
         exc = sys.exc_info()
         raise

@@ -65,10 +65,29 @@ class Setting:
 def read_block(source, rows, cols, what):
     """K[rows][:, cols] as float64, refusing NaN / infinite entries (checked a band of rows at a
     time, so the check allocates no second matrix)."""
-    B = np.asarray(source.block(rows, cols), dtype=np.float64)
+    return checked_block(source.block(rows, cols), rows, cols, what, getattr(source, "finite", False))
+
+
+def read_blocks(source, pairs, whats, out=None) -> list:
+    """:func:`read_block` of each ``(rows, cols)`` of ``pairs``; from a source with ``blocks`` (a
+    store), in one pass over the stored chunks they share, into the float64 arrays ``out`` where
+    the source can fill them."""
+    if hasattr(source, "blocks"):
+        finite = getattr(source, "finite", False)
+        got = source.blocks(pairs) if out is None else source.blocks(pairs, out=out)
+        return [checked_block(B, r, c, w, finite) for B, (r, c), w in zip(got, pairs, whats)]
+    return [read_block(source, r, c, w) for (r, c), w in zip(pairs, whats)]
+
+
+def checked_block(B, rows, cols, what, finite: bool = False):
+    """``B`` as float64 after checking its shape and, unless the source vouches for it (``finite``:
+    a store source, whose every chunk is checked finite when read), that its entries are finite."""
+    B = np.asarray(B, dtype=np.float64)
     if B.shape != (len(rows), len(cols)):
         raise EvaluationError(f"kernel source returned a block of shape {B.shape} for {what}, "
                               f"expected {(len(rows), len(cols))}")
+    if finite:
+        return B
     band = max(1, (1 << 24) // max(1, B.shape[1]))
     if not all(np.isfinite(B[a:a + band]).all() for a in range(0, B.shape[0], band)):
         raise EvaluationError(f"the {what} block has NaN or infinite entries (an unfinished Gram store?); "
@@ -88,22 +107,45 @@ def _digest(a: np.ndarray) -> str:
 def fit_blocks(ref: SourceRef, run: str, train: np.ndarray, test: np.ndarray, name: str):
     """``(K[train][:, train], K[test][:, train])`` from ``ref``'s source, reusing this thread's last
     pair when it is the same run's blocks of the same source and indices (otherwise that pair is
-    dropped first, so a thread holds at most one pair)."""
+    dropped first, so a thread holds at most one pair).
+
+    A store source reads the pair into this thread's scratch memory (:func:`_scratch`), the memory
+    of the pair it replaces: a fresh 200 MB pair costs its page faults and zeroing again on every
+    task (about 35 ms per 86 MB here), and two threads faulting at once slow each other. The
+    fits use their blocks only while they run (SVC and the perceptron keep no reference to K), and
+    the pair is dropped before its memory is filled again.
+    """
     key = (run, ref.key, _digest(train), _digest(test))
     got = getattr(_last, "blocks", None)
     if got is not None and got[0] == key:
         return got[1], got[2]
     _last.blocks = None
     src = ref.open()
-    K_tr = read_block(src, train, train, f"{name} train x train")
-    K_te = read_block(src, test, train, f"{name} test x train")
+    out = None
+    if hasattr(src, "blocks"):  # a store source (one that cannot fill the arrays allocates its own)
+        n_tr, n_te = train.size, test.size
+        flat = _scratch(n_tr * n_tr + n_te * n_tr)
+        out = [flat[:n_tr * n_tr].reshape(n_tr, n_tr), flat[n_tr * n_tr:n_tr * (n_tr + n_te)].reshape(n_te, n_tr)]
+    K_tr, K_te = read_blocks(src, [(train, train), (test, train)], [f"{name} train x train", f"{name} test x train"],
+                             out=out)
     _last.blocks = (key, K_tr, K_te)
     return K_tr, K_te
 
 
+def _scratch(size: int) -> np.ndarray:
+    """This thread's float64 scratch memory of at least ``size`` entries (grown when too small; its
+    previous contents are not kept)."""
+    buf = getattr(_last, "scratch", None)
+    if buf is None or buf.size < size:
+        _last.scratch = None
+        buf = _last.scratch = np.empty(size)
+    return buf
+
+
 def forget_blocks() -> None:
-    """Drop this thread's kept blocks (the driver calls it when an evaluation ends)."""
+    """Drop this thread's kept blocks and scratch memory (the driver calls it when an evaluation ends)."""
     _last.blocks = None
+    _last.scratch = None
 
 
 # ---- the tasks ------------------------------------------------------------------------------------
@@ -189,18 +231,27 @@ def run_fits(tasks: list, cluster=None, cluster_file=None, client=None, bar=None
              desc: str = "fits", key_prefix: str = "gramtile-fit") -> list:
     """The results of ``tasks`` (:class:`Fit` s and :class:`Chain` s) in task order, run as the
     units of :func:`pack` by :func:`~gramtile.pipeline.learn.parallel.run_tasks`; ``bar`` (a
-    progress bar) advances and ``on_done(i, result)`` is called once per task, not per unit."""
+    progress bar) advances and ``on_done(i, result)`` is called once per task, not per unit.
+    ``on_done`` may return further tasks (each run as a unit of its own, indices after every task
+    so far, results appended), which start while the others still run."""
+    tasks = list(tasks)
     units = pack(tasks, n_slots(cluster, cluster_file, client))
     out = [None] * len(tasks)
 
     def done(u, r):
         idx = units[u][1]
+        more = []
         for i, x in zip(idx, r if isinstance(units[u][0], Group) else [r]):
             out[i] = x
             if bar is not None:
                 bar.update(1)
             if on_done is not None:
-                on_done(i, x)
+                more += on_done(i, x) or []
+        for t in more:
+            units.append((t, [len(tasks)]))
+            tasks.append(t)
+            out.append(None)
+        return more
 
     run_tasks(run_task, [u for u, _ in units], cluster=cluster, cluster_file=cluster_file, client=client,
               desc=desc, on_done=done, key_prefix=key_prefix)
@@ -219,7 +270,7 @@ def run_chain(task: Chain) -> dict:
     """``{C: decision values of task.test}`` of one smo problem solved along its C grid.
 
     Each C is warm-started from the solution at the previous C when its box only grows (that
-    solution stays feasible), as :func:`~gramtile.pipeline.learn.crossval.smo_fit_predict` does;
+    solution stays feasible);
     K(train, train) is read through one :class:`~gramtile.pipeline.learn.smo.RowCache` of
     ``cache_mb``, and K(test, support vectors) in bands of at most ``cache_mb`` after the cache is
     released; both from the run's row file when there is one (:mod:`~gramtile.pipeline.learn.rowfile`).

@@ -643,7 +643,7 @@ def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_cla
 def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
           epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None,
           solver: str = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3, cluster=None, cluster_file=None,
-          client=None, announce=None) -> SavedModel:
+          client=None, announce=None, scratch=None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -661,6 +661,9 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
         kernel rows from ``K`` through a cache and never holds K(train, train)), where its
         one-vs-rest problems run, and a callable given the one-line description of the choice.
         The choice is recorded in the model's ``params["solver"]``.
+    scratch : directory, optional
+        Where smo writes its kernel row file when the cache cannot hold every training row of a
+        store source (default: the system's temporary directory; :mod:`~gramtile.pipeline.learn.rowfile`).
     resources : TrainedResources, optional
         The corpus resources ``K`` was computed with (e.g. a corpus store's, see
         :func:`train_from_store`). By default, and always when K is computed here, those
@@ -689,7 +692,7 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
               "class_weight": class_weight, "multiclass": multiclass}
     if learner == "svm":
         plan = plan_solver(solver, len(docs), 0, memory_mb, cache_mb, 0, multiclass, len(classes),
-                           share=in_process(cluster, cluster_file, client), tol=tol)
+                           share=in_process(cluster, cluster_file, client), tol=tol, scratch=scratch)
         params["solver"] = plan.to_dict()
         if announce is not None:
             announce(plan.line)

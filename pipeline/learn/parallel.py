@@ -21,8 +21,8 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections import OrderedDict, deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +33,7 @@ from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import StoreKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
+from gramtile.pipeline.stores.chunk_cache import cap_budget
 from gramtile.pipeline.stores.errors import IncompleteTileError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
 
@@ -209,57 +210,97 @@ def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str
         Show a progress bar over the tasks; or a bar (:func:`~gramtile.pipeline.progress.progress_bar`)
         to advance by one per task, left open (one bar over several calls).
     on_done : callable(i, result), optional
-        Called in the driver as each task finishes (in completion order).
+        Called in the driver as each task finishes (in completion order). It may return a list of
+        further tasks: they get the next indices (after every task so far) and run on the same
+        workers before the tasks still waiting, so work that needs some results (a split's final
+        fit after its inner C selection) neither waits for all of them nor piles up at the end;
+        their results follow in the returned list.
     """
     tasks = list(tasks)
     out = [None] * len(tasks)
     own = not hasattr(bar, "update")
     pb = progress_bar(len(tasks), "fit", desc, disable=not bar or len(tasks) < 2) if own else bar
 
-    def done(i, r):
+    def done(i, r) -> range:
         out[i] = r
         pb.update(1)
-        if on_done is not None:
-            on_done(i, r)
+        more = on_done(i, r) if on_done is not None else None
+        if not more:
+            return range(0)
+        tasks.extend(more)
+        out.extend([None] * len(more))
+        return range(len(tasks) - len(more), len(tasks))
+
+    def serial():
+        i = 0
+        while i < len(tasks):  # tasks added by on_done run after the others
+            done(i, fn(tasks[i]))
+            i += 1
 
     try:
+        profile = None if client is not None or cluster in (None, "sequential") else get_profile(cluster, cluster_file)
         if client is not None:
             _run_dask(fn, tasks, client, done, key_prefix)
-        elif cluster in (None, "sequential"):
-            for i, t in enumerate(tasks):
-                done(i, fn(t))
+        elif profile is None or profile.type == "sequential" or len(tasks) < 2:
+            serial()
+        elif profile.type == "threads":
+            # one task per worker in flight, the rest waiting here, tasks added by on_done first
+            waiting, pending = deque(range(len(tasks))), {}
+            with ThreadPoolExecutor(max_workers=profile.n_workers, thread_name_prefix="gramtile-fit") as ex:
+                while waiting or pending:
+                    while waiting and len(pending) < profile.n_workers:
+                        j = waiting.popleft()
+                        pending[ex.submit(fn, tasks[j])] = j
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        waiting.extendleft(reversed(done(pending.pop(f), f.result())))
         else:
-            profile = get_profile(cluster, cluster_file)
-            if profile.type == "sequential" or len(tasks) < 2:
-                for i, t in enumerate(tasks):
-                    done(i, fn(t))
-            elif profile.type == "threads":
-                with ThreadPoolExecutor(max_workers=profile.n_workers, thread_name_prefix="gramtile-fit") as ex:
-                    futs = {ex.submit(fn, t): i for i, t in enumerate(tasks)}
-                    for f in as_completed(futs):
-                        done(futs[f], f.result())
-            else:
-                with open_client(profile, cluster_file) as c:
-                    if c is None:
-                        for i, t in enumerate(tasks):
-                            done(i, fn(t))
-                    else:
-                        _run_dask(fn, tasks, c, done, key_prefix)
+            with open_client(profile, cluster_file) as c:
+                if c is None:
+                    serial()
+                else:
+                    _run_dask(fn, tasks, c, done, key_prefix)
     finally:
         if own:
             pb.close()
     return out
 
 
+#: Share of a Dask worker's memory limit its chunk cache may take (the rest is its fits').
+CACHE_SHARE = 1 / 8
+
+
+def on_worker(fn, task):
+    """``fn(task)`` on a Dask worker, its chunk cache (:mod:`~gramtile.pipeline.stores.chunk_cache`)
+    capped at :data:`CACHE_SHARE` of the worker's memory limit when it has one."""
+    try:
+        limit = optional.distributed().get_worker().memory_manager.memory_limit
+    except (ValueError, AttributeError):  # not on a worker (a client with processes=False runs here too)
+        limit = None
+    if limit:
+        cap_budget(limit * CACHE_SHARE / 1e6)
+    return fn(task)
+
+
 def _run_dask(fn, tasks, client, done, key_prefix):
     distributed = optional.distributed()
     token = hashlib.sha256(np.random.default_rng().bytes(16)).hexdigest()[:12]
-    futs = [client.submit(fn, t, key=f"{key_prefix}-{token}-{i}", retries=RETRIES, pure=False)
-            for i, t in enumerate(tasks)]
-    index = {f.key: i for i, f in enumerate(futs)}
+
+    def submit(i, priority=0):
+        f = client.submit(on_worker, fn, tasks[i], key=f"{key_prefix}-{token}-{i}", retries=RETRIES, pure=False,
+                          priority=priority)
+        index[f.key] = i
+        futs.append(f)
+        return f
+
+    futs, index = [], {}
+    for i in range(len(tasks)):
+        submit(i)
     try:
-        for f in distributed.as_completed(futs):
-            done(index[f.key], f.result())
+        pending = distributed.as_completed(list(futs))
+        for f in pending:
+            for j in done(index[f.key], f.result()):
+                pending.add(submit(j, priority=1))  # before the tasks still waiting
     except distributed.KilledWorker as e:
         raise EvaluationError(
             f"a fit task was lost with its worker more often than the scheduler allows ({e}); a worker that dies "

@@ -13,7 +13,7 @@ import numpy as np
 from gramtile.kernels.composite import normalize_block
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_store import GramStore, GramView
 
 
 @runtime_checkable
@@ -64,6 +64,10 @@ class StoreKernelSource:
     counts the K chunks read so far.
     """
 
+    #: every block is finite: each chunk is refused when read unless finite, and normalisation keeps
+    #: it so (a self-kernel <= 0 gives 0), so learners need not scan the blocks again
+    finite = True
+
     def __init__(self, store, normalized: bool = False):
         self.store = store
         self.view = store.view()
@@ -82,12 +86,22 @@ class StoreKernelSource:
         """K[rows][:, cols], normalised in place when asked: the block is the only copy made (the
         store's own normalised read builds two more of its size), with the same arithmetic, so the
         same numbers."""
-        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
-        out = np.asarray(self.view.block(rows, cols), dtype=np.float64)
-        if self.normalized:
-            dr, dc = self.view.diag(rows, cols)
-            normalize_inplace(out, dr, dc)
-        return out
+        return self.blocks([(rows, cols)])[0]
+
+    def blocks(self, pairs, out=None) -> list:
+        """``[self.block(rows, cols) for rows, cols in pairs]``, each stored chunk read once for all;
+        ``out``: float64 arrays to fill (:meth:`GramView.blocks`; used when the store is float64)."""
+        pairs = [(np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)) for r, c in pairs]
+        if np.dtype(self.store.dtype) == np.float64:  # normalised while read, with normalize_inplace's arithmetic
+            return self.view.blocks(pairs, normalized=self.normalized, out=out)
+        got = []  # float32: widened to float64 first, then normalised in float64
+        for (rows, cols), B in zip(pairs, self.view.blocks(pairs, out=out)):
+            out = np.asarray(B, dtype=np.float64)
+            if self.normalized:
+                dr, dc = self.view.diag(rows, cols)
+                normalize_inplace(out, dr, dc)
+            got.append(out)
+        return got
 
 
 def normalize_inplace(K, dr, dc):
@@ -119,11 +133,27 @@ class ViewKernelSource:
     def chunk_reads(self) -> int:
         return self.view.chunk_reads
 
+    @property
+    def finite(self) -> bool:
+        """Blocks of one store's view are finite (its chunks are checked when read); a composite's
+        are checked by the learners."""
+        return isinstance(self.view, GramView)
+
     def block(self, rows, cols) -> np.ndarray:
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         if self.idx is not None:
             rows, cols = self.idx[rows], self.idx[cols]
         return self.view.block(rows, cols)
+
+    def blocks(self, pairs, out=None) -> list:
+        """``[self.block(rows, cols) for rows, cols in pairs]``; over one store's view, each stored chunk
+        is read once for all of them (into ``out`` where it fits, :meth:`GramView.blocks`)."""
+        if not isinstance(self.view, GramView):
+            return [self.block(r, c) for r, c in pairs]
+        pairs = [(np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)) for r, c in pairs]
+        if self.idx is not None:
+            pairs = [(self.idx[r], self.idx[c]) for r, c in pairs]
+        return self.view.blocks(pairs, out=out)
 
 
 def open_gram_source(path, normalized: bool = False) -> StoreKernelSource:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -65,6 +66,14 @@ def add_learn_options(p, cluster_default="sequential"):
     if cluster_default is not None:
         p.add_argument("--cluster", default=cluster_default, help=LEARN_CLUSTER_HELP + f" (default {cluster_default})")
         p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
+
+
+def add_scratch_option(p):
+    """--scratch of the commands that train smo over Gram stores (evaluate, train)."""
+    p.add_argument("--scratch", default=None, metavar="DIR",
+                   help="smo: directory on local disk for the kernel row file written when the cache cannot hold "
+                        "every training row (8 n^2 bytes for n examples, removed at the end; default: the system's "
+                        "temporary directory, TMPDIR)")
 
 
 def add_linear_options(p):
@@ -147,10 +156,7 @@ def add_parser(sub):
     p.add_argument("--out", metavar="DIR", help="write results.md and results.json (and plots) here")
     add_learn_options(p)
     add_linear_options(p)
-    p.add_argument("--scratch", default=None, metavar="DIR",
-                   help="smo: directory on local disk for the kernel row file written when the cache cannot hold "
-                        "every training row (8 n^2 bytes for n examples, removed at the end; default: the system's "
-                        "temporary directory, TMPDIR)")
+    add_scratch_option(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar over the fits")
     overwrite_flag(p, "results.md / results.json")
     p.set_defaults(func=run)
@@ -334,6 +340,7 @@ def run(args) -> int:
         log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
               "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
               "shuffle the visiting order")
+    t_learn = time.perf_counter()
     if args.model == "nystroem":
         ev = _nystroem(source, labels, splits, args, common)
     else:
@@ -342,6 +349,7 @@ def run(args) -> int:
                       inner_seed=args.fold_seed, solver=args.solver, memory_mb=args.memory_mb,
                       cache_mb=args.cache_mb, cluster=args.cluster, cluster_file=args.cluster_file, scratch=args.scratch,
                       bar=not args.no_progress, announce=log.info, **common)
+    t_learn = time.perf_counter() - t_learn
     if several_C and args.C_on_test:
         header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
                   "row is selection on test data and its score is optimistic.")
@@ -362,7 +370,9 @@ def run(args) -> int:
            "C_selection": "test" if (several_C and args.C_on_test) else "nested" if several_C else "single",
            "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
            "reports": ev.reports, "predictions": {},
-           **({"solver": ev.solver} if getattr(ev, "solver", None) else {})}
+           **({"solver": ev.solver} if getattr(ev, "solver", None) else {}),
+           # the learning phase's wall time (every fit, from reading the blocks to the pooled scores)
+           "timing": {"learn_seconds": round(t_learn, 3)}}
     ids = store.meta.get("row_ids")
     for key, (idx, pred) in ev.predictions.items():
         out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],

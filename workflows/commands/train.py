@@ -33,7 +33,7 @@ from gramtile.workflows.commands import (
     replacing_dir,
     seed_int,
 )
-from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options
+from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options, add_scratch_option
 
 
 def add_parser(sub):
@@ -63,6 +63,7 @@ def add_parser(sub):
     deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
     add_learn_options(p)
+    add_scratch_option(p)
     add_linear_options(p)
     overwrite_flag(p, "model directory")
     p.set_defaults(func=run)
@@ -99,7 +100,7 @@ def run(args) -> int:
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
                  memory_mb=args.memory_mb, cache_mb=args.cache_mb, cluster=args.cluster,
-                 cluster_file=args.cluster_file, announce=log.info)
+                 cluster_file=args.cluster_file, scratch=args.scratch, announce=log.info)
     if args.model == "nystroem":
         if not args.corpus or len(args.gram) != 1:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
