@@ -328,7 +328,10 @@ def test_learning_curve_rows_equal_explicit_subsets(num_K, num_y, tmp_path):
     src = ArrayKernelSource(num_K)
     folds = stratified_kfold(num_y, 3, seed=0)
     rows = learning_curve(src, num_y, folds, fractions=[0.25, 1.0], C=[1.0], seed=4, kernel="sst")
-    assert src.reads == 2 * len(folds)
+    assert src.reads == 2 * len(folds) * 2  # each (split, fraction) fit reads its own two blocks
+    for cluster in ("threads", "local"):  # the fits as tasks: the serial run's rows
+        assert learning_curve(src, num_y, folds, fractions=[0.25, 1.0], C=[1.0], seed=4, kernel="sst",
+                              cluster=cluster) == rows
     assert [r["fraction"] for r in rows] == [0.25, 1.0]
     assert rows[1]["n_train"] == pytest.approx(np.mean([f.train.size for f in folds]))
     for r, frac in zip(rows, (0.25, 1.0)):

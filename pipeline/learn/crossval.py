@@ -49,7 +49,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
+from gramtile.pipeline.learn.fits import Fit, Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
@@ -663,14 +663,17 @@ def nested_order(y_train, seed: int = 0) -> np.ndarray:
 
 def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), model: str = "svm", C=(1.0,),
                    class_weight=None, multiclass: str = "ovr", epochs: int = 2, seed: int = 0,
-                   perceptron_seed=None, kernel: str = "kernel", positive=None, progress=None) -> list[dict]:
+                   perceptron_seed=None, kernel: str = "kernel", positive=None, progress=None, cluster=None,
+                   cluster_file=None, client=None, bar: bool = False) -> list[dict]:
     """Scores as the training part grows: for each fraction f, train on the first
     ceil(f * n_train) examples of :func:`nested_order` of each split's training part.
 
-    Reads K[train'][:, train'] and K[test][:, train'] once per split, where train' is the
-    largest subset needed; smaller subsets are sliced from them in memory. ``seed`` fixes the
-    nested subsets; ``perceptron_seed`` is the perceptron's visiting order as in :func:`evaluate`
-    (other parameters as there).
+    Every (split, fraction, setting) is a fit of :mod:`~gramtile.pipeline.learn.fits`, run as a
+    task on ``cluster`` / ``client`` like :func:`evaluate`'s (the settings of one split and
+    fraction packed into one task when there are enough of them), each reading K[train'][:, train']
+    and K[test][:, train'] of its subset train'. ``seed`` fixes the nested subsets;
+    ``perceptron_seed`` is the perceptron's visiting order as in :func:`evaluate` (other
+    parameters as there). Results are those of the serial run.
 
     Returns
     -------
@@ -689,28 +692,46 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
     if positive is None and len(classes) == 2:
         positive = positive_class(classes)
     check_classes(classes, positive, class_weight)
-    acc = {}  # (fraction, label) -> [idx list, pred list, accs, n_trains]
-    for sp in splits:
+    check_complete(source)
+    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
+    run = uuid.uuid4().hex
+    tasks, where = [], []  # where[j]: (split position, fraction, setting, training size) of task j
+    for i, sp in enumerate(splits):
         order = sp.train[nested_order(y[sp.train], seed)]
-        sizes = [max(len(classes), math.ceil(f * sp.train.size)) for f in fr]
-        top = order[:max(sizes)]
-        K_tr = read_block(source, top, top, f"{sp.name} train x train")
-        K_te = read_block(source, sp.test, top, f"{sp.name} test x train")
-        for f, m in zip(fr, sizes):
-            if len(np.unique(y[top[:m]])) < 2:
+        for f in fr:
+            m = max(len(classes), math.ceil(f * sp.train.size))
+            tr = order[:m]
+            if len(np.unique(y[tr])) < 2:
                 raise EvaluationError(f"{sp.name}: a training subset of {m} examples has one class; "
                                       "use larger learning-curve fractions")
             for s in grid:
-                est = s.build(class_weight, multiclass, len(classes), perceptron_seed)
-                est.fit(K_tr[:m, :m], y[top[:m]])
-                pred = np.asarray(est.predict(K_te[:, :m]))
-                a = acc.setdefault((f, _label(s)), ([], [], [], [], s))
-                a[0].append(sp.test)
-                a[1].append(pred)
-                a[2].append(float(np.mean(pred == y[sp.test])))
-                a[3].append(m)
-        if progress is not None:
-            progress(f"{sp.name}: learning curve over {len(fr)} training sizes")
+                tasks.append(Fit(ref, run, y[tr], tr, sp.test, s, class_weight, multiclass, len(classes),
+                                 perceptron_seed, f"{sp.name} curve {f:g}"))
+                where.append((i, f, s, m))
+    todo = [sum(w[0] == i for w in where) for i in range(len(splits))]
+
+    def done(j, _):
+        i = where[j][0]
+        todo[i] -= 1
+        if progress is not None and todo[i] == 0:
+            progress(f"{splits[i].name}: learning curve over {len(fr)} training sizes")
+
+    pb = progress_bar(len(tasks), "fit", "learning curve", disable=not bar or len(tasks) < 2)
+    try:
+        preds = run_fits(tasks, cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, on_done=done,
+                         desc="learning curve")
+    finally:
+        pb.close()
+        forget_blocks()
+        clear_chunk_cache()
+    acc = {}  # (fraction, label) -> [idx list, pred list, accs, n_trains, setting], in split order
+    for (i, f, s, m), pred in zip(where, preds):
+        sp = splits[i]
+        a = acc.setdefault((f, _label(s)), ([], [], [], [], s))
+        a[0].append(sp.test)
+        a[1].append(pred)
+        a[2].append(float(np.mean(pred == y[sp.test])))
+        a[3].append(m)
     rows = []
     for (f, _), (idx, pred, accs, ms, s) in acc.items():
         idx, pred = np.concatenate(idx), np.concatenate(pred)

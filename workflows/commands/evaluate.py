@@ -390,7 +390,8 @@ def run(args) -> int:
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
         rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.fold_seed,
-                              perceptron_seed=args.perceptron_seed, progress=say, **common)
+                              perceptron_seed=args.perceptron_seed, progress=say, cluster=args.cluster,
+                              cluster_file=args.cluster_file, bar=not args.no_progress, **common)
         print("\nLearning curve\n" + markdown_table(rows))
         out["curve"] = rows
         md += ["\n## Learning curve\n", markdown_table(rows)]

@@ -275,6 +275,30 @@ def _score(task: _Score):
     return _variant_scores(K_fit, d_fit, K_val, task.y_fit, task.y_val, [task.C], task.normalized)[0]
 
 
+@dataclass
+class _Final:
+    """The chosen (variant, C) refitted on all training trees and scored on the test trees."""
+
+    bases: tuple         # ((spec hash, StoreRef), ...)
+    spec_json: str
+    train: np.ndarray
+    test: np.ndarray
+    y_train: np.ndarray
+    y_test: np.ndarray
+    C: float
+    normalized: bool
+
+
+def _final(task: _Final) -> float:
+    """Test accuracy of ``task``'s refit (unnormalised kernels divided by the mean training
+    self-kernel, as in the selection)."""
+    view = ComposedView(as_spec(task.spec_json), {h: ref.open() for h, ref in task.bases})
+    K_tr = view.block(task.train, task.train)
+    K_te = view.block(task.test, task.train)
+    scale = float(np.mean(np.diag(K_tr))) if not task.normalized else 1.0
+    return _fit_score(K_tr, task.y_train, K_te, task.y_test, task.C, scale)
+
+
 def _fit_score(K_tr, y_tr, K_te, y_te, C, scale):
     OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
     SVC = optional.sklearn("svm").SVC
@@ -398,11 +422,11 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
             raise WorkflowError(f"{wf.path}: every variant of kernel {name!r} gave non-finite values; "
                                 "lower lam or the polynomial degree in options.grid")
         acc_v, spec, params, C = best
-        view = ComposedView(spec, stores)
-        K_tr = view.block(train, train)
-        K_te = view.block(test, train)
-        scale = float(np.mean(np.diag(K_tr))) if not params["normalized"] else 1.0
-        acc_t = _fit_score(K_tr, y[train], K_te, y[test], C, scale)
+        # the refit on every training tree is a task too (on a worker when the run has a client)
+        final = _Final(tuple((b.spec_hash, StoreRef.of(stores[b.spec_hash])) for b in spec.base_specs()),
+                       spec.to_json(), train, test, y[train], y[test], float(C), bool(params["normalized"]))
+        acc_t, = run_tasks(_final, [final], cluster=cluster, cluster_file=cluster_file, client=client,
+                           desc=f"test {name}")
         paper = opts["paper"].get(name)
         paper_valid = opts["paper_valid"].get(name)
         mine = {bs.spec_hash for v, _ in vs for bs in v.base_specs()}

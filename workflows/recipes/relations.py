@@ -413,7 +413,7 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
                     curves.append({"relation": rel, **r})
             for name, src in sources.items():
                 for r in learning_curve(src, labels, [split], fr, model="svm", C=(chosen[name],), seed=seed,
-                                        kernel=name, positive="1"):
+                                        kernel=name, positive="1", **learn):
                     curves.append({"relation": rel, "kernel": name, "model": "svm", "n_train": r["n_train"],
                                    "fraction": r["fraction"], "precision": r["precision"], "recall": r["recall"],
                                    "f1": r["f1"]})
@@ -517,9 +517,9 @@ def plot_curves(curves, png, title):
 def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list[dict]:
     """Recipe entry point of ``gramtile run`` for ``task: conll04`` and ``task: semeval2010``.
 
-    Gram stores and the learning fits (each fold x C of the SVM evaluations) run on one client of
-    ``cluster`` (or ``client``), with the serial run's results; learning curves and the feature
-    learners run in this process."""
+    Gram stores and the learning fits (each fold x C of the SVM evaluations, and each split x
+    fraction of the kernel learning curves) run on one client of ``cluster`` (or ``client``), with
+    the serial run's results; the feature learners run in this process."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     task = raw.get("task")
