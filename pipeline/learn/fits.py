@@ -119,7 +119,9 @@ def fit_blocks(ref: SourceRef, run: str, train: np.ndarray, test: np.ndarray, na
     got = getattr(_last, "blocks", None)
     if got is not None and got[0] == key:
         return got[1], got[2]
-    _last.blocks = None
+    # drop every reference to the kept pair (this name's too) before reading the next one: holding
+    # it meant two pairs at once (3.85 GB against 2.23 GB at n = 16,449, 5 folds)
+    got = _last.blocks = None
     src = ref.open()
     out = None
     if hasattr(src, "blocks"):  # a store source (one that cannot fill the arrays allocates its own)
