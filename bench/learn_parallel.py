@@ -26,6 +26,7 @@ aside). The NUM Gram store and the WSD corpus and Gram stores are computed once 
 
     .venv/bin/python bench/learn_parallel.py --workdir WORKDIR [--repeats 1] [--solver libsvm]
                                              [--only num|wsd] [--words hard,line,serve]
+                                             [--variants sequential,threads,local]
 """
 from __future__ import annotations
 
@@ -133,7 +134,11 @@ def main():
     ap.add_argument("--solver", default="libsvm", help="the SVM solver of the NUM evaluate")
     ap.add_argument("--only", choices=("num", "wsd"), default=None, help="run one of the two benchmarks")
     ap.add_argument("--words", default="hard,line,serve", help="the WSD words (default all three)")
+    ap.add_argument("--variants", default=",".join(v.split()[0] for v in VARIANTS),
+                    help="which of sequential, threads, local to run (default all; sequential always)")
     a = ap.parse_args()
+    want = set(a.variants.split(",")) | {"sequential"}
+    variants = {v: extra for v, extra in VARIANTS.items() if v.split()[0] in want}
     a.workdir.mkdir(parents=True, exist_ok=True)
     jobs = {}
     if a.only in (None, "num"):
@@ -145,10 +150,10 @@ def main():
         jobs[f"WSD learning phase ({a.words})"] = (
             "learn", lambda r, v, extra: run_wsd(wf, a.workdir / "wsd", extra))
     for name, (key, fn) in jobs.items():
-        got = {v: [] for v in VARIANTS}
+        got = {v: [] for v in variants}
         ref = None
         for r in range(a.repeats):
-            for v, extra in VARIANTS.items():
+            for v, extra in variants.items():
                 m = fn(r, v.split()[0], extra)
                 if ref is None:
                     ref = m["res"]
