@@ -544,7 +544,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
                     progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
                 return None
 
-            results = run_fits(list(tasks), on_done=done, **opts)
+            results = run_fits(tasks, on_done=done, **opts)  # run_fits copies: final() extends this list
         finally:
             pb.close()
             forget_blocks()
@@ -708,7 +708,7 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
                 tasks.append(Fit(ref, run, y[tr], tr, sp.test, s, class_weight, multiclass, len(classes),
                                  perceptron_seed, f"{sp.name} curve {f:g}"))
                 where.append((i, f, s, m))
-    todo = [sum(w[0] == i for w in where) for i in range(len(splits))]
+    todo = np.bincount([w[0] for w in where], minlength=len(splits)).tolist()
 
     def done(j, _):
         i = where[j][0]

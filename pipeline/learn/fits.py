@@ -139,7 +139,7 @@ def _scratch(size: int) -> np.ndarray:
     previous contents are not kept)."""
     buf = getattr(_last, "scratch", None)
     if buf is None or buf.size < size:
-        _last.scratch = None
+        buf = _last.scratch = None  # the old memory goes before the new is taken
         buf = _last.scratch = np.empty(size)
     return buf
 

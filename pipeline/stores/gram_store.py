@@ -689,13 +689,17 @@ class GramView:
             return self._stored_chunk(b, a).T
         return self._stored_chunk(a, b)
 
-    def _cached_chunk(self, a: int, b: int) -> np.ndarray:
-        """:meth:`_stored_chunk` through this process's chunk cache (:mod:`.chunk_cache`): read-only.
-        Only a store whose stored chunks all fit the cache is cached: learners sweep every chunk of
-        a training part in turn, and an LRU smaller than the sweep would evict each chunk before
-        its next use, holding memory for no hit."""
+    def _chunk_cache(self):
+        """This process's chunk cache (:mod:`.chunk_cache`) if it serves this store, else None. Only a
+        store whose stored chunks all fit the cache is cached: learners sweep every chunk of a
+        training part in turn, and an LRU smaller than the sweep would evict each chunk before its
+        next use, holding memory for no hit."""
         cache = chunk_cache()
-        key = chunk_key(self.store, a, b) if cache is not None and self._stored_bytes() <= cache.limit else None
+        return cache if cache is not None and self._stored_bytes() <= cache.limit else None
+
+    def _cached_chunk(self, cache, a: int, b: int) -> np.ndarray:
+        """:meth:`_stored_chunk` through ``cache`` (from :meth:`_chunk_cache`; None: read), read-only."""
+        key = chunk_key(self.store, a, b) if cache is not None else None
         if key is None:
             return self._stored_chunk(a, b)
         got = cache.get(key)
@@ -809,8 +813,9 @@ class GramView:
                 buf = np.empty((r.size, c.size), dtype=self.store.dtype)
             plans.append((r, c, rsel, csel, buf))
         scales = [self._scales(r, c) if normalized else None for r, c, *_ in plans]
+        cache = self._chunk_cache()
         for (sa, sb), need in parts.items():
-            chunk = self._cached_chunk(sa, sb)
+            chunk = self._cached_chunk(cache, sa, sb)
             for k, a, b in need:
                 r, c, rsel, csel, buf = plans[k]
                 ri, ci = rsel[a], csel[b]
