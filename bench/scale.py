@@ -39,8 +39,11 @@ SST_TREE = {"kind": "sst", "lam": 0.4, "rep": "tree"}
 
 
 def phase_gram(a):
+    from gramtile.pipeline.compute import executors
     from gramtile.pipeline.compute.engine import run_gram
 
+    if a.range_cache_mb is not None:  # before/after comparisons: < 0 is the count-only bound of session 9
+        executors.RANGE_CACHE_BYTES = 2**62 if a.range_cache_mb < 0 else int(a.range_cache_mb * 2**20)
     peak = {}
     client = None
     if a.cluster not in ("threads", "sequential"):
@@ -57,7 +60,8 @@ def phase_gram(a):
         peak = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
         cm.__exit__(None, None, None)
     return {"wall_s": round(wall, 1), "shape": list(st.shape), "complete": st.complete,
-            "worker_peak_rss_mib": {k: round(v / 1024, 1) for k, v in peak.items()}}
+            "worker_peak_rss_mib": {k: round(v / 1024, 1) for k, v in peak.items()},
+            "range_cache": dict(zip(("ranges", "bytes"), executors.cached_ranges()))}
 
 
 def phase_nystroem(a):
@@ -93,7 +97,7 @@ def phase_nystroem(a):
 def run_phase(name, a, n, out):
     cmd = [sys.executable, __file__, "--phase", name, "--corpus", str(a.corpus), "--n", str(n), "--out", str(out),
            "--landmarks", str(a.landmarks), "--kernel", a.kernel, "--cluster", a.cluster, "--tile", str(a.tile),
-           "--dtype", a.dtype]
+           "--dtype", a.dtype] + ([] if a.range_cache_mb is None else ["--range-cache-mb", str(a.range_cache_mb)])
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -119,6 +123,9 @@ def main(argv=None):
     p.add_argument("--tile", type=int, default=1000)
     p.add_argument("--dtype", default="float64")
     p.add_argument("--workdir", default=None)
+    p.add_argument("--range-cache-mb", type=float, default=None,
+                   help="the gram phase's bound on the engine's assembled-range cache in MiB (default: the "
+                        "engine's RANGE_CACHE_BYTES; -1: no byte bound, as before session 10)")
     p.add_argument("--phases", default="gram,nystroem", help="phases to run per n (default gram,nystroem)")
     p.add_argument("--phase", choices=("gram", "nystroem"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=None)

@@ -252,6 +252,24 @@ def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
     assert range_hits == 8 + 2 * 28 - 8
 
 
+def test_the_range_cache_holds_at_most_its_byte_budget_and_values_do_not_change(corpus, tmp_path, monkeypatch):
+    from gramtile.pipeline.compute import executors
+
+    executors._ranges.clear()
+    run_gram(corpus, SST, tmp_path / "all.zarr", tile=20, cluster="sequential", progress=False)
+    n_all, bytes_all = executors.cached_ranges()
+    per_range = bytes_all / n_all
+    assert n_all >= 8 and per_range > 0  # every tile range of the 160 examples stays cached
+    # a budget of about two ranges: the LRU keeps at most that many bytes (and always the newest)
+    monkeypatch.setattr(executors, "RANGE_CACHE_BYTES", int(2.5 * per_range))
+    executors._ranges.clear()
+    run_gram(corpus, SST, tmp_path / "small.zarr", tile=20, cluster="sequential", progress=False)
+    n_small, bytes_small = executors.cached_ranges()
+    assert 1 <= n_small < n_all and bytes_small <= 2.5 * per_range * 1.5
+    a, b = GramStore.open(tmp_path / "all.zarr").view(), GramStore.open(tmp_path / "small.zarr").view()
+    assert np.array_equal(a.block(), b.block())
+
+
 def test_a_store_whose_creation_was_cut_short_is_finished_by_the_rerun(corpus, docs, tmp_path):
     import shutil
 

@@ -55,8 +55,15 @@ from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
 #: Shards kept per process (all representations together).
 SHARD_CACHE_SIZE = 16
-#: Assembled tile ranges kept per process (a row range serves a whole tile row).
+#: Assembled tile ranges kept per process (a row range serves a whole tile row) ...
 RANGE_CACHE_SIZE = 64
+#: ... and at most this many bytes of their arrays (the newest range is always kept). A count
+#: alone let the cache grow with the corpus: 64 ranges of 1,000 examples are 64,000 decoded
+#: examples, every row of a 50,000-row landmark run, where each row range serves one tile row
+#: and is never used again (BENCHMARKS.md, "Why the landmark Gram's driver grows with n").
+#: Re-assembling an evicted range from the shard cache costs milliseconds against a tile's
+#: seconds of kernel evaluations.
+RANGE_CACHE_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ class TileResult:
 _lock = threading.Lock()
 _corpora: dict = {}
 _shards: OrderedDict = OrderedDict()
-_ranges: OrderedDict = OrderedDict()
+_ranges: OrderedDict = OrderedDict()  # key -> (examples by representation, their bytes)
 _specs: dict = {}
 _resources: dict = {}
 stats = {"shard_loads": 0, "shard_hits": 0, "range_hits": 0}
@@ -177,7 +184,8 @@ def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) ->
     """Examples ``idx`` (corpus indices, any order) of each representation.
 
     Two per-process LRUs serve it: tile ranges already assembled (a tile row's examples are
-    reused by every tile of that row), and the corpus shards they are cut from.
+    reused by every tile of that row), at most :data:`RANGE_CACHE_SIZE` ranges and
+    :data:`RANGE_CACHE_BYTES` bytes, and the corpus shards they are cut from.
 
     Returns
     -------
@@ -190,13 +198,30 @@ def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) ->
         if hit is not None:
             _ranges.move_to_end(key)
             stats["range_hits"] += 1
-            return hit
+            return hit[0]
     out = _assemble(corpus_path, content_hash, reps, idx)
+    nbytes = sum(batch_nbytes(b) for b in out.values())
     with _lock:
-        _ranges[key] = out
-        while len(_ranges) > RANGE_CACHE_SIZE:
+        _ranges[key] = (out, nbytes)
+        while len(_ranges) > 1 and (len(_ranges) > RANGE_CACHE_SIZE or _cached_bytes() > RANGE_CACHE_BYTES):
             _ranges.popitem(last=False)
     return out
+
+
+def _cached_bytes() -> int:
+    return int(sum(nb for _, nb in _ranges.values()))
+
+
+def batch_nbytes(b: Batch) -> int:
+    """Bytes of a batch's arrays (offsets, node columns, child CSR)."""
+    arrays = [b.offsets, b.child_ptr, b.child_idx, *b.columns.values()]
+    return int(sum(a.nbytes for a in arrays if a is not None))
+
+
+def cached_ranges() -> tuple:
+    """(ranges, bytes) held by this process's assembled-range cache (:data:`RANGE_CACHE_BYTES`)."""
+    with _lock:
+        return len(_ranges), _cached_bytes()
 
 
 def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
