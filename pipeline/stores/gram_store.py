@@ -79,6 +79,7 @@ from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
 from gramtile.pipeline.stores.chunk_cache import chunk_cache, chunk_key
+from gramtile.pipeline.stores.chunk_files import chunk_file_bytes, local_chunk_reader, read_chunk
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.pipeline.stores.gather import gather, gather_scaled
@@ -717,16 +718,27 @@ class GramView:
         tiles = ti * (ti + 1) // 2 if self.store.symmetric else ti * tj
         return int(tiles * t * t * np.dtype(self.store.dtype).itemsize)
 
-    def _stored_chunk(self, a: int, b: int) -> np.ndarray:
+    def _stored_chunk(self, a: int, b: int, scratch: np.ndarray | None = None, padded: bool = False) -> np.ndarray:
         """The chunk stored for tile (a, b) (a <= b in a symmetric store), checked: finite values,
-        and the checksum recorded when the tile was computed."""
+        and the checksum recorded when the tile was computed. ``scratch``: memory a local store's
+        chunk file may be read into (:func:`~.chunk_files.read_chunk`; the result is then a view of
+        it, valid until the next read into it). ``padded``: an edge tile's chunk may come whole
+        (tile x tile, C-contiguous; only its part inside the matrix is checked and meaningful)."""
         r0, r1, c0, c1 = self.store.spans(Tile(a, b))
         self.chunk_reads += 1
-        try:
-            v = np.asarray(self.store.K[r0:r1, c0:c1])
-        except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
-            raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
-                                    f"`gramtile verify {self.store.path} --repair`") from None
+        direct = self.__dict__.get("_direct")
+        if direct is None:
+            direct = self._direct = local_chunk_reader(self.store)
+        whole = None
+        if direct:  # the chunk file itself, GIL-free (chunk_files.py); a missing one is refused there
+            whole = read_chunk(self.store, a, b, (r1 - r0, c1 - c0), scratch, padded=True)
+            v = whole[:r1 - r0, :c1 - c0]
+        else:
+            try:
+                v = np.asarray(self.store.K[r0:r1, c0:c1])
+            except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
+                raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
+                                        f"`gramtile verify {self.store.path} --repair`") from None
         # every reader (blocks, export, learners) refuses values a done tile cannot hold and chunks
         # that are not the ones recorded for this position (swapped, copied over, stale)
         if not np.isfinite(v).all():
@@ -737,7 +749,9 @@ class GramView:
             raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} does not match the checksum recorded "
                                     f"when the tile was computed (swapped or stale); run "
                                     f"`gramtile verify {self.store.path} --repair`")
-        return v
+        if whole is not None and (padded or v.flags.c_contiguous):
+            return whole if padded else v
+        return v if whole is None or scratch is not None else v.copy()  # an edge tile's part, owning its memory
 
     def _manifest_entry(self, a: int, b: int) -> int:
         """The recorded checksum of tile (a, b) (0: none recorded, or a store without a manifest)."""
@@ -814,8 +828,10 @@ class GramView:
             plans.append((r, c, rsel, csel, buf))
         scales = [self._scales(r, c) if normalized else None for r, c, *_ in plans]
         cache = self._chunk_cache()
+        # without the cache each chunk is used only until the next one is read: one buffer serves them all
+        scratch = np.empty(chunk_file_bytes(self.store), dtype=np.uint8) if cache is None and parts else None
         for (sa, sb), need in parts.items():
-            chunk = self._cached_chunk(cache, sa, sb)
+            chunk = self._stored_chunk(sa, sb, scratch, padded=True) if cache is None else self._cached_chunk(cache, sa, sb)
             for k, a, b in need:
                 r, c, rsel, csel, buf = plans[k]
                 ri, ci = rsel[a], csel[b]
