@@ -35,7 +35,7 @@ def store(docs, tmp_path_factory):
 
 @pytest.fixture
 def fresh(monkeypatch):
-    monkeypatch.delenv(cc.ENV, raising=False)
+    monkeypatch.setenv(cc.ENV, "1024")  # the cache is off unless a budget is set
     cc.clear_chunk_cache()
     yield cc.chunk_cache()
     cc.clear_chunk_cache()
@@ -101,7 +101,9 @@ def test_the_budget_bounds_the_cache_and_zero_turns_it_off(store, docs, tmp_path
     with pytest.raises(StoreError, match="0 turns it off"):
         cc.budget_mb()
     monkeypatch.delenv(cc.ENV)
-    cc.cap_budget(1.0)  # a worker's cap, below the default
+    assert cc.budget_mb() == 0 and cc.chunk_cache() is None  # off by default
+    monkeypatch.setenv(cc.ENV, "1024")
+    cc.cap_budget(1.0)  # a worker's cap, below the budget
     try:
         assert cc.budget_mb() == 1.0
     finally:

@@ -5,8 +5,8 @@ training part: on the 5,483 NUM trees (10 folds, 3 inner folds) that is 40 pairs
 touching every one of the store's 21 stored chunks, i.e. 840 chunk reads of 21 chunks. Zarr v3
 decodes every chunk on its one event-loop thread (the crc32c check runs there, holding the GIL),
 so two learning threads reading at once got 1.14x the speed of one (BENCHMARKS.md, issue 15,
-5c). Readers of :meth:`~gramtile.pipeline.stores.gram_store.GramView.blocks` therefore keep the
-chunks they read, checked (finite, manifest checksum) and read-only, in this process-wide cache
+5c). With a budget set, readers of :meth:`~gramtile.pipeline.stores.gram_store.GramView.blocks` keep
+the chunks they read, checked (finite, manifest checksum) and read-only, in this process-wide cache
 up to :func:`budget_mb` megabytes, least recently used first out. Only stores whose chunks all
 fit the budget are cached (a learner sweeps every chunk of a training part in turn, so a smaller
 LRU would evict each chunk before its next use): a larger store is read as before, with no
@@ -18,11 +18,15 @@ is read again, so the cache never serves what the file no longer holds. Stores a
 cached (no cheap ``stat``). Streaming readers that touch every chunk once (the row file, export,
 the Dask array) bypass the cache.
 
-``GRAMTILE_CHUNK_CACHE_MB`` sets the budget (``0`` turns the cache off); the default is
-:data:`DEFAULT_MB`, at most a tenth of the machine's memory. Each process has its own cache; a
-process with a memory limit of its own (a Dask worker: ``memory_limit`` of its profile) caps it
-with :func:`cap_budget` (the learners' tasks cap it at an eighth of the worker's limit, so a
-2 GiB worker caches at most 256 MB beside its fits).
+``GRAMTILE_CHUNK_CACHE_MB`` sets the budget; the default is :data:`DEFAULT_MB` = 0, off. Since
+local chunk files are read directly (:mod:`.chunk_files`: GIL-free, 2.45x on two threads), the
+operating system's page cache serves repeated reads nearly as fast: on that NUM evaluation the
+cache saved 1.1 s of 16.7 s serial, both variants reached 1.74x on two threads, and it cost
+138 MB of peak RSS (677 against 539 MB) beside the learner's one copy of K(train, train) and one
+fold's block, which is all the in-memory path is meant to hold (BENCHMARKS.md, issue 15, session
+10). Set it (say ``1024``) to trade that memory for the second. Each process has its own cache;
+a process with a memory limit of its own (a Dask worker: ``memory_limit`` of its profile) caps it
+with :func:`cap_budget` (the learners' tasks cap it at an eighth of the worker's limit).
 """
 from __future__ import annotations
 
@@ -36,8 +40,9 @@ from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.storage import LocalLocation
 from gramtile.pipeline.stores.tiles import Tile
 
-#: The cache's default size in MB (capped at a tenth of the machine's memory).
-DEFAULT_MB = 1024
+#: The cache's default size in MB: off (see the module docstring); a budget set through
+#: ``$GRAMTILE_CHUNK_CACHE_MB`` is used as given.
+DEFAULT_MB = 0
 ENV = "GRAMTILE_CHUNK_CACHE_MB"
 
 
@@ -52,28 +57,24 @@ def cap_budget(mb: float | None) -> None:
 
 
 def budget_mb() -> float:
-    """The cache's size in MB: ``$GRAMTILE_CHUNK_CACHE_MB``, else :data:`DEFAULT_MB` capped at a tenth
-    of the physical memory; either at most this process's cap (:func:`cap_budget`)."""
+    """The cache's size in MB: ``$GRAMTILE_CHUNK_CACHE_MB``, else :data:`DEFAULT_MB`; either at most
+    this process's cap (:func:`cap_budget`)."""
     mb = _budget_mb()
     return mb if _cap_mb is None else min(mb, _cap_mb)
 
 
 def _budget_mb() -> float:
     raw = os.environ.get(ENV)
-    if raw is not None and raw.strip():
-        try:
-            mb = float(raw)
-        except ValueError:
-            mb = -1.0
-        if not mb >= 0:
-            raise StoreError(f"{ENV}={raw!r}: give the chunk cache's size in MB as a number >= 0 (0 turns it off), "
-                             f"or unset it for the default ({DEFAULT_MB} MB)")
-        return mb
+    if raw is None or not raw.strip():
+        return float(DEFAULT_MB)
     try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e6
-    except (ValueError, OSError, AttributeError):
-        phys = 10 * DEFAULT_MB
-    return float(min(DEFAULT_MB, phys / 10))
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        raise StoreError(f"{ENV}={raw!r}: give the chunk cache's size in MB as a number >= 0 (0 turns it off), "
+                         f"or unset it for the default ({DEFAULT_MB} MB, off)")
+    return mb
 
 
 class ChunkCache:
