@@ -729,16 +729,15 @@ class GramView:
         direct = self.__dict__.get("_direct")
         if direct is None:
             direct = self._direct = local_chunk_reader(self.store)
-        whole = None
         if direct:  # the chunk file itself, GIL-free (chunk_files.py); a missing one is refused there
-            whole = read_chunk(self.store, a, b, (r1 - r0, c1 - c0), scratch, padded=True)
-            v = whole[:r1 - r0, :c1 - c0]
+            got = read_chunk(self.store, a, b, (r1 - r0, c1 - c0), scratch, padded)
         else:
             try:
-                v = np.asarray(self.store.K[r0:r1, c0:c1])
+                got = np.asarray(self.store.K[r0:r1, c0:c1])
             except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
                 raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
                                         f"`gramtile verify {self.store.path} --repair`") from None
+        v = got[:r1 - r0, :c1 - c0]  # the part inside the matrix (all of it unless padded)
         # every reader (blocks, export, learners) refuses values a done tile cannot hold and chunks
         # that are not the ones recorded for this position (swapped, copied over, stale)
         if not np.isfinite(v).all():
@@ -749,9 +748,7 @@ class GramView:
             raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} does not match the checksum recorded "
                                     f"when the tile was computed (swapped or stale); run "
                                     f"`gramtile verify {self.store.path} --repair`")
-        if whole is not None and (padded or v.flags.c_contiguous):
-            return whole if padded else v
-        return v if whole is None or scratch is not None else v.copy()  # an edge tile's part, owning its memory
+        return got
 
     def _manifest_entry(self, a: int, b: int) -> int:
         """The recorded checksum of tile (a, b) (0: none recorded, or a store without a manifest)."""
