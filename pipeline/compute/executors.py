@@ -225,26 +225,36 @@ def cached_ranges() -> tuple:
 
 
 def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
+    """The examples ``idx`` of each representation, cut from the corpus shards they lie in.
+
+    Each shard's examples are taken from that shard and only those pieces are concatenated, so the
+    memory and copying follow the examples asked for, not the shards they are spread over (a few
+    thousand landmarks drawn from the whole corpus lie in nearly every shard: concatenating whole
+    shards first cost O(n) per call). A whole shard asked for in order is the cached shard itself."""
     cs = _corpus(corpus_path, content_hash)
     rngs = _shard_ranges(cs)
     starts = np.asarray([a for a, _ in rngs], dtype=np.int64)
     sh = np.searchsorted(starts, idx, side="right") - 1
-    needed = np.unique(sh)
+    order = np.argsort(sh, kind="stable")  # positions of idx grouped by shard, idx order inside
+    bounds = np.flatnonzero(np.diff(sh[order])) + 1
+    groups = np.split(order, bounds) if idx.size else [order]  # no examples: an empty piece of shard 0
     out = {}
     for rep in reps:
-        parts, base, pos = [], {}, 0
-        for s in needed:
-            a, b = rngs[int(s)]
+        parts = []
+        for g in groups:
+            s = int(sh[g[0]]) if g.size else 0
+            a, b = rngs[s]
             bt = _shard(cs, corpus_path, content_hash, rep, a, b)
-            base[int(s)] = pos - a
-            pos += bt.n
-            parts.append(bt)
-        whole = parts[0] if len(parts) == 1 else Batch.concat(parts)
-        local = idx + np.asarray([base[int(s)] for s in sh], dtype=np.int64)
-        if local.size == whole.n and np.array_equal(local, np.arange(whole.n)):
-            out[rep] = whole
-        else:
-            out[rep] = whole.take(local)
+            local = idx[g] - a
+            whole = local.size == bt.n and np.array_equal(local, np.arange(bt.n))
+            parts.append(bt if whole else bt.take(local))
+        joined = parts[0] if len(parts) == 1 else Batch.concat(parts)
+        if np.array_equal(order, np.arange(order.size)):
+            out[rep] = joined
+        else:  # back to the order of idx: joined example k is idx[order[k]]
+            inv = np.empty_like(order)
+            inv[order] = np.arange(order.size)
+            out[rep] = joined.take(inv)
     return out
 
 
@@ -314,8 +324,17 @@ def oriented_block(job: TileJob, spec, t: Tile, X, ridx, cidx, res):
     high, low = cpos >= rpos[-1], cpos < rpos[0]
     mid = ~(high | low)
 
+    # the tile column's landmarks are assembled once (the range cache keeps them for every tile
+    # row); the parts before, after and inside this tile's rows are taken from them, since those
+    # parts differ from one tile row to the next and, assembled from the corpus, each would read
+    # every shard the landmarks lie in
+    landmarks = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
+
     def load(mask):
-        return load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx[mask])
+        if mask.all():
+            return landmarks
+        pos = np.flatnonzero(mask)
+        return {rep: b.take(pos) for rep, b in landmarks.items()}
 
     if high.any():
         K[:, high], dr, dc[high] = evaluate_block(spec, X, load(high))
