@@ -1,4 +1,6 @@
 """Feature stores (``gramtile features``) and linear learning on them (pipeline/learn/linear.py)."""
+import json
+
 import numpy as np
 import pytest
 from conftest import corpus_store_of, num_trees
@@ -64,9 +66,18 @@ def test_cli_evaluate_and_train_with_features(corpus, tmp_path, capsys):
     assert main(["-q", "features", "--corpus", str(corpus), "--kernel", '{"kind": "st"}', "--out", f]) == 0
     capsys.readouterr()
     assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--folds", "3", "--C", "0.1,1",
-                 "--class-weight", "balanced"]) == 0
+                 "--class-weight", "balanced", "--C-on-test"]) == 0
     out = capsys.readouterr().out
-    assert "| 0.1 |" in out and "| 1 |" in out and "3-fold" in out
+    assert "| 0.1 |" in out and "| 1 |" in out and "3-fold" in out and "selection on test data" in out
+    # several C without --C-on-test: nested selection, one row, the C chosen per split
+    assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--folds", "3", "--C", "0.1,1",
+                 "--inner-folds", "2", "--out", str(tmp_path / "nested")]) == 0
+    out = capsys.readouterr().out
+    assert "| nested |" in out and "nested 2-fold" in out
+    assert not any(line.startswith(("| 0.1 |", "| 1 |")) for line in out.splitlines())  # no per-C rows
+    saved = json.loads((tmp_path / "nested" / "results.json").read_text())
+    assert saved["C_selection"] == "nested" and len(saved["nested"]["C_chosen"]) == 3
+    assert set(saved["nested"]["C_chosen"]) <= {0.1, 1.0}
     assert main(["-q", "train", "--features", f, "--model", "linear", "--out", str(tmp_path / "m")]) == 0
     X, labels, _ = open_store(f)
     m = LinearModel.load(tmp_path / "m")

@@ -198,3 +198,49 @@ def test_a_store_written_again_under_a_run_is_refused(num, tmp_path):
     linear.open_features(tmp_path / "f.zarr")  # this process now sees the new store
     with pytest.raises(EvaluationError, match="written again"):
         linear.run_fit(task)
+
+
+def test_nested_C_selection_equals_choosing_by_hand_on_inner_folds(num):
+    """Nested selection: per split, C is the one with the best pooled accuracy over stratified inner
+    folds of the training part only (ties to the smaller C); the split is then fitted at that C on
+    its whole training part. Recomputed here fit by fit, and equal on threads and processes."""
+    from gramtile.pipeline.learn.folds import stratified_kfold
+
+    Cs = (0.001, 0.1, 10.0)
+    common = dict(folds=3, seed=2, Cs=Cs, solver="liblinear", select="nested", inner_folds=3,
+                  cluster_file=str(num["dir"] / "cluster.yaml"))
+    res = linear.evaluate_store(num["features"], cluster="sequential", **common)
+    fs = FeatureStore(num["features"])
+    y = list(fs.labels)
+    splits = stratified_kfold(y, 3, 2)
+    chosen, pooled_pred = [], []
+    for part in splits:
+        ytr = [y[k] for k in part.train]
+        hits = dict.fromkeys(Cs, 0)
+        for inner in stratified_kfold(ytr, 3, 2):
+            tr, te = part.train[inner.train], part.train[inner.test]
+            for C in Cs:
+                coef, icpt, classes = linear.fit(fs, tr, C, "liblinear")
+                s = (fs.rows(te) @ coef.T).ravel() + icpt[0]
+                pred = np.where(s > 0, classes[1], classes[0])
+                hits[C] += int(np.sum(pred == np.asarray([y[k] for k in te], dtype=object)))
+        best = max(Cs, key=lambda c: (hits[c], -c))
+        chosen.append(best)
+        coef, icpt, classes = linear.fit(fs, part.train, best, "liblinear")
+        s = (fs.rows(part.test) @ coef.T).ravel() + icpt[0]
+        pooled_pred += np.where(s > 0, classes[1], classes[0]).tolist()
+    assert res["C_selection"] == "nested" and res["C"] == {} and res["best_C"] is None
+    assert res["nested"]["C_chosen"] == chosen
+    assert res["predictions"]["nested"]["predicted"] == pooled_pred
+    assert res["predictions"]["nested"]["row"] == [int(i) for s in splits for i in s.test]
+    # the grid is wide enough that the choice is not the same C everywhere by accident of ties
+    assert all(len(set(a.values())) > 1 for a in res["nested"]["inner_accuracy"])
+    for cluster in ("pool", "two"):
+        par = linear.evaluate_store(num["features"], cluster=cluster, **common)
+        assert par["predictions"] == res["predictions"] and par["nested"]["C_chosen"] == chosen
+    assert "| nested |" in linear.table(res)
+    # one C, or select="test": the per-C rows as before
+    assert linear.evaluate_store(num["features"], folds=3, seed=2, Cs=(1.0,), select="nested")["C_selection"] == \
+        "single"
+    with pytest.raises(EvaluationError, match="nested"):
+        linear.evaluate_store(num["features"], select="inner")

@@ -101,7 +101,8 @@ def add_parser(sub):
                                    "--out, write results.md / results.json.")
     p.add_argument("--features", metavar="F.zarr", default=None,
                    help="a feature store (`gramtile features`) instead of --gram: with --model linear, LinearSVC "
-                        "one-vs-rest on the explicit features, k-fold over the --C grid")
+                        "one-vs-rest on the explicit features, k-fold; several --C values are selected by nested "
+                        "folds (or scored on test with --C-on-test), as for the kernel models")
     p.add_argument("--gram", required=False, action="append", metavar="GRAM.zarr",
                    help="square Gram store over the labelled examples; repeat it for each base kernel of --kernel")
     p.add_argument("--kernel", default=None, metavar="SPEC",
@@ -272,8 +273,9 @@ def run_features(args) -> int:
                          Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                          solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
                          rows=args.rows, folds_dir=args.folds_dir, memory_mb=args.memory_mb, loss=args.linear_loss,
-                         cluster=args.cluster,
-                         cluster_file=args.cluster_file, bar=not args.no_progress, announce=log.info)
+                         cluster=args.cluster, cluster_file=args.cluster_file, bar=not args.no_progress,
+                         announce=log.info, select="test" if args.C_on_test else "nested",
+                         inner_folds=args.inner_folds)
     text = linear_table(res)
     print(text)
     if args.out:
