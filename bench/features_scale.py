@@ -10,10 +10,20 @@ row by tile row and compared: the largest relative difference of any entry (``|a
 max(|a|, |b|)``, 0 where both are 0) and the largest absolute difference of the normalised
 matrices. The stores are deleted afterwards unless ``--keep``.
 
+``--sample R`` (with ``--seed S``) compares the paths on a rectangular block instead: R rows drawn
+at random (seeded) from ``--rows`` against R other rows drawn from the rest, an unbiased sample of
+the full matrix's pairs, for kernels whose full pairwise Gram at this n takes too long to run;
+both paths are first warmed up on an 8 x 8 block (compiling their cores and building the
+feature set over the whole corpus, whose time is printed apart), then timed; the per-pair CPU
+cost of each path and the full matrix's time at those costs are printed (extrapolations,
+labelled as such).
+
 Usage::
 
     .venv/bin/python bench/features_scale.py --corpus SCALE/all2.zarr --rows 0:50068 \\
         --kernel '{"kind": "st", "lam": 0.4, "rep": "tree"}' --workdir WORKDIR
+    .venv/bin/python bench/features_scale.py --corpus SCALE/real.zarr --rows 0:50068 --sample 3000 \\
+        --kernel '{"kind": "subsequence", "n": 3, "lam": 0.5}' --workdir WORKDIR
 """
 from __future__ import annotations
 
@@ -27,26 +37,31 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.feature_store import clear_cache
 from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.tiles import parse_selection
 
 
-def timed_gram(corpus, spec, out: Path, rows, path: str, tile: int):
+def timed_gram(corpus, spec, out: Path, rows, path: str, tile: int, cols=None):
     shutil.rmtree(out, ignore_errors=True)
     clear_cache()
     t, c = time.perf_counter(), time.process_time()
-    st = run_gram(corpus, spec, out, rows=rows, tile=tile, cluster="threads", progress=False, path=path)
+    st = run_gram(corpus, spec, out, rows=rows, cols=cols, tile=tile, cluster="threads", progress=False, path=path)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
-    chosen = [p["path"] for r in st.read_log() if r.get("event") == "tile" for p in r.get("paths", [])]
-    return st, wall, cpu, {k: chosen.count(k) for k in sorted(set(chosen))}
+    log = st.read_log()
+    chosen = [p["path"] for r in log if r.get("event") == "tile" for p in r.get("paths", [])]
+    build = sum(m["build_seconds"] for r in log if r.get("event") == "start"
+                for m in r.get("feature_sets", {}).values())
+    return st, wall, cpu, {k: chosen.count(k) for k in sorted(set(chosen))}, build
 
 
 def compare(a: GramStore, b: GramStore, band: int):
     """(max relative difference of raw K, max absolute difference of normalised K), by row bands."""
     va, vb = a.view(), b.view()
     n = va.shape[0]
-    da, _ = va.diag()
-    db, _ = vb.diag()
+    da, ca = va.diag()
+    db, cb = vb.diag()
     rel = absn = 0.0
     for lo in range(0, n, band):
         hi = min(lo + band, n)
@@ -54,8 +69,8 @@ def compare(a: GramStore, b: GramStore, band: int):
         scale = np.maximum(np.abs(A), np.abs(B))
         d = np.abs(A - B)
         rel = max(rel, float(np.max(np.where(scale > 0, d / np.where(scale > 0, scale, 1), 0.0))))
-        na = A / np.sqrt(np.outer(da[lo:hi], da))
-        nb = B / np.sqrt(np.outer(db[lo:hi], db))
+        na = A / np.sqrt(np.outer(da[lo:hi], ca))
+        nb = B / np.sqrt(np.outer(db[lo:hi], cb))
         absn = max(absn, float(np.max(np.abs(na - nb))))
     return rel, absn
 
@@ -68,25 +83,47 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--tile", type=int, default=1000)
     ap.add_argument("--keep", action="store_true", help="keep both Gram stores")
+    ap.add_argument("--sample", type=int, default=0, help="compare on R random rows x R other random rows")
+    ap.add_argument("--seed", type=int, default=0, help="seed of --sample")
     a = ap.parse_args()
     spec = json.loads(a.kernel)
     wd = Path(a.workdir)
     wd.mkdir(parents=True, exist_ok=True)
+    rows, cols = a.rows, None
+    if a.sample:
+        pool = parse_selection(a.rows, CorpusStore.open(a.corpus).n, "--rows")
+        pick = np.random.default_rng(a.seed).choice(pool, 2 * a.sample, replace=False)
+        rows, cols = np.sort(pick[:a.sample]), np.sort(pick[a.sample:])
+    warm = 0.0
+    if a.sample:  # compile both paths' cores and build the corpus feature set before timing
+        for path in ("pairwise", "product"):
+            *_, build = timed_gram(a.corpus, spec, wd / "warm.zarr", rows[:8], path, a.tile, cols[:8])
+            warm += build
+        print(f"warm-up: feature set build {warm:.1f} s wall (in the corpus store from now on)")
     print(f"load before: {os.getloadavg()[0]:.2f}")
     res = {}
     for path in ("pairwise", "product"):
-        st, wall, cpu, chosen = timed_gram(a.corpus, spec, wd / f"{path}.zarr", a.rows, path, a.tile)
+        st, wall, cpu, chosen, build = timed_gram(a.corpus, spec, wd / f"{path}.zarr", rows, path, a.tile, cols)
         res[path] = st
-        print(f"{path}: {st.shape[0]} x {st.shape[1]}, wall {wall:.1f} s, process CPU {cpu:.1f} s, "
-              f"tiles by path {chosen or 'pairwise (forced)'}, load now {os.getloadavg()[0]:.2f}", flush=True)
-        res[path + "_t"] = (wall, cpu)
+        built = "" if a.sample or path == "pairwise" else f" (the feature set's recorded build time: {build:.1f} s)"
+        print(f"{path}: {st.shape[0]} x {st.shape[1]}, wall {wall:.1f} s, process CPU {cpu:.1f} s{built}, "
+              f"tiles by path {chosen or 'pairwise (forced)'}, "
+              f"load now {os.getloadavg()[0]:.2f}", flush=True)
+        res[path + "_t"] = (wall, cpu, build)
     rel, absn = compare(res["product"], res["pairwise"], a.tile)
-    (wp, cp), (wq, cq) = res["pairwise_t"], res["product_t"]
+    (wp, cp, _), (wq, cq, _) = res["pairwise_t"], res["product_t"]
     print(f"speed-up product over pairwise: wall {wp / wq:.2f}x, CPU {cp / cq:.2f}x; "
           f"max relative difference of K {rel:.2e}, of normalised K (absolute) {absn:.2e}")
+    if a.sample:
+        pairs = float(a.sample) ** 2
+        n = len(parse_selection(a.rows, CorpusStore.open(a.corpus).n, "--rows"))
+        full = n * (n + 1) / 2
+        print(f"per pair, process CPU: pairwise {cp / pairs * 1e6:.3f} us, product {cq / pairs * 1e6:.3f} us; at "
+              f"these costs the full {n:,}-row matrix would take about {cp / pairs * full:,.0f} (pairwise) and "
+              f"{cq / pairs * full:,.0f} (product) CPU s (extrapolations, not runs)")
     print(f"load after: {os.getloadavg()[0]:.2f}")
     if not a.keep:
-        for path in ("pairwise", "product"):
+        for path in ("pairwise", "product", "warm"):
             shutil.rmtree(wd / f"{path}.zarr", ignore_errors=True)
 
 
