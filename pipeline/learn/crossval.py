@@ -483,7 +483,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     exc = (None, None, None)
     try:
         common = dict(class_weight=class_weight, multiclass=multiclass, seed=seed, plan=plan)
-        inner = [_inner_splits(y, sp, inner_folds, inner_seed, positive, class_weight) for sp in splits] if nested \
+        inner = [inner_splits(y, sp, inner_folds, inner_seed, positive, class_weight) for sp in splits] if nested \
             else []
         # one bar over every fit of both waves (nested: the inner fits, then one fit per split)
         n_fits = sum(len(isplits) * n_tasks(plan, grid, cl) for isplits, cl, _ in inner) + \
@@ -564,7 +564,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     return res
 
 
-def _inner_splits(y, sp, folds: int, seed: int, positive, class_weight):
+def inner_splits(y, sp, folds: int, seed: int, positive, class_weight):
     """The inner folds of nested C selection in ``sp``'s training part, as (train, test) positions of
     the source, with the classes and positive class of that part (as :func:`choose_C_source`)."""
     ytr = y[sp.train]

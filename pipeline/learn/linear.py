@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gramtile.pipeline import optional
-from gramtile.pipeline.learn.crossval import default_memory_mb
+from gramtile.pipeline.learn.crossval import default_memory_mb, inner_splits
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import load_or_make_folds, stratified_kfold
 from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
@@ -294,7 +294,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
             "class_weight": class_weight, "epochs": epochs if plan["used"] == "sgd" else None,
             "loss": "hinge" if plan["used"] == "sgd" else loss}
     if nested:
-        return {**head, **_nested(splits, labels, Cs, inner_folds, seed, task, common, fs, idx)}
+        return {**head, **_nested(splits, labels, Cs, inner_folds, seed, class_weight, task, common, fs, idx)}
     results = run_tasks(run_fit, [task(s.train, s.test, C) for s in splits for C in Cs], desc="linear fits",
                         **common)
     out, preds = {}, {}
@@ -320,22 +320,12 @@ def _pooled(splits, labels, results, fs, idx) -> tuple:
     return row, {"row": rows_c, "predicted": pred_c, "gold": [fs.labels[k] for k in rows_c]}
 
 
-def inner_splits(labels, train, folds: int, seed: int) -> list:
-    """The inner folds of nested C selection in a training part (positions ``train``): ``(train,
-    test)`` position pairs, ``min(folds, smallest class count)`` stratified folds of its labels."""
-    ytr = [labels[k] for k in train]
-    counts = np.unique(np.asarray(ytr, dtype=object), return_counts=True)[1]
-    k = int(min(folds, counts.min()))
-    if k < 2:
-        raise EvaluationError(f"nested C selection needs at least 2 training examples of every class; one class "
-                              f"has {int(counts.min())}. Give one --C, or --C-on-test")
-    return [(train[s.train], train[s.test]) for s in stratified_kfold(ytr, k, seed)]
-
-
-def _nested(splits, labels, Cs, inner_folds, seed, task, common, fs, idx) -> dict:
+def _nested(splits, labels, Cs, inner_folds, seed, class_weight, task, common, fs, idx) -> dict:
     """Nested C selection (see :func:`evaluate_store`): the inner fits of every split, and each
     split's final fit added as soon as its inner fits are in."""
-    inner = [inner_splits(labels, s.train, inner_folds, seed) for s in splits]
+    # the inner folds gramtile evaluate's nested selection makes (crossval.inner_splits)
+    y = np.asarray(labels, dtype=object)
+    inner = [inner_splits(y, s, inner_folds, seed, None, class_weight)[0] for s in splits]
     tasks, owner = [], []
     for i, parts in enumerate(inner):
         for tr, te in parts:
