@@ -10,7 +10,9 @@ from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute import product
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.representations.structures import Document, TokenSeq
 from gramtile.pipeline.stores import feature_store
+from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.workflows.cli import main
 
@@ -132,3 +134,31 @@ def test_auto_takes_the_pairwise_path_where_the_corpus_store_cannot_hold_feature
     assert np.array_equal(K, K0)
     with pytest.raises(StoreError, match="--path product"):
         gram(c, ST, tmp_path / "h.zarr", "product")
+
+
+def test_a_subsequence_vocabulary_that_cannot_fit_is_refused_before_anything_is_built(tmp_path, capsys):
+    """A corpus of long sequences: 3,000 tokens give C(3000, 3) = 4.5e9 occurrences of length 3,
+    a vocabulary of at least 258 GB at the assumed distinct share: the build is refused with the
+    figures and the fix; nothing is written into the corpus store; auto keeps the pairwise path."""
+    rng = np.random.default_rng(0)
+    docs = [Document(id=str(i), label=i % 2, structures={"seq": TokenSeq(tuple(f"w{t}" for t in rng.integers(0, 50, L)))})
+            for i, L in enumerate([3000, 5, 7, 4])]
+    c = corpus_store_of(tmp_path / "long.zarr", docs, 2)
+    spec = '{"kind": "subsequence", "n": 3, "lam": 0.5}'
+    with pytest.raises(StoreError, match=r"enumerates 4,500,002,602 subsequence occurrences.*Fix: use the pairwise path"):
+        gram(c, spec, tmp_path / "prod.zarr", "product")
+    assert not (c / "features").exists() or not any((c / "features").iterdir())
+    # the CLI's features command gives the same reason on one line
+    assert main(["-q", "features", "--corpus", str(c), "--kernel", spec, "--out", str(tmp_path / "f.zarr")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vocabulary would take at least" in err[0] and str(c) in err[0]
+    # a short corpus of the same kernel is built (the check is not a blanket refusal)
+    short = corpus_store_of(tmp_path / "short.zarr", docs[1:], 2)
+    _, K1 = gram(short, spec, tmp_path / "sp.zarr", "product")
+    _, K0 = gram(short, spec, tmp_path / "sq.zarr", "pairwise")
+    assert max_rel(K1, K0) <= 1e-12
+    # auto on the long corpus: every tile pairwise, no feature set attempted
+    st, K = gram(c, spec, tmp_path / "auto.zarr", "auto")
+    assert all("paths" not in r for r in tiles_logged(st))
+    assert feature_store.too_large(c, as_spec(spec), CorpusStore.open(c))
+    assert feature_store.too_large(short, as_spec(spec), CorpusStore.open(short)) is None

@@ -174,7 +174,9 @@ def ensure(corpus_path, spec, path: str) -> dict:
     """Driver side: build the feature sets the run may use (none for ``path="pairwise"``).
 
     Returns ``{base spec hash: feature-set attribute}``. With ``auto``, a subsequence kernel whose
-    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences keeps the pairwise path,
+    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences, or whose vocabulary
+    could not fit in memory (:func:`~gramtile.pipeline.stores.feature_store.too_large`; with
+    ``product`` that is an error), keeps the pairwise path,
     and so does every kernel when the corpus store cannot be written (the feature set is built
     into it).
     """
@@ -183,7 +185,8 @@ def ensure(corpus_path, spec, path: str) -> dict:
     out = {}
     for b in bases_with_map(spec):
         if path == "auto" and b.kind == "subsequence":
-            if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
+            cs = CorpusStore.open(corpus_path)
+            if occurrences(b, cs.sizes(b.rep_name)) > MAX_OCCURRENCES or feature_store.too_large(corpus_path, b, cs):
                 continue
         try:
             out[b.spec_hash] = feature_store.ensure(corpus_path, b)

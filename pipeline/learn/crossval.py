@@ -40,7 +40,6 @@ on test data.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import uuid
 from dataclasses import dataclass, field, replace
@@ -56,6 +55,7 @@ from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_proce
 from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource
+from gramtile.pipeline.memory import available_memory_mb
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
 
@@ -196,22 +196,6 @@ def _base_row(kernel, s: Setting, class_weight, multiclass, n_classes):
 
 
 # ---- solver choice: in memory (libsvm) or through a row cache (smo) -------------------------------
-
-def available_memory_mb() -> float:
-    """Memory available to new allocations now (``MemAvailable`` of /proc/meminfo, else the free
-    pages), in MB (10^6 bytes)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 / 1e6
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e6
-    except (ValueError, OSError, AttributeError):
-        return 4096.0
-
 
 def default_memory_mb() -> float:
     """The default memory budget of a learning run: :data:`MEMORY_SHARE` of what is available."""

@@ -1,4 +1,4 @@
-"""Errors of corpus stores and Gram stores: mismatch, lock, incomplete tile, corruption."""
+"""Errors of corpus stores and Gram stores: mismatch, lock, incomplete tile, corruption, a feature set too large."""
 
 from gramtile.kernels.errors import GramtileError
 
@@ -21,3 +21,7 @@ class IncompleteTileError(StoreError):
 
 class StoreCorruptError(StoreError):
     """A chunk failed its checksum or a store's metadata is inconsistent."""
+
+
+class FeatureSetTooLargeError(StoreError):
+    """A feature set whose vocabulary could not fit in the memory available (it is not built)."""

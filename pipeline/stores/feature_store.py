@@ -44,8 +44,10 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.maps import LocalFeatures, feature_map, no_map_reason, weights
+from gramtile.kernels.maps.subsequence import occurrences
+from gramtile.pipeline.memory import available_memory_mb
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
+from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, StoreCorruptError, StoreError
 from gramtile.pipeline.stores.resource_store import corpus_lock
 from gramtile.pipeline.stores.storage import location
 
@@ -54,6 +56,14 @@ GROUP = "features"
 FORMAT_VERSION = 1
 LOCK_WAIT_SECONDS = 600.0
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
+
+#: Resident bytes the vocabulary takes per distinct feature (a dictionary entry and the key arrays;
+#: ``bench/feature_vocab.py``: 228 B at 8.9 M subsequence features, more at fewer).
+VOCAB_BYTES = 230
+#: Distinct features per enumerated occurrence assumed when judging whether a subsequence map's
+#: vocabulary fits: about a third of what real sentences give (0.44-0.52 at n = 2, 0.64-0.71 at
+#: n = 3; BENCHMARKS.md, "subsequence at 50,068 sentences"), so a refused build would not fit.
+MIN_DISTINCT = 0.25
 
 #: builds and shard loads in this process (tests check that tile tasks only load)
 stats = {"built": 0, "shard_loads": 0}
@@ -229,6 +239,25 @@ def _write(g, name, a):
     g.create_array(name, data=a, chunks=(max(1, a.shape[0]),), compressors=_COMPRESSORS, overwrite=True)
 
 
+def too_large(corpus_path, base, cs: CorpusStore) -> str | None:
+    """Why the feature set of ``base`` over ``cs`` could not be built in the memory available now,
+    or None. Only the subsequence map's vocabulary can outgrow memory on its own: it enumerates
+    sum_p C(L, p) occurrences per sequence, most of them distinct features (the tree, route and
+    bag maps have at most one feature per node, route position or token)."""
+    if base.kind != "subsequence" or base.rep_name not in cs.representations:
+        return None
+    occ = occurrences(base, cs.sizes(base.rep_name))
+    need_mb = occ * MIN_DISTINCT * VOCAB_BYTES / 1e6
+    avail_mb = available_memory_mb()
+    if need_mb <= avail_mb:
+        return None
+    return (f"the feature set of {base.to_json()} over corpus store {corpus_path} enumerates {occ:,} "
+            f"subsequence occurrences; its vocabulary would take at least {need_mb:,.0f} MB (at "
+            f"{MIN_DISTINCT:g} distinct features per occurrence, {VOCAB_BYTES} B each) and {avail_mb:,.0f} MB "
+            f"are available. Fix: use the pairwise path (--path pairwise, or auto, which keeps it here), "
+            f"a smaller n, or shorter sequences")
+
+
 def _build(corpus_path, base, cs: CorpusStore) -> dict:
     t0 = time.perf_counter()
     fmap = map_of(base)
@@ -236,6 +265,9 @@ def _build(corpus_path, base, cs: CorpusStore) -> dict:
     if rep not in cs.representations:
         raise KernelSpecError(f"kernel {base.to_json()} reads representation {rep!r}, which corpus store "
                               f"{corpus_path} does not hold (it holds {sorted(cs.representations)})")
+    reason = too_large(corpus_path, base, cs)
+    if reason:
+        raise FeatureSetTooLargeError(reason)
     root = _open(corpus_path, mode="r+")
     g = root.require_group(group_name(base))
     if ATTR in g.attrs:
