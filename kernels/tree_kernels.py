@@ -311,25 +311,39 @@ def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo, dp0, dp1, lam, f):
-    """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta (O(nc1 nc2))."""
+def _child_cols(T):
+    """Label and group position of the child at each entry of ``child_idx``: the PT core reads a
+    node's child labels contiguously rather than through ``child_idx`` and the label column."""
+    off, col, cp, ci, gpos = T[0], T[1], T[2], T[3], T[4]
+    clab = np.empty(ci.shape[0], np.int32)
+    cgpos = np.empty(ci.shape[0], np.int32)
+    for t in range(off.shape[0] - 1):
+        o = off[t]
+        for c in range(cp[o], cp[off[t + 1]]):
+            clab[c] = col[o + ci[c]]
+            cgpos[c] = gpos[o + ci[c]]
+    return clab, cgpos
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _children_dp(r0, nb1, c0, nb2, c2a, lab1, row1, claby, cgposy, memo, dp0, dp1, lam, f):
+    """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta, O(nb1 nb2),
+    over the box of children rows r0.. of n1 and columns c0.. of n2 holding every matching pair."""
     prev = dp0
     cur = dp1
-    for jj in range(nc2 + 1):
+    for jj in range(nb2 + 1):
         prev[jj] = 0.0
     cur[0] = 0.0
     acc = 0.0
-    for ii in range(nc1):
-        a1 = cix[c1a + ii]
-        l1 = labx[ox + a1]
-        row = row_of[a1]
+    for ii in range(r0, r0 + nb1):
+        l1 = lab1[ii]
+        row = row1[ii]
         run = 0.0
-        for jj in range(nc2):
-            a2 = ciy[c2a + jj]
+        for jj in range(nb2):
             s = 0.0
-            if l1 == laby[oy + a2]:
+            if l1 == claby[c2a + c0 + jj]:
                 # prev[jj] = D[ii-1, jj-1]: all pairs ending strictly before (ii, jj)
-                s = memo[row + gposy[oy + a2]] * (1.0 + f * prev[jj])
+                s = memo[row + cgposy[c2a + c0 + jj]] * (1.0 + f * prev[jj])
                 acc += s
             run = s + lam * run
             cur[jj + 1] = run + lam * prev[jj + 1]
@@ -338,39 +352,36 @@ def _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy
 
 
 @njit(cache=True, nogil=True)
-def _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo,
-                         E, S, D, lam, f, maxlen):
-    """As :func:`_children_dp` for subsequences of length <= maxlen (one DP level per length,
+def _children_dp_limited(r0, nb1, c0, nb2, c2a, lab1, row1, claby, cgposy, memo, E, S, D, lam, f, top):
+    """As :func:`_children_dp` for subsequences of length <= top (one DP level per length,
     Moschitti's algorithm; SVM-Light-TK's MAX_CHILDREN = 5, KeLP's maxSubseqLeng)."""
-    w = nc2 + 1
+    w = nb2 + 1
     acc = 0.0
-    for ii in range(nc1):
-        a1 = cix[c1a + ii]
-        l1 = labx[ox + a1]
-        row = row_of[a1]
-        for jj in range(nc2):
-            a2 = ciy[c2a + jj]
+    for ii in range(nb1):
+        l1 = lab1[r0 + ii]
+        row = row1[r0 + ii]
+        for jj in range(nb2):
             e = 0.0
-            if l1 == laby[oy + a2]:
-                e = memo[row + gposy[oy + a2]]
-            E[ii * nc2 + jj] = e
-            S[ii * nc2 + jj] = e
+            if l1 == claby[c2a + c0 + jj]:
+                e = memo[row + cgposy[c2a + c0 + jj]]
+            E[ii * nb2 + jj] = e
+            S[ii * nb2 + jj] = e
             acc += e
     for jj in range(w):
         D[jj] = 0.0
-    for ii in range(nc1 + 1):
+    for ii in range(nb1 + 1):
         D[ii * w] = 0.0
-    for _ in range(1, min(maxlen, min(nc1, nc2))):
-        for ii in range(nc1):
+    for _ in range(1, top):
+        for ii in range(nb1):
             run = 0.0
-            for jj in range(nc2):
-                run = S[ii * nc2 + jj] + lam * run
+            for jj in range(nb2):
+                run = S[ii * nb2 + jj] + lam * run
                 D[(ii + 1) * w + jj + 1] = run + lam * D[ii * w + jj + 1]
         level = 0.0
-        for ii in range(nc1):
-            for jj in range(nc2):
-                v = E[ii * nc2 + jj] * f * D[ii * w + jj]
-                S[ii * nc2 + jj] = v
+        for ii in range(nb1):
+            for jj in range(nb2):
+                v = E[ii * nb2 + jj] * f * D[ii * w + jj]
+                S[ii * nb2 + jj] = v
                 level += v
         acc += level
         if level == 0.0:
@@ -379,10 +390,18 @@ def _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_o
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen):
-    """Sum of PT Delta over the label-matching node pairs found by ``_match``."""
-    offx, labx, cpx, cix = X[0], X[1], X[2], X[3]
-    offy, laby, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[4], Y[5], Y[6], Y[9], Y[10]
+def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf, f, maxlen):
+    """Sum of PT Delta over the label-matching node pairs found by ``_match``.
+
+    ``CX``, ``CY``: :func:`_child_cols` of X and Y. The child pairs of equal labels of (n1, n2) are
+    scanned first; the dynamic programme runs only when two of them are in increasing order in
+    both trees, and then only over their box (see the module docstring for why this is exact).
+    """
+    offx, cpx, cix = X[0], X[2], X[3]
+    offy, cpy, soffy, snodey, ubegy, uendy = Y[0], Y[2], Y[5], Y[6], Y[9], Y[10]
+    clabx = CX[0]
+    claby, cgposy = CY
+    lab1, row1, dp0, dp1, E, S, D = work
     lam2 = lam * lam
     leafval = mu * lam2 * tf
     ox = offx[i]
@@ -398,25 +417,79 @@ def _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu
         base[n1] = pos
         c1a = cpx[ox + n1]
         nc1 = cpx[ox + n1 + 1] - c1a
+        if nc1 == 0:
+            for k in range(m):
+                memo[pos + k] = leafval
+                total += leafval
+            pos += m
+            continue
+        for ii in range(nc1):
+            lab1[ii] = clabx[c1a + ii]
+            # memo row of the child; only read where the child has a partner of its label in
+            # Y_j, hence was matched, and (a larger index) already has its row
+            row1[ii] = base[cix[c1a + ii]]
         for k in range(m):
             n2 = snodey[sy + b0 + k]
             c2a = cpy[oy + n2]
             nc2 = cpy[oy + n2 + 1] - c2a
-            if nc1 == 0 or nc2 == 0:
+            if nc2 == 0:
                 d = leafval
             elif nc1 == 1 and nc2 == 1:
                 # unary nodes (pre-terminals, unary chains) are most pairs: no DP needed
-                a1 = cix[c1a]
-                a2 = ciy[c2a]
                 d = mu * lam2
-                if labx[ox + a1] == laby[oy + a2]:
-                    d += mu * memo[base[a1] + gposy[oy + a2]]
-            elif maxlen > 0 and maxlen < min(nc1, nc2):
-                d = mu * (lam2 + _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
-                                                      gposy, memo, E, S, D, lam, f, maxlen))
+                if lab1[0] == claby[c2a]:
+                    d += mu * memo[row1[0] + cgposy[c2a]]
             else:
-                d = mu * (lam2 + _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
-                                              gposy, memo, dp0, dp1, lam, f))
+                # scan the child pairs of equal labels (row-major, the DP's order): their
+                # number, the first two (i, j, Delta), their box, the row-major sum of their
+                # Delta, and whether one lies strictly below and right of another (chain)
+                nm = 0
+                chain = False
+                minc = nc2  # smallest matching column in the rows scanned before
+                c1 = 0
+                r1 = 0
+                i1 = j1 = i2 = j2 = 0
+                v1 = v2 = 0.0
+                ssum = 0.0
+                for ii in range(nc1):
+                    l1 = lab1[ii]
+                    first = nc2
+                    for jj in range(nc2):
+                        if claby[c2a + jj] == l1:
+                            v = memo[row1[ii] + cgposy[c2a + jj]]
+                            ssum += v
+                            if nm == 0:
+                                i1, j1, v1 = ii, jj, v
+                            elif nm == 1:
+                                i2, j2, v2 = ii, jj, v
+                            nm += 1
+                            if jj > minc:
+                                chain = True
+                            if first == nc2:
+                                first = jj
+                            c1 = max(c1, jj)
+                            r1 = ii
+                    minc = min(minc, first)
+                limited = maxlen > 0 and maxlen < min(nc1, nc2)
+                if not chain:
+                    acc = ssum
+                elif nm == 2:
+                    p = v1
+                    for _ in range(i2 - i1 - 1 + j2 - j1 - 1):
+                        p = lam * p
+                    if limited:
+                        acc = v1 + v2
+                        if maxlen >= 2:
+                            acc += v2 * f * p
+                    else:
+                        acc = v1 + v2 * (1.0 + f * p)
+                elif limited:
+                    acc = _children_dp_limited(i1, r1 - i1 + 1, minc, c1 - minc + 1, c2a, lab1, row1, claby,
+                                               cgposy, memo, E, S, D, lam, f, min(maxlen, min(nc1, nc2)))
+                else:
+                    acc = _children_dp(i1, r1 - i1 + 1, minc, c1 - minc + 1, c2a, lab1, row1, claby, cgposy,
+                                       memo, dp0, dp1, lam, f)
+                d = mu * (lam2 + acc)
             memo[pos + k] = d
             total += d
         pos += m
@@ -452,7 +525,8 @@ def _scratch(X, Y):
 
 @njit(cache=True, nogil=True)
 def _scratch_pt(X, Y, maxlen):
-    """PT's dynamic-programme rows and, with a length limit, its tables, sized to the fan-outs."""
+    """PT's per-node child rows, dynamic-programme rows and, with a length limit, its tables,
+    sized to the fan-outs."""
     cpx, cpy = X[2], Y[2]
     cx = 1
     for g in range(cpx.shape[0] - 1):
@@ -460,13 +534,15 @@ def _scratch_pt(X, Y, maxlen):
     cy = 1
     for g in range(cpy.shape[0] - 1):
         cy = max(cy, cpy[g + 1] - cpy[g])
+    lab1 = np.empty(cx, np.int32)
+    row1 = np.empty(cx, np.int64)
     dp0 = np.empty(cy + 1, np.float64)
     dp1 = np.empty(cy + 1, np.float64)
     tab = cx * cy if maxlen > 0 else 1
     E = np.empty(tab, np.float64)
     S = np.empty(tab, np.float64)
     D = np.empty((cx + 1) * (cy + 1) if maxlen > 0 else 1, np.float64)
-    return dp0, dp1, E, S, D
+    return lab1, row1, dp0, dp1, E, S, D
 
 
 # ---- block cores --------------------------------------------------------------------------
@@ -521,8 +597,10 @@ def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
     ny = Y[0].shape[0] - 1
     out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
     table, work, memo = _scratch(X, Y)
-    dp0, dp1, E, S, D = _scratch_pt(X, Y, maxlen)
+    ptwork = _scratch_pt(X, Y, maxlen)
     mnode, mgrp, base, slot = work
+    CX = _child_cols(X)
+    CY = CX if mode != _FULL else _child_cols(Y)
     for i in range(nx):
         _mark(i, X, table, True)
         j0 = 0 if mode == _FULL else i
@@ -533,7 +611,7 @@ def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
             if cnt > 0:
                 if need > memo.shape[0]:
                     memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
-                v = _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
+                v = _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, ptwork, lam, mu, tf, f, maxlen)
             if mode == _DIAG:
                 out[i, 0] = v
             else:
