@@ -15,6 +15,8 @@ Usage::
     .venv/bin/python bench/tree_core_speed.py [--refs 46b3b88,HEAD] [--kernels st,sst,pt]
         [--n N] [--tile T] [--rounds R]
 
+``--refs``: comma-separated revisions; "." stands for the working tree's file.
+
 ``--kernels``: any of st, sst, pt5 (PT, max_length 5), pt (expands to pt5, ptinf and ptspan),
 ptinf (PT without a length limit), ptspan (PT, gap "span", no limit). lam = mu = 0.4.
 Prints a markdown table.
@@ -53,16 +55,22 @@ GROUPS = {"pt": ["pt5", "ptinf", "ptspan"]}
 
 
 def load_revision(ref, tmp):
-    """(commit, module) for ``ref``'s kernels/tree_kernels.py, loaded under a fresh name."""
-    sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=7", ref], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    src = subprocess.run(["git", "-C", str(REPO), "show", f"{sha}:kernels/tree_kernels.py"], check=True,
-                         capture_output=True, text=True).stdout
+    """(commit, module) for ``ref``'s kernels/tree_kernels.py, loaded under a fresh name
+    (``ref`` "." is the working tree's file)."""
+    if ref == ".":
+        sha, src = "worktree", (REPO / "kernels" / "tree_kernels.py").read_text()
+    else:
+        sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=7", ref], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        src = subprocess.run(["git", "-C", str(REPO), "show", f"{sha}:kernels/tree_kernels.py"], check=True,
+                             capture_output=True, text=True).stdout
     name = f"tree_kernels_{sha}"
-    path = Path(tmp) / f"{name}.py"  # a file per revision: Numba caches by file
-    path.write_text(src)
+    path = Path(tmp) / f"{name}.py"  # a file per revision: Numba caches by file and time stamp
+    if not path.exists() or path.read_text() != src:
+        path.write_text(src)
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up
     register = spec_module.register
     spec_module.register = lambda cls: cls  # the classes would clash with the installed kinds
     try:
@@ -122,16 +130,19 @@ def main(argv=None):
     print(f"# Tree cores by revision: {n:,} NUM_train trees, tile {args.tile}, best of {args.rounds} rounds\n")
     print(f"- load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores; command: "
           f"`{' '.join([Path(sys.executable).name, *sys.argv])}`\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        revs = [load_revision(r, tmp) for r in args.refs.split(",")]
+    tmp = Path(tempfile.gettempdir()) / "gramtile-tree-core-speed"
+    tmp.mkdir(exist_ok=True)
+    revs = [load_revision(r, tmp) for r in args.refs.split(",")]
+    if True:
         print("| kernel | " + " | ".join(f"{r} ({sha}) CPU s" for r, (sha, _) in zip(args.refs.split(","), revs))
               + " | speed-up vs first | K vs first |")
         print("|---|" + "---|" * (len(revs) + 2))
         for name in names:
             cls, par = KERNELS[name]
             kernels = [getattr(mod, cls)(**par) for _, mod in revs]
-            for k in kernels:
-                k.block(parts[0].slice(0, min(8, n)))  # compile or load the Numba cache
+            few = parts[0].slice(0, min(8, n))
+            for k in kernels:  # compile or load the Numba cache of every core the timing calls
+                k.block(few), k.block(few, few), k.diag(few)
             best = [float("inf")] * len(revs)
             same = [None] * len(revs)
             K0 = None

@@ -312,21 +312,61 @@ def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed):
 
 @njit(cache=True, nogil=True, inline="always")
 def _child_cols(T):
-    """Label and group position of the child at each entry of ``child_idx``: the PT core reads a
-    node's child labels contiguously rather than through ``child_idx`` and the label column."""
-    off, col, cp, ci, gpos = T[0], T[1], T[2], T[3], T[4]
+    """Per-batch arrays of the PT core: the label and the group position of the child at each
+    entry of ``child_idx`` (read contiguously rather than through ``child_idx``), and per node
+    the mask of its children's labels (bit ``label % 64``): two nodes whose masks share no bit
+    have no pair of children with equal labels. ``lgrp``: a node's group among its tree's
+    groups (-1 for a node without key)."""
+    off, col, cp, ci, gpos, soff, snode, uoff, ubeg, uend = T[0], T[1], T[2], T[3], T[4], T[5], T[6], T[7], T[9], T[10]
     clab = np.empty(ci.shape[0], np.int32)
     cgpos = np.empty(ci.shape[0], np.int32)
+    cmask = np.zeros(col.shape[0], np.int64)
+    lgrp = np.full(col.shape[0], -1, np.int32)
     for t in range(off.shape[0] - 1):
         o = off[t]
-        for c in range(cp[o], cp[off[t + 1]]):
-            clab[c] = col[o + ci[c]]
-            cgpos[c] = gpos[o + ci[c]]
-    return clab, cgpos
+        for u in range(uoff[t], uoff[t + 1]):
+            for s in range(ubeg[u], uend[u]):
+                lgrp[o + snode[soff[t] + s]] = u - uoff[t]
+        for node in range(o, off[t + 1]):
+            for c in range(cp[node], cp[node + 1]):
+                clab[c] = col[o + ci[c]]
+                cgpos[c] = gpos[o + ci[c]]
+                cmask[node] |= np.int64(1) << (col[o + ci[c]] & 63)
+    return clab, cgpos, cmask, lgrp
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _children_dp(r0, nb1, c0, nb2, c2a, lab1, row1, claby, cgposy, memo, dp0, dp1, lam, f):
+def _match_pt(i, X, j, Y, table, lgrpx, gm, mnode, mgrp):
+    """As :func:`_match`, for PT: X_i's groups that Y_j shares are noted in ``gm`` (local group of
+    X_i -> group of Y_j; all -1 on entry and on return), then X_i's nodes are read downwards, so
+    the matching ones come out in decreasing order without a sort (every node is written and
+    only the matching ones counted, which needs no branch)."""
+    offx, uoffx, ubegx, uendx = X[0], X[7], X[9], X[10]
+    uoffy, ukeyy, ubegy, uendy = Y[7], Y[8], Y[9], Y[10]
+    ux = uoffx[i]
+    need = 0
+    for g in range(uoffy[j], uoffy[j + 1]):
+        r = table[ukeyy[g]]
+        if r >= 0:
+            gm[r] = g
+            need += (uendx[ux + r] - ubegx[ux + r]) * (uendy[g] - ubegy[g])
+    ox = offx[i]
+    cnt = 0
+    for node in range(offx[i + 1] - ox - 1, -1, -1):
+        u = lgrpx[ox + node]
+        g = gm[u] if u >= 0 else -1
+        mnode[cnt] = node
+        mgrp[cnt] = g
+        cnt += g >= 0
+    for g in range(uoffy[j], uoffy[j + 1]):
+        r = table[ukeyy[g]]
+        if r >= 0:
+            gm[r] = -1
+    return cnt, need
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _children_dp(c1a, r0, nb1, c2a, c0, nb2, clabx, cix, base, claby, cgposy, memo, dp0, dp1, lam, f):
     """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta, O(nb1 nb2),
     over the box of children rows r0.. of n1 and columns c0.. of n2 holding every matching pair."""
     prev = dp0
@@ -336,8 +376,8 @@ def _children_dp(r0, nb1, c0, nb2, c2a, lab1, row1, claby, cgposy, memo, dp0, dp
     cur[0] = 0.0
     acc = 0.0
     for ii in range(r0, r0 + nb1):
-        l1 = lab1[ii]
-        row = row1[ii]
+        l1 = clabx[c1a + ii]
+        row = base[cix[c1a + ii]]
         run = 0.0
         for jj in range(nb2):
             s = 0.0
@@ -352,14 +392,15 @@ def _children_dp(r0, nb1, c0, nb2, c2a, lab1, row1, claby, cgposy, memo, dp0, dp
 
 
 @njit(cache=True, nogil=True)
-def _children_dp_limited(r0, nb1, c0, nb2, c2a, lab1, row1, claby, cgposy, memo, E, S, D, lam, f, top):
+def _children_dp_limited(c1a, r0, nb1, c2a, c0, nb2, clabx, cix, base, claby, cgposy, memo, E, S, D, lam, f,
+                         top):
     """As :func:`_children_dp` for subsequences of length <= top (one DP level per length,
     Moschitti's algorithm; SVM-Light-TK's MAX_CHILDREN = 5, KeLP's maxSubseqLeng)."""
     w = nb2 + 1
     acc = 0.0
     for ii in range(nb1):
-        l1 = lab1[r0 + ii]
-        row = row1[r0 + ii]
+        l1 = clabx[c1a + r0 + ii]
+        row = base[cix[c1a + r0 + ii]]
         for jj in range(nb2):
             e = 0.0
             if l1 == claby[c2a + c0 + jj]:
@@ -399,9 +440,9 @@ def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf,
     """
     offx, cpx, cix = X[0], X[2], X[3]
     offy, cpy, soffy, snodey, ubegy, uendy = Y[0], Y[2], Y[5], Y[6], Y[9], Y[10]
-    clabx = CX[0]
-    claby, cgposy = CY
-    lab1, row1, dp0, dp1, E, S, D = work
+    clabx, _, cmaskx, _ = CX
+    claby, cgposy, cmasky, _ = CY
+    dp0, dp1, E, S, D = work[3:]
     lam2 = lam * lam
     leafval = mu * lam2 * tf
     ox = offx[i]
@@ -423,22 +464,23 @@ def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf,
                 total += leafval
             pos += m
             continue
-        for ii in range(nc1):
-            lab1[ii] = clabx[c1a + ii]
-            # memo row of the child; only read where the child has a partner of its label in
-            # Y_j, hence was matched, and (a larger index) already has its row
-            row1[ii] = base[cix[c1a + ii]]
+        # label and memo row of the first child (a memo row is only read where the child has
+        # a partner of its label in Y_j, hence was matched and, a larger index, has its row)
+        l0 = clabx[c1a]
+        row0 = base[cix[c1a]]
         for k in range(m):
             n2 = snodey[sy + b0 + k]
             c2a = cpy[oy + n2]
             nc2 = cpy[oy + n2 + 1] - c2a
             if nc2 == 0:
                 d = leafval
+            elif cmaskx[ox + n1] & cmasky[oy + n2] == 0:
+                d = mu * lam2  # no child pair of equal labels: mu (lam^2 + 0), exactly
             elif nc1 == 1 and nc2 == 1:
                 # unary nodes (pre-terminals, unary chains) are most pairs: no DP needed
                 d = mu * lam2
-                if lab1[0] == claby[c2a]:
-                    d += mu * memo[row1[0] + cgposy[c2a]]
+                if l0 == claby[c2a]:
+                    d += mu * memo[row0 + cgposy[c2a]]
             else:
                 # scan the child pairs of equal labels (row-major, the DP's order): their
                 # number, the first two (i, j, Delta), their box, the row-major sum of their
@@ -452,11 +494,11 @@ def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf,
                 v1 = v2 = 0.0
                 ssum = 0.0
                 for ii in range(nc1):
-                    l1 = lab1[ii]
+                    l1 = clabx[c1a + ii]
                     first = nc2
                     for jj in range(nc2):
                         if claby[c2a + jj] == l1:
-                            v = memo[row1[ii] + cgposy[c2a + jj]]
+                            v = memo[base[cix[c1a + ii]] + cgposy[c2a + jj]]
                             ssum += v
                             if nm == 0:
                                 i1, j1, v1 = ii, jj, v
@@ -484,11 +526,11 @@ def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf,
                     else:
                         acc = v1 + v2 * (1.0 + f * p)
                 elif limited:
-                    acc = _children_dp_limited(i1, r1 - i1 + 1, minc, c1 - minc + 1, c2a, lab1, row1, claby,
-                                               cgposy, memo, E, S, D, lam, f, min(maxlen, min(nc1, nc2)))
+                    acc = _children_dp_limited(c1a, i1, r1 - i1 + 1, c2a, minc, c1 - minc + 1, clabx, cix, base,
+                                               claby, cgposy, memo, E, S, D, lam, f, min(maxlen, min(nc1, nc2)))
                 else:
-                    acc = _children_dp(i1, r1 - i1 + 1, minc, c1 - minc + 1, c2a, lab1, row1, claby, cgposy,
-                                       memo, dp0, dp1, lam, f)
+                    acc = _children_dp(c1a, i1, r1 - i1 + 1, c2a, minc, c1 - minc + 1, clabx, cix, base, claby,
+                                       cgposy, memo, dp0, dp1, lam, f)
                 d = mu * (lam2 + acc)
             memo[pos + k] = d
             total += d
@@ -527,22 +569,28 @@ def _scratch(X, Y):
 def _scratch_pt(X, Y, maxlen):
     """PT's per-node child rows, dynamic-programme rows and, with a length limit, its tables,
     sized to the fan-outs."""
-    cpx, cpy = X[2], Y[2]
+    offx, cpx, uoffx, cpy = X[0], X[2], X[7], Y[2]
+    gx = 1
+    nx = 1
+    for i in range(offx.shape[0] - 1):
+        gx = max(gx, uoffx[i + 1] - uoffx[i])
+        nx = max(nx, offx[i + 1] - offx[i])
+    gm = np.full(gx, -1, np.int64)
+    mnode = np.empty(nx, np.int32)
+    mgrp = np.empty(nx, np.int64)
     cx = 1
     for g in range(cpx.shape[0] - 1):
         cx = max(cx, cpx[g + 1] - cpx[g])
     cy = 1
     for g in range(cpy.shape[0] - 1):
         cy = max(cy, cpy[g + 1] - cpy[g])
-    lab1 = np.empty(cx, np.int32)
-    row1 = np.empty(cx, np.int64)
     dp0 = np.empty(cy + 1, np.float64)
     dp1 = np.empty(cy + 1, np.float64)
     tab = cx * cy if maxlen > 0 else 1
     E = np.empty(tab, np.float64)
     S = np.empty(tab, np.float64)
     D = np.empty((cx + 1) * (cy + 1) if maxlen > 0 else 1, np.float64)
-    return lab1, row1, dp0, dp1, E, S, D
+    return gm, mnode, mgrp, dp0, dp1, E, S, D
 
 
 # ---- block cores --------------------------------------------------------------------------
@@ -598,15 +646,17 @@ def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
     out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
     table, work, memo = _scratch(X, Y)
     ptwork = _scratch_pt(X, Y, maxlen)
-    mnode, mgrp, base, slot = work
+    base = work[2]
+    gm, mnode, mgrp = ptwork[0], ptwork[1], ptwork[2]
     CX = _child_cols(X)
     CY = CX if mode != _FULL else _child_cols(Y)
+    lgrpx = CX[3]
     for i in range(nx):
         _mark(i, X, table, True)
         j0 = 0 if mode == _FULL else i
         j1 = i + 1 if mode == _DIAG else ny
         for j in range(j0, j1):
-            cnt, need = _match(i, X, j, Y, table, mnode, mgrp, slot)
+            cnt, need = _match_pt(i, X, j, Y, table, lgrpx, gm, mnode, mgrp)
             v = 0.0
             if cnt > 0:
                 if need > memo.shape[0]:
