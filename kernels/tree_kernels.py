@@ -50,7 +50,8 @@ For a row X_i of a block, X_i's groups are marked in a key-indexed table; each Y
 groups up in the table (a join of the two sorted group lists that costs one lookup per group of
 Y_j and skips non-matching groups without comparisons), so only matching node pairs are visited,
 in decreasing preorder index of the first node: children come after their parent in preorder,
-hence every child pair's Delta is final before its parents need it. Delta values are memoised in
+hence every child pair's Delta is final before its parents need it (PT instead marks Y_j's
+groups that X_i shares and reads X_i's nodes downwards, which needs no sort). Delta values are memoised in
 a table holding exactly the matching pairs of the current tree pair (row of ``n1`` + position of
 ``n2`` inside its group), so memory follows the number of matches, not a size cap.
 PT sums over child subsequences of all lengths at once with an O(|ch1| |ch2|) dynamic programme
@@ -64,6 +65,27 @@ PT sums over child subsequences of all lengths at once with an O(|ch1| |ch2|) dy
 at (i', j') multiplies its weight by lam^{(i-i'-1) + (j-j'-1)} (skipped children) or by
 lam^{(i-i') + (j-j')} (span growth), which is ``D`` shifted by one, times ``f``. ``D`` is kept
 as a row prefix sum plus a column recurrence, so no subtraction (and no cancellation) occurs.
+
+PT shortcuts, each giving the programme's result bit for bit. Only child pairs of equal labels
+("matches") have S != 0. Per node a mask of its children's labels (bit label % 64) is kept; two
+masks without a common bit mean no match, Delta = mu (lam^2 + 0) = mu lam^2. Otherwise the
+matches are scanned in row-major order (the programme's), and:
+
+- no match lies strictly below and right of another (none, one, or an antichain): every D read
+  at a match is an exact 0 (sums and products of zeros), so each S is Delta * (1 + f * 0) =
+  Delta exactly and the programme's acc is the row-major running sum of the matches' Delta; the
+  length-limited programme adds the same first level, and its second level is 0;
+- two matches (i1, j1), (i2, j2), i1 < i2, j1 < j2: the only non-zero D entries come from
+  S1 = Delta1, and the one read at (i2, j2) is D[i2-1, j2-1] = S1 multiplied by lam
+  (i2-i1-1) + (j2-j1-1) times in sequence (each step adds exact zeros), repeated here in the
+  same order; then acc = S1 + Delta2 (1 + f p), or, length-limited (max_length >= 2),
+  (S1 + Delta2) + (Delta2 f) p, the programmes' own expressions;
+- otherwise the programme runs over the box from the first to the last matching row and from
+  the smallest to the largest matching column: outside it S = 0, so D is 0 up to the box's
+  top and left edges, entries right of or below it feed no match, and acc adds the same terms in
+  the same order.
+
+Which programme runs (length-limited or not) still depends on the fan-outs, not on the box.
 """
 from __future__ import annotations
 
@@ -490,7 +512,8 @@ def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf,
                 minc = nc2  # smallest matching column in the rows scanned before
                 c1 = 0
                 r1 = 0
-                i1 = j1 = i2 = j2 = 0
+                i1 = j1 = i2 = j2 = nc1  # set at the first two pairs (a run-time int, not a literal
+                # 0, which would give _children_dp_limited a second compiled signature)
                 v1 = v2 = 0.0
                 ssum = 0.0
                 for ii in range(nc1):
