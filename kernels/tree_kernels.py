@@ -361,8 +361,8 @@ def _child_cols(T):
 def _match_pt(i, X, j, Y, table, lgrpx, gm, mnode, mgrp):
     """As :func:`_match`, for PT: X_i's groups that Y_j shares are noted in ``gm`` (local group of
     X_i -> group of Y_j; all -1 on entry and on return), then X_i's nodes are read downwards, so
-    the matching ones come out in decreasing order without a sort (every node is written and
-    only the matching ones counted, which needs no branch)."""
+    the matching ones come out in decreasing order without a sort (every node is written, only
+    the matching ones are counted: no branch in the source)."""
     offx, uoffx, ubegx, uendx = X[0], X[7], X[9], X[10]
     uoffy, ukeyy, ubegy, uendy = Y[7], Y[8], Y[9], Y[10]
     ux = uoffx[i]
@@ -454,11 +454,12 @@ def _children_dp_limited(c1a, r0, nb1, c2a, c0, nb2, clabx, cix, base, claby, cg
 
 @njit(cache=True, nogil=True, inline="always")
 def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf, f, maxlen):
-    """Sum of PT Delta over the label-matching node pairs found by ``_match``.
+    """Sum of PT Delta over the label-matching node pairs found by ``_match_pt``.
 
     ``CX``, ``CY``: :func:`_child_cols` of X and Y. The child pairs of equal labels of (n1, n2) are
-    scanned first; the dynamic programme runs only when two of them are in increasing order in
-    both trees, and then only over their box (see the module docstring for why this is exact).
+    scanned first; the dynamic programme runs only for three or more of them among which two are
+    in increasing order in both trees, and then only over their box (the module docstring says
+    why each shortcut gives the programme's result bit for bit).
     """
     offx, cpx, cix = X[0], X[2], X[3]
     offy, cpy, soffy, snodey, ubegy, uendy = Y[0], Y[2], Y[5], Y[6], Y[9], Y[10]
