@@ -50,7 +50,8 @@ For a row X_i of a block, X_i's groups are marked in a key-indexed table; each Y
 groups up in the table (a join of the two sorted group lists that costs one lookup per group of
 Y_j and skips non-matching groups without comparisons), so only matching node pairs are visited,
 in decreasing preorder index of the first node: children come after their parent in preorder,
-hence every child pair's Delta is final before its parents need it. Delta values are memoised in
+hence every child pair's Delta is final before its parents need it (PT instead marks Y_j's
+groups that X_i shares and reads X_i's nodes downwards, which needs no sort). Delta values are memoised in
 a table holding exactly the matching pairs of the current tree pair (row of ``n1`` + position of
 ``n2`` inside its group), so memory follows the number of matches, not a size cap.
 PT sums over child subsequences of all lengths at once with an O(|ch1| |ch2|) dynamic programme
@@ -64,6 +65,27 @@ PT sums over child subsequences of all lengths at once with an O(|ch1| |ch2|) dy
 at (i', j') multiplies its weight by lam^{(i-i'-1) + (j-j'-1)} (skipped children) or by
 lam^{(i-i') + (j-j')} (span growth), which is ``D`` shifted by one, times ``f``. ``D`` is kept
 as a row prefix sum plus a column recurrence, so no subtraction (and no cancellation) occurs.
+
+PT shortcuts, each giving the programme's result bit for bit. Only child pairs of equal labels
+("matches") have S != 0. Per node a mask of its children's labels (bit label % 64) is kept; two
+masks without a common bit mean no match, Delta = mu (lam^2 + 0) = mu lam^2. Otherwise the
+matches are scanned in row-major order (the programme's), and:
+
+- no match lies strictly below and right of another (none, one, or an antichain): every D read
+  at a match is an exact 0 (sums and products of zeros), so each S is Delta * (1 + f * 0) =
+  Delta exactly and the programme's acc is the row-major running sum of the matches' Delta; the
+  length-limited programme adds the same first level, and its second level is 0;
+- two matches (i1, j1), (i2, j2), i1 < i2, j1 < j2: the only non-zero D entries come from
+  S1 = Delta1, and the one read at (i2, j2) is D[i2-1, j2-1] = S1 multiplied by lam
+  (i2-i1-1) + (j2-j1-1) times in sequence (each step adds exact zeros), repeated here in the
+  same order; then acc = S1 + Delta2 (1 + f p), or, length-limited (max_length >= 2),
+  (S1 + Delta2) + (Delta2 f) p, the programmes' own expressions;
+- otherwise the programme runs over the box from the first to the last matching row and from
+  the smallest to the largest matching column: outside it S = 0, so D is 0 up to the box's
+  top and left edges, entries right of or below it feed no match, and acc adds the same terms in
+  the same order.
+
+Which programme runs (length-limited or not) still depends on the fan-outs, not on the box.
 """
 from __future__ import annotations
 
@@ -311,25 +333,79 @@ def _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo, dp0, dp1, lam, f):
-    """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta (O(nc1 nc2))."""
+def _child_cols(T):
+    """Per-batch arrays of the PT core: the label and the group position of the child at each
+    entry of ``child_idx`` (read contiguously rather than through ``child_idx``), and per node
+    the mask of its children's labels (bit ``label % 64``): two nodes whose masks share no bit
+    have no pair of children with equal labels. ``lgrp``: a node's group among its tree's
+    groups (-1 for a node without key)."""
+    off, col, cp, ci, gpos, soff, snode, uoff, ubeg, uend = T[0], T[1], T[2], T[3], T[4], T[5], T[6], T[7], T[9], T[10]
+    clab = np.empty(ci.shape[0], np.int32)
+    cgpos = np.empty(ci.shape[0], np.int32)
+    cmask = np.zeros(col.shape[0], np.int64)
+    lgrp = np.full(col.shape[0], -1, np.int32)
+    for t in range(off.shape[0] - 1):
+        o = off[t]
+        for u in range(uoff[t], uoff[t + 1]):
+            for s in range(ubeg[u], uend[u]):
+                lgrp[o + snode[soff[t] + s]] = u - uoff[t]
+        for node in range(o, off[t + 1]):
+            for c in range(cp[node], cp[node + 1]):
+                clab[c] = col[o + ci[c]]
+                cgpos[c] = gpos[o + ci[c]]
+                cmask[node] |= np.int64(1) << (col[o + ci[c]] & 63)
+    return clab, cgpos, cmask, lgrp
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _match_pt(i, X, j, Y, table, lgrpx, gm, mnode, mgrp):
+    """As :func:`_match`, for PT: X_i's groups that Y_j shares are noted in ``gm`` (local group of
+    X_i -> group of Y_j; all -1 on entry and on return), then X_i's nodes are read downwards, so
+    the matching ones come out in decreasing order without a sort (every node is written, only
+    the matching ones are counted: no branch in the source)."""
+    offx, uoffx, ubegx, uendx = X[0], X[7], X[9], X[10]
+    uoffy, ukeyy, ubegy, uendy = Y[7], Y[8], Y[9], Y[10]
+    ux = uoffx[i]
+    need = 0
+    for g in range(uoffy[j], uoffy[j + 1]):
+        r = table[ukeyy[g]]
+        if r >= 0:
+            gm[r] = g
+            need += (uendx[ux + r] - ubegx[ux + r]) * (uendy[g] - ubegy[g])
+    ox = offx[i]
+    cnt = 0
+    for node in range(offx[i + 1] - ox - 1, -1, -1):
+        u = lgrpx[ox + node]
+        g = gm[u] if u >= 0 else -1
+        mnode[cnt] = node
+        mgrp[cnt] = g
+        cnt += g >= 0
+    for g in range(uoffy[j], uoffy[j + 1]):
+        r = table[ukeyy[g]]
+        if r >= 0:
+            gm[r] = -1
+    return cnt, need
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _children_dp(c1a, r0, nb1, c2a, c0, nb2, clabx, cix, base, claby, cgposy, memo, dp0, dp1, lam, f):
+    """Sum over all child subsequence pairs (any length) of lam^{g1+g2} prod Delta, O(nb1 nb2),
+    over the box of children rows r0.. of n1 and columns c0.. of n2 holding every matching pair."""
     prev = dp0
     cur = dp1
-    for jj in range(nc2 + 1):
+    for jj in range(nb2 + 1):
         prev[jj] = 0.0
     cur[0] = 0.0
     acc = 0.0
-    for ii in range(nc1):
-        a1 = cix[c1a + ii]
-        l1 = labx[ox + a1]
-        row = row_of[a1]
+    for ii in range(r0, r0 + nb1):
+        l1 = clabx[c1a + ii]
+        row = base[cix[c1a + ii]]
         run = 0.0
-        for jj in range(nc2):
-            a2 = ciy[c2a + jj]
+        for jj in range(nb2):
             s = 0.0
-            if l1 == laby[oy + a2]:
+            if l1 == claby[c2a + c0 + jj]:
                 # prev[jj] = D[ii-1, jj-1]: all pairs ending strictly before (ii, jj)
-                s = memo[row + gposy[oy + a2]] * (1.0 + f * prev[jj])
+                s = memo[row + cgposy[c2a + c0 + jj]] * (1.0 + f * prev[jj])
                 acc += s
             run = s + lam * run
             cur[jj + 1] = run + lam * prev[jj + 1]
@@ -338,39 +414,37 @@ def _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy
 
 
 @njit(cache=True, nogil=True)
-def _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_of, gposy, memo,
-                         E, S, D, lam, f, maxlen):
-    """As :func:`_children_dp` for subsequences of length <= maxlen (one DP level per length,
+def _children_dp_limited(c1a, r0, nb1, c2a, c0, nb2, clabx, cix, base, claby, cgposy, memo, E, S, D, lam, f,
+                         top):
+    """As :func:`_children_dp` for subsequences of length <= top (one DP level per length,
     Moschitti's algorithm; SVM-Light-TK's MAX_CHILDREN = 5, KeLP's maxSubseqLeng)."""
-    w = nc2 + 1
+    w = nb2 + 1
     acc = 0.0
-    for ii in range(nc1):
-        a1 = cix[c1a + ii]
-        l1 = labx[ox + a1]
-        row = row_of[a1]
-        for jj in range(nc2):
-            a2 = ciy[c2a + jj]
+    for ii in range(nb1):
+        l1 = clabx[c1a + r0 + ii]
+        row = base[cix[c1a + r0 + ii]]
+        for jj in range(nb2):
             e = 0.0
-            if l1 == laby[oy + a2]:
-                e = memo[row + gposy[oy + a2]]
-            E[ii * nc2 + jj] = e
-            S[ii * nc2 + jj] = e
+            if l1 == claby[c2a + c0 + jj]:
+                e = memo[row + cgposy[c2a + c0 + jj]]
+            E[ii * nb2 + jj] = e
+            S[ii * nb2 + jj] = e
             acc += e
     for jj in range(w):
         D[jj] = 0.0
-    for ii in range(nc1 + 1):
+    for ii in range(nb1 + 1):
         D[ii * w] = 0.0
-    for _ in range(1, min(maxlen, min(nc1, nc2))):
-        for ii in range(nc1):
+    for _ in range(1, top):
+        for ii in range(nb1):
             run = 0.0
-            for jj in range(nc2):
-                run = S[ii * nc2 + jj] + lam * run
+            for jj in range(nb2):
+                run = S[ii * nb2 + jj] + lam * run
                 D[(ii + 1) * w + jj + 1] = run + lam * D[ii * w + jj + 1]
         level = 0.0
-        for ii in range(nc1):
-            for jj in range(nc2):
-                v = E[ii * nc2 + jj] * f * D[ii * w + jj]
-                S[ii * nc2 + jj] = v
+        for ii in range(nb1):
+            for jj in range(nb2):
+                v = E[ii * nb2 + jj] * f * D[ii * w + jj]
+                S[ii * nb2 + jj] = v
                 level += v
         acc += level
         if level == 0.0:
@@ -379,10 +453,19 @@ def _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, row_o
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen):
-    """Sum of PT Delta over the label-matching node pairs found by ``_match``."""
-    offx, labx, cpx, cix = X[0], X[1], X[2], X[3]
-    offy, laby, cpy, ciy, gposy, soffy, snodey, ubegy, uendy = Y[0], Y[1], Y[2], Y[3], Y[4], Y[5], Y[6], Y[9], Y[10]
+def _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, work, lam, mu, tf, f, maxlen):
+    """Sum of PT Delta over the label-matching node pairs found by ``_match_pt``.
+
+    ``CX``, ``CY``: :func:`_child_cols` of X and Y. The child pairs of equal labels of (n1, n2) are
+    scanned first; the dynamic programme runs only for three or more of them among which two are
+    in increasing order in both trees, and then only over their box (the module docstring says
+    why each shortcut gives the programme's result bit for bit).
+    """
+    offx, cpx, cix = X[0], X[2], X[3]
+    offy, cpy, soffy, snodey, ubegy, uendy = Y[0], Y[2], Y[5], Y[6], Y[9], Y[10]
+    clabx, _, cmaskx, _ = CX
+    claby, cgposy, cmasky, _ = CY
+    dp0, dp1, E, S, D = work[3:]
     lam2 = lam * lam
     leafval = mu * lam2 * tf
     ox = offx[i]
@@ -398,25 +481,81 @@ def _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu
         base[n1] = pos
         c1a = cpx[ox + n1]
         nc1 = cpx[ox + n1 + 1] - c1a
+        if nc1 == 0:
+            for k in range(m):
+                memo[pos + k] = leafval
+                total += leafval
+            pos += m
+            continue
+        # label and memo row of the first child (a memo row is only read where the child has
+        # a partner of its label in Y_j, hence was matched and, a larger index, has its row)
+        l0 = clabx[c1a]
+        row0 = base[cix[c1a]]
         for k in range(m):
             n2 = snodey[sy + b0 + k]
             c2a = cpy[oy + n2]
             nc2 = cpy[oy + n2 + 1] - c2a
-            if nc1 == 0 or nc2 == 0:
+            if nc2 == 0:
                 d = leafval
+            elif cmaskx[ox + n1] & cmasky[oy + n2] == 0:
+                d = mu * lam2  # no child pair of equal labels: mu (lam^2 + 0), exactly
             elif nc1 == 1 and nc2 == 1:
                 # unary nodes (pre-terminals, unary chains) are most pairs: no DP needed
-                a1 = cix[c1a]
-                a2 = ciy[c2a]
                 d = mu * lam2
-                if labx[ox + a1] == laby[oy + a2]:
-                    d += mu * memo[base[a1] + gposy[oy + a2]]
-            elif maxlen > 0 and maxlen < min(nc1, nc2):
-                d = mu * (lam2 + _children_dp_limited(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
-                                                      gposy, memo, E, S, D, lam, f, maxlen))
+                if l0 == claby[c2a]:
+                    d += mu * memo[row0 + cgposy[c2a]]
             else:
-                d = mu * (lam2 + _children_dp(c1a, nc1, c2a, nc2, ox, oy, cix, ciy, labx, laby, base,
-                                              gposy, memo, dp0, dp1, lam, f))
+                # scan the child pairs of equal labels (row-major, the DP's order): their
+                # number, the first two (i, j, Delta), their box, the row-major sum of their
+                # Delta, and whether one lies strictly below and right of another (chain)
+                nm = 0
+                chain = False
+                minc = nc2  # smallest matching column in the rows scanned before
+                c1 = 0
+                r1 = 0
+                i1 = j1 = i2 = j2 = nc1  # set at the first two pairs (a run-time int, not a literal
+                # 0, which would give _children_dp_limited a second compiled signature)
+                v1 = v2 = 0.0
+                ssum = 0.0
+                for ii in range(nc1):
+                    l1 = clabx[c1a + ii]
+                    first = nc2
+                    for jj in range(nc2):
+                        if claby[c2a + jj] == l1:
+                            v = memo[base[cix[c1a + ii]] + cgposy[c2a + jj]]
+                            ssum += v
+                            if nm == 0:
+                                i1, j1, v1 = ii, jj, v
+                            elif nm == 1:
+                                i2, j2, v2 = ii, jj, v
+                            nm += 1
+                            if jj > minc:
+                                chain = True
+                            if first == nc2:
+                                first = jj
+                            c1 = max(c1, jj)
+                            r1 = ii
+                    minc = min(minc, first)
+                limited = maxlen > 0 and maxlen < min(nc1, nc2)
+                if not chain:
+                    acc = ssum
+                elif nm == 2:
+                    p = v1
+                    for _ in range(i2 - i1 - 1 + j2 - j1 - 1):
+                        p = lam * p
+                    if limited:
+                        acc = v1 + v2
+                        if maxlen >= 2:
+                            acc += v2 * f * p
+                    else:
+                        acc = v1 + v2 * (1.0 + f * p)
+                elif limited:
+                    acc = _children_dp_limited(c1a, i1, r1 - i1 + 1, c2a, minc, c1 - minc + 1, clabx, cix, base,
+                                               claby, cgposy, memo, E, S, D, lam, f, min(maxlen, min(nc1, nc2)))
+                else:
+                    acc = _children_dp(c1a, i1, r1 - i1 + 1, c2a, minc, c1 - minc + 1, clabx, cix, base, claby,
+                                       cgposy, memo, dp0, dp1, lam, f)
+                d = mu * (lam2 + acc)
             memo[pos + k] = d
             total += d
         pos += m
@@ -452,8 +591,17 @@ def _scratch(X, Y):
 
 @njit(cache=True, nogil=True)
 def _scratch_pt(X, Y, maxlen):
-    """PT's dynamic-programme rows and, with a length limit, its tables, sized to the fan-outs."""
-    cpx, cpy = X[2], Y[2]
+    """PT's per-node child rows, dynamic-programme rows and, with a length limit, its tables,
+    sized to the fan-outs."""
+    offx, cpx, uoffx, cpy = X[0], X[2], X[7], Y[2]
+    gx = 1
+    nx = 1
+    for i in range(offx.shape[0] - 1):
+        gx = max(gx, uoffx[i + 1] - uoffx[i])
+        nx = max(nx, offx[i + 1] - offx[i])
+    gm = np.full(gx, -1, np.int64)
+    mnode = np.empty(nx, np.int32)
+    mgrp = np.empty(nx, np.int64)
     cx = 1
     for g in range(cpx.shape[0] - 1):
         cx = max(cx, cpx[g + 1] - cpx[g])
@@ -466,7 +614,7 @@ def _scratch_pt(X, Y, maxlen):
     E = np.empty(tab, np.float64)
     S = np.empty(tab, np.float64)
     D = np.empty((cx + 1) * (cy + 1) if maxlen > 0 else 1, np.float64)
-    return dp0, dp1, E, S, D
+    return gm, mnode, mgrp, dp0, dp1, E, S, D
 
 
 # ---- block cores --------------------------------------------------------------------------
@@ -521,19 +669,23 @@ def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
     ny = Y[0].shape[0] - 1
     out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
     table, work, memo = _scratch(X, Y)
-    dp0, dp1, E, S, D = _scratch_pt(X, Y, maxlen)
-    mnode, mgrp, base, slot = work
+    ptwork = _scratch_pt(X, Y, maxlen)
+    base = work[2]
+    gm, mnode, mgrp = ptwork[0], ptwork[1], ptwork[2]
+    CX = _child_cols(X)
+    CY = CX if mode != _FULL else _child_cols(Y)
+    lgrpx = CX[3]
     for i in range(nx):
         _mark(i, X, table, True)
         j0 = 0 if mode == _FULL else i
         j1 = i + 1 if mode == _DIAG else ny
         for j in range(j0, j1):
-            cnt, need = _match(i, X, j, Y, table, mnode, mgrp, slot)
+            cnt, need = _match_pt(i, X, j, Y, table, lgrpx, gm, mnode, mgrp)
             v = 0.0
             if cnt > 0:
                 if need > memo.shape[0]:
                     memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
-                v = _sum_pt(i, X, j, Y, cnt, mnode, mgrp, base, memo, dp0, dp1, E, S, D, lam, mu, tf, f, maxlen)
+                v = _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, ptwork, lam, mu, tf, f, maxlen)
             if mode == _DIAG:
                 out[i, 0] = v
             else:

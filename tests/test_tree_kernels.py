@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import sys
+from collections import Counter
 from fractions import Fraction as F
 
 import numpy as np
@@ -385,3 +386,176 @@ def test_key_ids_far_beyond_the_vocabulary_give_the_same_kernel_in_a_small_table
     np.testing.assert_array_equal(k.block(H, H), k.block(X, X))
     np.testing.assert_array_equal(k.diag(H), k.diag(X))
     assert k.block(X).max() > 0
+
+
+# ---- PT shortcuts: none, one, two and more child pairs of equal labels ------------------------
+# The PT core scans the child pairs of equal labels of a node pair first and skips the dynamic
+# programme where their number and order give the DP's result in closed form. The trees below
+# have wide nodes over a tiny alphabet, so that every case occurs many times; ``_pt_dp_baseline``
+# is the core before those shortcuts (46b3b88) in Python floats, operation for operation, against
+# which the core is compared bitwise.
+
+PT_VARIANTS = [(lam, mu, gap, tf, ml) for lam, mu, tf in [(0.4, 0.4, 1.0), (0.7, 0.3, 2.5), (1.0, 1.0, 1.0)]
+               for gap in ("gaps", "span") for ml in (None, 1, 2, 3, 5)]
+
+
+def _wide_trees(seed, count, fanout=(6, 5, 2), labels="ABC", words=("a", "b", "A")):
+    """Random trees of depth <= len(fanout), node fan-outs 1..fanout[depth]."""
+    rng = random.Random(seed)
+
+    def node(depth):
+        if depth == len(fanout) or (depth and rng.random() < 0.3):
+            return Tree(rng.choice(words))
+        return Tree(rng.choice(labels), tuple(node(depth + 1) for _ in range(rng.randint(1, fanout[depth]))))
+
+    return [node(0) for _ in range(count)]
+
+
+def _pt_dp_baseline(X, Y, lam, mu, tf, f, maxlen):
+    """K[i, j] as the PT core of 46b3b88 computes it (same operations in the same order)."""
+    def trees(B):
+        off, lab, cp, ci = B.offsets, B.columns["label"], B.child_ptr, B.child_idx
+        out = []
+        for t in range(B.n):
+            o = int(off[t])
+            n = int(off[t + 1]) - o
+            out.append(([int(lab[o + v]) for v in range(n)],
+                        [[int(ci[c]) for c in range(cp[o + v], cp[o + v + 1])] for v in range(n)]))
+        return out
+
+    def dp(k1, k2, l1, l2, memo):
+        prev, cur = [0.0] * (len(k2) + 1), [0.0] * (len(k2) + 1)
+        acc = 0.0
+        for a1 in k1:
+            run = 0.0
+            for jj, a2 in enumerate(k2):
+                s = 0.0
+                if l1[a1] == l2[a2]:
+                    s = memo[a1, a2] * (1.0 + f * prev[jj])
+                    acc += s
+                run = s + lam * run
+                cur[jj + 1] = run + lam * prev[jj + 1]
+            prev, cur = cur, prev
+        return acc
+
+    def dp_limited(k1, k2, l1, l2, memo):
+        n1, n2, w = len(k1), len(k2), len(k2) + 1
+        E = [[memo[a1, a2] if l1[a1] == l2[a2] else 0.0 for a2 in k2] for a1 in k1]
+        acc = 0.0
+        for row in E:
+            for e in row:
+                acc += e
+        S = [row[:] for row in E]
+        D = [[0.0] * w for _ in range(n1 + 1)]
+        for _ in range(1, min(maxlen, min(n1, n2))):
+            for ii in range(n1):
+                run = 0.0
+                for jj in range(n2):
+                    run = S[ii][jj] + lam * run
+                    D[ii + 1][jj + 1] = run + lam * D[ii][jj + 1]
+            level = 0.0
+            for ii in range(n1):
+                for jj in range(n2):
+                    v = E[ii][jj] * f * D[ii][jj]
+                    S[ii][jj] = v
+                    level += v
+            acc += level
+            if level == 0.0:
+                break
+        return acc
+
+    lam2 = lam * lam
+    leafval = mu * lam2 * tf
+
+    def k(tx, ty):
+        (l1, ch1), (l2, ch2) = tx, ty
+        memo = {}
+        total = 0.0
+        for n1 in range(len(l1) - 1, -1, -1):
+            for n2 in range(len(l2)):
+                if l1[n1] != l2[n2]:
+                    continue
+                k1, k2 = ch1[n1], ch2[n2]
+                if not k1 or not k2:
+                    d = leafval
+                elif len(k1) == 1 and len(k2) == 1:
+                    d = mu * lam2
+                    if l1[k1[0]] == l2[k2[0]]:
+                        d += mu * memo[k1[0], k2[0]]
+                elif 0 < maxlen < min(len(k1), len(k2)):
+                    d = mu * (lam2 + dp_limited(k1, k2, l1, l2, memo))
+                else:
+                    d = mu * (lam2 + dp(k1, k2, l1, l2, memo))
+                memo[n1, n2] = d
+                total += d
+        return total
+
+    tx, ty = trees(X), trees(Y)
+    return np.array([[k(a, b) for b in ty] for a in tx])
+
+
+def _equal_label_child_pairs(ts, min_children=1):
+    """Counts of internal node pairs of equal labels (both sides with children, not both unary;
+    at least ``min_children`` each) by their equal-label child pairs: 0, 1, 2 or 3+, and whether
+    two are in increasing order."""
+    nodes = [n for t in ts for n in t.nodes() if len(n.children) >= min_children]
+    c = Counter()
+    for n1 in nodes:
+        for n2 in nodes:
+            if n1.label != n2.label or len(n1.children) == len(n2.children) == 1:
+                continue
+            m = [(i, j) for i, a in enumerate(n1.children) for j, b in enumerate(n2.children) if a.label == b.label]
+            chain = any(i < i2 and j < j2 for i, j in m for i2, j2 in m)
+            c[min(len(m), 3), chain] += 1
+    return c
+
+
+def test_wide_trees_cover_every_pt_shortcut():
+    c = _equal_label_child_pairs(_wide_trees(1, 10))
+    for case in [(0, False), (1, False), (2, False), (2, True), (3, False), (3, True)]:
+        assert c[case] >= 20, (case, c)
+
+
+@pytest.mark.parametrize("lam,mu,gap,tf,ml", PT_VARIANTS)
+def test_pt_core_on_wide_trees_is_bitwise_the_dp_and_equals_the_recursion(lam, mu, gap, tf, ml):
+    xs, ys = _wide_trees(1, 10), _wide_trees(2, 6)
+    v = Vocabularies()
+    X, Y = encode(xs, v), encode(ys, v)
+    spec = PartialTreeKernel(lam=lam, mu=mu, gap=gap, terminal_factor=tf, max_length=ml)
+    f = 1.0 if gap == "gaps" else lam * lam
+    K, KXY = spec.block(X), spec.block(X, Y)
+    # the symmetric block computes i <= j and mirrors it
+    B = np.triu(_pt_dp_baseline(X, X, lam, mu, tf, f, ml or 0))
+    np.testing.assert_array_equal(K, B + np.triu(B, 1).T)
+    np.testing.assert_array_equal(spec.diag(X), np.diag(B))
+    np.testing.assert_array_equal(KXY, _pt_dp_baseline(X, Y, lam, mu, tf, f, ml or 0))
+    ref = lambda a, b: pt_kernel(a, b, lam, mu, gap, tf, ml)  # noqa: E731
+    np.testing.assert_allclose(K, _ref_matrix(ref, xs, xs), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(KXY, _ref_matrix(ref, xs, ys), rtol=1e-12, atol=0)
+
+
+def test_pt_label_masks_that_always_collide_give_the_same_kernel():
+    # the core skips a node pair whose children's label masks (bit label % 64) share no bit;
+    # labels multiplied by 64 all land on bit 0, so nothing is skipped and the scan decides
+    xs = _wide_trees(3, 8)
+    X = encode(xs, Vocabularies())
+    cols = dict(X.columns)
+    cols["label"] = np.where(cols["label"] >= 0, 64 * cols["label"], cols["label"]).astype(np.int32)
+    H = type(X)(X.kind, X.offsets, cols, X.child_ptr, X.child_idx)
+    for spec in (PartialTreeKernel(), PartialTreeKernel(gap="span", max_length=2)):
+        np.testing.assert_array_equal(spec.block(H), spec.block(X))
+
+
+@pytest.mark.parametrize("ml", [2, 3])
+@pytest.mark.parametrize("gap", ["gaps", "span"])
+def test_pt_length_limited_core_on_wider_nodes_is_bitwise_the_dp(gap, ml):
+    # the limited programme runs where max_length < both fan-outs: wider nodes, so that each
+    # shortcut also meets it often (a rounding slip in its closed forms shows here)
+    xs = _wide_trees(4, 40, fanout=(8, 6), labels="ABCD", words="abcdeA")
+    c = _equal_label_child_pairs(xs, min_children=ml + 1)
+    assert min(c[2, True], c[3, False], c[3, True]) >= 50, c
+    X = encode(xs, Vocabularies())
+    for lam, mu in [(0.4, 0.4), (0.7, 0.3), (0.93, 0.61), (0.97, 1.0)]:  # last: Delta > 1, products dominate
+        spec = PartialTreeKernel(lam=lam, mu=mu, gap=gap, max_length=ml)
+        B = _pt_dp_baseline(X, X, lam, mu, 1.0, 1.0 if gap == "gaps" else lam * lam, ml)
+        np.testing.assert_array_equal(spec.block(X, X), B)
