@@ -145,3 +145,31 @@ def test_readers_refuse_nan_and_swapped_chunks_instead_of_returning_them(corpus,
     b.write_bytes(ab)
     with pytest.raises(StoreCorruptError, match="does not match the checksum recorded"):
         GramStore.open(out).view().block(slice(20, 40), slice(40, 80))
+
+
+def test_a_tile_interrupted_between_its_checksum_and_its_done_bit_is_not_damage(corpus, tmp_path):
+    """The driver records a tile's checksum, then its done bit. A process stopped between the two on
+    the store's first tile (Ctrl-C in a `threads` run: tile_crc written, done not yet) left no done
+    chunk file at all, which verify took for a lost one. Every done chunk is now written when the
+    mask is made, and stays a file when all its bits are cleared."""
+    from gramtile.kernels.registry import as_spec
+    from gramtile.pipeline.stores.corpus_store import CorpusStore
+
+    out = tmp_path / "g.zarr"
+    cs = CorpusStore.open(corpus)
+    idx = np.arange(cs.n)
+    st = GramStore.create_or_open(out, spec=as_spec(SST), corpus_hash=cs.content_hash, corpus_path=str(corpus),
+                                  rows=idx, cols=idx, tile=20, symmetric=True)
+    assert (out / "done" / "c" / "0" / "0").is_file()
+    st.tile_crc[0, 0] = 12345  # the checksum of tile (0, 0) recorded, its done bit not yet
+    assert verify(out).ok
+    good = run_gram(corpus, SST, tmp_path / "ref.zarr", tile=20, cluster="sequential", progress=False).view().block()
+    done = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    assert done.complete and np.array_equal(done.view().block(), good)
+    # clearing every done bit of a chunk (as a reset does) keeps the chunk's file, so verify still
+    # tells a lost done chunk (reported) from one that is all False
+    st = GramStore.open(out, mode="r+")
+    st.clear_done(list(st.grid().tiles()))
+    assert (out / "done" / "c" / "0" / "0").is_file() and verify(out).ok
+    (out / "done" / "c" / "0" / "0").unlink()
+    assert verify(out).done_damaged

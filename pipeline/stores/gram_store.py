@@ -130,6 +130,16 @@ def _crc_array(group, name, shape, chunks, dtype, fill):
                               overwrite=True, dimension_names=DIMS[name])
 
 
+def _new_done(group, gshape):
+    """A new done mask with every chunk written (all False). Zarr leaves a chunk equal to the fill
+    value unwritten, so a mask whose first tile was being marked when the process died would have
+    no chunk file beside a manifest that holds the tile: indistinguishable from a lost file, which
+    :func:`verify` reports. Written out, a missing chunk file always means a lost one."""
+    done = _crc_array(group, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
+                      False).with_config({"write_empty_chunks": True})
+    done[...] = np.zeros(gshape, dtype=bool)
+
+
 # ---- lock ----------------------------------------------------------------------------------
 
 @contextmanager
@@ -172,7 +182,9 @@ class GramStore:
 
     def _bind(self):
         g = self.group
-        self.K, self.diag_rows, self.diag_cols, self.done = g["K"], g["diag_rows"], g["diag_cols"], g["done"]
+        self.K, self.diag_rows, self.diag_cols = g["K"], g["diag_rows"], g["diag_cols"]
+        # every chunk of the done mask stays a file, all False included (see _new_done)
+        self.done = g["done"].with_config({"write_empty_chunks": True})
         # stores made before the manifest existed have none: their tiles are checked by crc32c only
         self.tile_crc = g[TILE_CRC] if self.loc.exists(f"{TILE_CRC}/zarr.json") else None
 
@@ -294,7 +306,7 @@ class GramStore:
         if "diag_cols" not in have:
             _crc_array(g, "diag_cols", (nc,), (t,), self.dtype, np.nan)
         if "done" not in have:
-            _crc_array(g, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool", False)
+            _new_done(g, gshape)
         if "done" not in have or not self.loc.exists(f"{TILE_CRC}/zarr.json"):
             self._new_manifest(gshape)
         self._bind()
@@ -415,8 +427,7 @@ class GramStore:
         """
         nr, nc, t = self.meta["n_rows"], self.meta["n_cols"], self.tile
         gshape = (-(-nr // t), -(-nc // t))
-        _crc_array(self.group, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
-                   False)
+        _new_done(self.group, gshape)
         self._bind()
         try:
             manifest = None if self.tile_crc is None else np.asarray(self.tile_crc[...])
