@@ -24,7 +24,7 @@ from gramtile.kernels.maps.subsequence import occurrences
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, StoreError
 from gramtile.pipeline.stores.feature_store import FeatureVocab, rows_of
 
 PATHS = ("auto", "pairwise", "product")
@@ -174,9 +174,10 @@ def ensure(corpus_path, spec, path: str) -> dict:
     """Driver side: build the feature sets the run may use (none for ``path="pairwise"``).
 
     Returns ``{base spec hash: feature-set attribute}``. With ``auto``, a subsequence kernel whose
-    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences, or whose vocabulary
-    could not fit in memory (:func:`~gramtile.pipeline.stores.feature_store.too_large`; with
-    ``product`` that is an error), keeps the pairwise path,
+    corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences, or whose feature set's
+    build is refused because its vocabulary could not fit in memory
+    (:func:`~gramtile.pipeline.stores.feature_store.too_large`; with ``product`` that is an error),
+    keeps the pairwise path,
     and so does every kernel when the corpus store cannot be written (the feature set is built
     into it).
     """
@@ -185,11 +186,14 @@ def ensure(corpus_path, spec, path: str) -> dict:
     out = {}
     for b in bases_with_map(spec):
         if path == "auto" and b.kind == "subsequence":
-            cs = CorpusStore.open(corpus_path)
-            if occurrences(b, cs.sizes(b.rep_name)) > MAX_OCCURRENCES or feature_store.too_large(corpus_path, b, cs):
+            if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
                 continue
         try:
             out[b.spec_hash] = feature_store.ensure(corpus_path, b)
+        except FeatureSetTooLargeError as e:
+            if path == "product":
+                raise
+            log.info(f"gramtile gram: no feature set for {b.kind} ({e}); tiles take the pairwise path")
         except OSError as e:
             if path == "product":
                 raise StoreError(f"--path product: cannot build the feature set of {b.to_json()} into corpus "

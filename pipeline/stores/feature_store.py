@@ -243,8 +243,9 @@ def too_large(corpus_path, base, cs: CorpusStore) -> str | None:
     """Why the feature set of ``base`` over ``cs`` could not be built in the memory available now,
     or None. Only the subsequence map's vocabulary can outgrow memory on its own: it enumerates
     sum_p C(L, p) occurrences per sequence, most of them distinct features (the tree, route and
-    bag maps have at most one feature per node, route position or token)."""
-    if base.kind != "subsequence" or base.rep_name not in cs.representations:
+    bag maps have at most one feature per node, route position or token). Checked by the build
+    only, so a feature set already stored is used whatever the memory now."""
+    if base.kind != "subsequence":
         return None
     occ = occurrences(base, cs.sizes(base.rep_name))
     need_mb = occ * MIN_DISTINCT * VOCAB_BYTES / 1e6
