@@ -74,15 +74,15 @@ FIRST_TILE = r"""
 import contextlib, json, sys, time
 t0 = time.perf_counter()
 import gramtile
-from gramtile.pipeline.compute.cluster import open_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.workflows.recipes.demo import BASE_KERNELS
+from gramtile.pipeline.compute.runtime import Runtime
 t_import = time.perf_counter() - t0
 corpus, out, cluster = sys.argv[1:4]
 first = []
-with open_client(cluster) as client:
+with Runtime(cluster) as rt, rt.session():
     t1 = time.perf_counter()
-    run_gram(corpus, BASE_KERNELS["sst"], out, tile=64, cluster=cluster, progress=False, client=client,
+    run_gram(corpus, BASE_KERNELS["sst"], out, tile=64, cluster=rt, progress=False,
              on_tile=lambda res: first.append(time.perf_counter()))
     t2 = time.perf_counter()
 print(json.dumps({"import": t_import, "first_tile": first[0] - t1, "all_tiles": t2 - t1, "tiles": len(first)}))

@@ -35,33 +35,31 @@ from pathlib import Path
 
 import numpy as np
 
+from gramtile.pipeline.compute.runtime import Runtime
+
 SST_TREE = {"kind": "sst", "lam": 0.4, "rep": "tree"}
 
 
 def phase_gram(a):
-    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute import tile_task
     from gramtile.pipeline.compute.engine import run_gram
 
     if a.range_cache_mb is not None:  # before/after comparisons: < 0 is the count-only bound of session 9
-        executors.RANGE_CACHE_BYTES = 2**62 if a.range_cache_mb < 0 else int(a.range_cache_mb * 2**20)
+        tile_task.RANGE_CACHE_BYTES = 2**62 if a.range_cache_mb < 0 else int(a.range_cache_mb * 2**20)
     peak = {}
-    client = None
-    if a.cluster not in ("threads", "sequential"):
-        from gramtile.pipeline.compute.cluster import get_profile, open_client
-
-        cm = open_client(get_profile(a.cluster, None))
-        client = cm.__enter__()
+    rt = Runtime(a.cluster)
+    rt.__enter__()
     t0 = time.perf_counter()
     st = run_gram(a.corpus, json.loads(a.kernel), a.out, rows=f"0:{a.n}", landmarks=a.landmarks,
-                  landmark_seed=0, cluster=a.cluster, progress=False, tile=a.tile, client=client,
-                  dtype=a.dtype)
+                  landmark_seed=0, cluster=rt, progress=False, tile=a.tile, dtype=a.dtype)
     wall = time.perf_counter() - t0
+    client = getattr(rt.executor, "client", None)
     if client is not None:
         peak = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-        cm.__exit__(None, None, None)
+    rt.close()
     return {"wall_s": round(wall, 1), "shape": list(st.shape), "complete": st.complete,
             "worker_peak_rss_mib": {k: round(v / 1024, 1) for k, v in peak.items()},
-            "range_cache": dict(zip(("ranges", "bytes"), executors.cached_ranges()))}
+            "range_cache": dict(zip(("ranges", "bytes"), tile_task.cached_ranges()))}
 
 
 def phase_nystroem(a):

@@ -10,6 +10,8 @@ naming the package to install.
 from __future__ import annotations
 
 import importlib
+import signal
+import threading
 
 
 def load(module: str, package: str | None = None):
@@ -40,8 +42,18 @@ def distributed():
 
 
 def dask_jobqueue():
-    """``dask_jobqueue`` (the ``slurm`` profile)."""
-    return load("dask_jobqueue", "dask-jobqueue")
+    """``dask_jobqueue`` (the ``slurm`` profile).
+
+    Importing it installs a SIGINT handler that exits with status 0 (its ``runner`` module), which
+    would turn Ctrl-C into a silent, successful exit: the handler in place before is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return load("dask_jobqueue", "dask-jobqueue")
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        return load("dask_jobqueue", "dask-jobqueue")
+    finally:
+        if signal.getsignal(signal.SIGINT) is not before and before is not None:
+            signal.signal(signal.SIGINT, before)
 
 
 def dask_kubernetes_operator():

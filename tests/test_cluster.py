@@ -9,13 +9,15 @@ import pytest
 
 from gramtile.pipeline.compute.cluster import (
     get_profile,
+    lifetime,
     load_profiles,
-    open_client,
     packaged_cluster_file,
     scheduler_address,
     slurm_job_script,
 )
 from gramtile.pipeline.compute.errors import ClusterConfigError
+from gramtile.pipeline.compute.executors import DaskExecutor, SequentialExecutor, ThreadExecutor
+from gramtile.pipeline.compute.runtime import Runtime
 
 REPO_CLUSTER_FILE = Path(__file__).resolve().parents[1] / "cluster.yaml"
 
@@ -105,7 +107,7 @@ def test_scheduler_address_env_override(no_env, monkeypatch):
     assert scheduler_address(p) == "tcp://10.0.0.5:9000"
 
 
-def test_slurm_job_script_without_slurm(no_env):
+def test_slurm_job_script_is_the_clusters_own(no_env):
     f = no_env / "c.yaml"
     f.write_text("profiles:\n  hpc:\n    type: slurm\n    cores: 4\n    memory: 8GiB\n    walltime: '01:30:00'\n"
                  "    queue: short\n    account: nlp\n    jobs: 3\n    processes: 1\n")
@@ -115,35 +117,58 @@ def test_slurm_job_script_without_slurm(no_env):
     assert "#SBATCH -t 01:30:00" in script
     assert "#SBATCH --cpus-per-task=4" in script
     assert "--nthreads 4" in script and "--memory-limit 8.00GiB" in script
-    assert "tcp://SCHEDULER:8786" in script
+    assert "#SBATCH -J gramtile" in script
+    # asked of the SLURMCluster a run starts: its scheduler's real address, workers that retire
+    # before the walltime (90 min less a tenth and a stagger of 270 s)
+    assert "tcp://SCHEDULER" not in script and "tcp://" in script
+    assert "--lifetime 4590s --lifetime-stagger 270s" in script
     with pytest.raises(ClusterConfigError, match="needs a slurm profile"):
         slurm_job_script("local", f)
 
 
-def test_sequential_yields_no_client(no_env):
-    with open_client("sequential") as client:
-        assert client is None
+def test_lifetime_defaults_from_the_walltime_and_checks(no_env):
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  a: {type: slurm, walltime: '02:00:00'}\n  b: {type: slurm, walltime: '00:01:00', "
+                 "lifetime: 40s, lifetime_stagger: 5s}\n  c: {type: slurm}\n")
+    life, stagger = lifetime(get_profile("a", f))
+    assert stagger == 300 and life + stagger == 7200 - 720  # a tenth of 2 h is 12 min
+    assert lifetime(get_profile("b", f)) == (40.0, 5.0)
+    assert lifetime(get_profile("c", f)) == (None, None)
+    f.write_text("profiles:\n  bad: {type: slurm, walltime: '00:01:00', lifetime: 58s, lifetime_stagger: 5s}\n")
+    with pytest.raises(ClusterConfigError, match="reaches the walltime"):
+        get_profile("bad", f)
+    f.write_text("profiles:\n  bad: {type: slurm, jobs: 2, max_jobs: 4}\n")
+    with pytest.raises(ClusterConfigError, match="either 'jobs'"):
+        get_profile("bad", f)
+    f.write_text("profiles:\n  bad: {type: local, worker_wait: -1}\n")
+    with pytest.raises(ClusterConfigError, match="worker_wait"):
+        get_profile("bad", f)
 
 
-def test_shared_client_opens_no_cluster_for_in_process_engine_runs(no_env):
-    from gramtile.pipeline.compute.cluster import shared_client
-
-    with shared_client("threads") as (name, client):
-        assert (name, client) == ("threads", None)  # run_gram then uses its thread executor
-    with shared_client("sequential") as (name, client):
-        assert (name, client) == ("sequential", None)
+def test_an_address_is_a_scheduler_profile(no_env):
+    p = get_profile("tcp://127.0.0.1:9999")
+    assert (p.type, p.options["address"]) == ("scheduler", "tcp://127.0.0.1:9999")
 
 
-def test_threads_profile_gives_dask_callers_thread_workers_of_this_process(no_env):
-    # `gramtile prepare` and recipes sharing one cluster need a client; a threads profile's
-    # workers are then threads of the driver, as many as n_workers
+def test_in_process_runtimes_start_no_cluster(no_env):
+    with Runtime("sequential") as rt, rt.session() as ex:
+        assert isinstance(ex, SequentialExecutor) and rt.in_process
+    with Runtime("threads") as rt, rt.session() as ex:
+        assert isinstance(ex, ThreadExecutor) and ex.slots == 2 and rt.in_process
+        assert not hasattr(ex, "client")
+
+
+def test_threads_profile_runs_tasks_on_threads_of_this_process(no_env):
     f = no_env / "c.yaml"
     f.write_text("profiles:\n  three: {type: threads, n_workers: 3}\n")
     import os
+    import threading
 
-    with open_client("three", f) as client:
-        assert sum(client.nthreads().values()) == 3
-        assert client.submit(os.getpid).result() == os.getpid()
+    with Runtime("three", f) as rt, rt.session() as ex:
+        assert ex.slots == 3
+        got = dict(ex.imap(lambda: (os.getpid(), threading.current_thread().name), ((i, ()) for i in range(6))))
+    assert {pid for pid, _ in got.values()} == {os.getpid()}
+    assert all(name.startswith("gramtile-task") for _, name in got.values())
 
 
 def test_local_profile_runs_tasks_in_worker_processes(no_env):
@@ -151,10 +176,14 @@ def test_local_profile_runs_tasks_in_worker_processes(no_env):
     f.write_text("profiles:\n  one: {type: local, n_workers: 1, threads_per_worker: 1, memory_limit: 1GiB}\n")
     import os
 
-    with open_client("one", f) as client:
-        info = client.scheduler_info()["workers"]
+    with Runtime("one", f) as rt, rt.session() as ex:
+        assert isinstance(ex, DaskExecutor) and not rt.in_process
+        info = ex.client.scheduler_info()["workers"]
         assert len(info) == 1
-        assert client.submit(os.getpid).result() != os.getpid()
+        assert ex.client.submit(os.getpid).result() != os.getpid()
+        assert 1000 < rt.worker_memory_mb() <= 1024  # the worker's limit, not the driver's memory
+        with rt.session() as again:
+            assert again is ex  # an entered Runtime keeps its executor for the next step
 
 
 def _free_port():
@@ -175,7 +204,8 @@ def test_scheduler_profile_with_a_real_scheduler(no_env, monkeypatch):
         monkeypatch.setenv("GRAMTILE_SCHEDULER", address)  # the file's address (port 8786) is overridden
         f = no_env / "c.yaml"
         f.write_text("profiles:\n  scheduler: {address: 'tcp://127.0.0.1:8786', timeout: 30}\n")
-        with open_client("scheduler", f) as client:
+        with Runtime("scheduler", f) as rt, rt.session() as ex:
+            client = ex.client
             client.wait_for_workers(1, timeout=60)
             assert client.scheduler.address == address
             assert client.submit(sum, [1, 2, 3]).result(timeout=60) == 6
@@ -191,6 +221,6 @@ def test_unreachable_scheduler(no_env):
     f.write_text(f"profiles:\n  scheduler: {{address: 'tcp://127.0.0.1:{_free_port()}', timeout: 1}}\n")
     t = time.monotonic()
     with pytest.raises(ClusterConfigError, match="cannot reach the Dask scheduler"):
-        with open_client("scheduler", f):
+        with Runtime("scheduler", f) as rt, rt.session():
             pass
     assert time.monotonic() - t < 60  # fails, does not hang

@@ -20,6 +20,7 @@ import pytest
 from conftest import require_data
 
 from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.stores import storage
@@ -307,7 +308,7 @@ def test_memory_url_prepare_parses_on_worker_processes_and_the_driver_writes(mem
 
     with monkeypatch.context() as mp:
         mp.setattr(parse, "parse_shard", not_here)  # the workers import their own, unpatched
-        s = prepare(src, "trec", url, shard_size=10, cluster="local", cluster_file=cluster_file, progress=False,
+        s = prepare(src, "trec", url, shard_size=10, cluster=Runtime("local", cluster_file), progress=False,
                     reader_options={"encoding": "latin-1"})
     assert s.shards_parsed == [0, 1, 2] and s.n_examples == 24
     m = CorpusStore.open(url).manifest

@@ -12,8 +12,8 @@ import pytest
 from conftest import corpus_store_of, num_trees, stop_after
 
 import gramtile
-from gramtile.pipeline.compute.cluster import open_client
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.tiles import Tile
 
@@ -47,8 +47,8 @@ def cluster_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def local_client(cluster_file):
-    with open_client("local", cluster_file) as client:
-        yield client
+    with Runtime("local", cluster_file) as rt, rt.session() as ex:
+        yield ex.client
 
 
 def _meta_without_times(st):
@@ -63,7 +63,7 @@ def _meta_without_times(st):
 @pytest.mark.parametrize("tile", [100, 77])
 def test_sequential_equals_local_cluster_equals_in_memory(corpus, reference, local_client, tmp_path, tile):
     seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential", progress=False)
-    dsk = run_gram(corpus, SST, tmp_path / "dask.zarr", tile=tile, client=local_client, progress=False)
+    dsk = run_gram(corpus, SST, tmp_path / "dask.zarr", tile=tile, cluster=Runtime(client=local_client), progress=False)
     Ks, Kd = seq.view().block(), dsk.view().block()
     assert np.array_equal(Ks, Kd)
     assert np.array_equal(seq.view().diag()[0], dsk.view().diag()[0])
@@ -80,7 +80,7 @@ def test_editing_cluster_yaml_never_changes_numbers_or_hashes(corpus, reference,
     small = tmp_path / "cluster.yaml"
     small.write_text("profiles:\n  local: {n_workers: 1, threads_per_worker: 2, memory_limit: 1GiB, "
                      "dashboard_address: ':0'}\n")
-    a = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", tile=64, cluster="local", cluster_file=small,
+    a = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", tile=64, cluster=Runtime("local", small),
                  progress=False)
     b = run_gram(corpus, SST, tmp_path / "b.zarr", rows="0:300", tile=64, cluster="sequential", progress=False)
     assert np.array_equal(a.view().block(), b.view().block())
@@ -134,7 +134,7 @@ def test_threads_run_stopped_by_an_error_keeps_its_done_tiles_and_resumes(corpus
 def test_local_profile_with_thread_workers_still_runs_on_dask(corpus, reference, tmp_path):
     f = tmp_path / "cluster.yaml"
     f.write_text("profiles:\n  dask-threads: {type: local, n_workers: 2, processes: false, dashboard_address: ':0'}\n")
-    st = run_gram(corpus, SST, tmp_path / "d.zarr", rows="0:150", tile=64, cluster="dask-threads", cluster_file=f,
+    st = run_gram(corpus, SST, tmp_path / "d.zarr", rows="0:150", tile=64, cluster=Runtime("dask-threads", f),
                   progress=False)
     assert [r["executor"] for r in st.read_log() if r["event"] == "start"] == ["dask"]
     assert np.allclose(st.view().block(), reference[:150, :150], rtol=1e-12, atol=0)

@@ -15,6 +15,7 @@ from conftest import corpus_store_of, num_trees
 
 import gramtile
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 
 N = 700
 SST = '{"kind": "sst", "lam": 0.4}'
@@ -89,8 +90,7 @@ def dask_cluster(tmp_path_factory):
 @pytest.mark.parametrize("tile", [100, 77])
 def test_real_scheduler_equals_sequential_and_in_memory(corpus, reference, dask_cluster, tmp_path, tile):
     seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential", progress=False)
-    dist = run_gram(corpus, SST, tmp_path / "dist.zarr", tile=tile, cluster="scheduler",
-                    cluster_file=dask_cluster["cluster_file"], progress=False)
+    dist = run_gram(corpus, SST, tmp_path / "dist.zarr", tile=tile, cluster=Runtime("scheduler", dask_cluster["cluster_file"]), progress=False)
     assert np.array_equal(seq.view().block(), dist.view().block())
     assert np.array_equal(seq.view().diag()[1], dist.view().diag()[1])
     assert np.allclose(dist.view().block(), reference, rtol=1e-12, atol=0)
@@ -109,8 +109,7 @@ def test_worker_sigkilled_mid_run_changes_nothing(corpus, reference, dask_cluste
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait()
 
-    st = run_gram(corpus, SST, tmp_path / "killed.zarr", tile=50, cluster="scheduler",
-                  cluster_file=dask_cluster["cluster_file"], progress=False, on_tile=kill_after_some,
+    st = run_gram(corpus, SST, tmp_path / "killed.zarr", tile=50, cluster=Runtime("scheduler", dask_cluster["cluster_file"]), progress=False, on_tile=kill_after_some,
                   max_in_flight=4)
     assert victim.returncode == -signal.SIGKILL
     assert st.complete

@@ -236,15 +236,15 @@ def test_composite_from_stored_base_matrices(corpus, sst_store, docs, tmp_path):
 
 
 def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
-    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute import tile_task
 
-    executors._shards.clear()
-    executors._ranges.clear()
-    before = dict(executors.stats)
+    tile_task._shards.clear()
+    tile_task._ranges.clear()
+    before = dict(tile_task.stats)
     run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential", progress=False)
-    loads = executors.stats["shard_loads"] - before["shard_loads"]
-    hits = executors.stats["shard_hits"] - before["shard_hits"]
-    range_hits = executors.stats["range_hits"] - before["range_hits"]
+    loads = tile_task.stats["shard_loads"] - before["shard_loads"]
+    hits = tile_task.stats["shard_hits"] - before["shard_hits"]
+    range_hits = tile_task.stats["range_hits"] - before["range_hits"]
     # 4 shards of 64 read once; 8 tile ranges assembled once (from 8 + 2 straddling shard reads,
     # the rest hits); 36 tiles: 8 diagonal tiles need their row, 28 off-diagonal ones row + column
     assert loads == 4
@@ -253,18 +253,18 @@ def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
 
 
 def test_the_range_cache_holds_at_most_its_byte_budget_and_values_do_not_change(corpus, tmp_path, monkeypatch):
-    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute import tile_task
 
-    executors._ranges.clear()
+    tile_task._ranges.clear()
     run_gram(corpus, SST, tmp_path / "all.zarr", tile=20, cluster="sequential", progress=False)
-    n_all, bytes_all = executors.cached_ranges()
+    n_all, bytes_all = tile_task.cached_ranges()
     per_range = bytes_all / n_all
     assert n_all >= 8 and per_range > 0  # every tile range of the 160 examples stays cached
     # a budget of about two ranges: the LRU keeps at most that many bytes (and always the newest)
-    monkeypatch.setattr(executors, "RANGE_CACHE_BYTES", int(2.5 * per_range))
-    executors._ranges.clear()
+    monkeypatch.setattr(tile_task, "RANGE_CACHE_BYTES", int(2.5 * per_range))
+    tile_task._ranges.clear()
     run_gram(corpus, SST, tmp_path / "small.zarr", tile=20, cluster="sequential", progress=False)
-    n_small, bytes_small = executors.cached_ranges()
+    n_small, bytes_small = tile_task.cached_ranges()
     assert 1 <= n_small < n_all and bytes_small <= 2.5 * per_range * 1.5
     a, b = GramStore.open(tmp_path / "all.zarr").view(), GramStore.open(tmp_path / "small.zarr").view()
     assert np.array_equal(a.block(), b.block())

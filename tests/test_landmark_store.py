@@ -214,16 +214,16 @@ def test_landmark_tiles_take_their_landmarks_from_one_assembly_per_column_tile(s
     # landmarks lie in every shard, and each tile row splits them differently (before / after /
     # inside its rows): assembled from the corpus per tile, every tile re-read every shard (O(n)
     # reads and memory per tile). Now each column tile's landmarks are assembled once.
-    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute import tile_task
 
     root, corpus, _ = stores
-    monkeypatch.setattr(executors, "SHARD_CACHE_SIZE", 1)  # every shard request beyond the last one loads
-    executors._shards.clear()
-    executors._ranges.clear()
-    before = executors.stats["shard_loads"]
+    monkeypatch.setattr(tile_task, "SHARD_CACHE_SIZE", 1)  # every shard request beyond the last one loads
+    tile_task._shards.clear()
+    tile_task._ranges.clear()
+    before = tile_task.stats["shard_loads"]
     st = run_gram(corpus, SST, tmp_path / "lm.zarr", tile=24, cluster="sequential", progress=False, landmarks=M,
                   landmark_seed=7)
-    loads = executors.stats["shard_loads"] - before
+    loads = tile_task.stats["shard_loads"] - before
     n_shards, row_tiles, col_tiles = -(-N // 64), -(-N // 24), -(-M // 24)
     # each tile row's range once (one or two shards), each column tile's landmarks once (every shard)
     assert loads <= row_tiles + n_shards + col_tiles * n_shards, loads
@@ -231,14 +231,14 @@ def test_landmark_tiles_take_their_landmarks_from_one_assembly_per_column_tile(s
 
 
 def test_assembled_examples_follow_the_order_asked_for_across_shards(stores):
-    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute import tile_task
     from gramtile.pipeline.stores.corpus_store import CorpusStore
 
     _, corpus, _ = stores
     cs = CorpusStore.open(corpus)
     idx = np.random.default_rng(3).permutation(N)[:50]  # scattered over the 3 shards, in no order
     idx = np.concatenate([idx, idx[:5], [0, 63, 64, N - 1]])  # repeats and shard edges
-    got = executors._assemble(str(corpus), cs.content_hash, ("tree",), idx)["tree"]
+    got = tile_task._assemble(str(corpus), cs.content_hash, ("tree",), idx)["tree"]
     whole = cs.load("tree", 0, N)
     want = whole.take(idx)
     assert got.n == len(idx)
@@ -246,5 +246,5 @@ def test_assembled_examples_follow_the_order_asked_for_across_shards(stores):
     for k in want.columns:
         assert np.array_equal(got.columns[k], want.columns[k]), k
     assert np.array_equal(got.child_ptr, want.child_ptr) and np.array_equal(got.child_idx, want.child_idx)
-    empty = executors._assemble(str(corpus), cs.content_hash, ("tree",), np.zeros(0, np.int64))["tree"]
+    empty = tile_task._assemble(str(corpus), cs.content_hash, ("tree",), np.zeros(0, np.int64))["tree"]
     assert empty.n == 0

@@ -12,6 +12,7 @@ from conftest import corpus_store_of, num_trees
 
 import gramtile
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn import linear
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.linear_models import LinearModel
@@ -91,12 +92,11 @@ def test_sgd_is_seeded_streams_chunks_and_balances_like_sklearn(num, monkeypatch
 
 @pytest.mark.parametrize("solver", ["liblinear", "sgd"])
 def test_parallel_linear_fits_equal_the_serial_run(num, solver):
-    common = dict(folds=3, seed=0, Cs=(0.1, 1.0), class_weight="balanced", solver=solver, epochs=3, chunk_rows=60,
-                  cluster_file=str(num["dir"] / "cluster.yaml"))
+    common = dict(folds=3, seed=0, Cs=(0.1, 1.0), class_weight="balanced", solver=solver, epochs=3, chunk_rows=60)
     serial = linear.evaluate_store(num["features"], cluster="sequential", **common)
     assert serial["solver"]["used"] == solver
     for cluster in ("pool", "two"):
-        par = linear.evaluate_store(num["features"], cluster=cluster, **common)
+        par = linear.evaluate_store(num["features"], cluster=Runtime(cluster, num["dir"] / "cluster.yaml"), **common)
         assert par["predictions"] == serial["predictions"]
         assert {c: r["per_fold"] for c, r in par["C"].items()} == {c: r["per_fold"] for c, r in serial["C"].items()}
     majority = max(serial["predictions"][1.0]["gold"].count(c) for c in ("1", "-1")) / 300

@@ -16,7 +16,7 @@ from sklearn.svm import SVC
 
 import gramtile
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.compute import executors
+from gramtile.pipeline.compute import tile_task
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources
 from gramtile.pipeline.compute.prepare import prepare
@@ -145,7 +145,7 @@ def test_model_from_corpus_and_gram_store_carries_the_stored_resources(files, da
     prepare(files[0], "senseval", corpus, shard_size=1000, cluster="sequential", progress=False)
     run_gram(corpus, spec, tmp_path / "g.zarr", tile=32, cluster="sequential", progress=False)
     resource_store._loaded.clear()
-    executors._resources.clear()
+    tile_task._resources.clear()
     built = resource_store.stats["built"]
     assert main(["train", "--corpus", str(corpus), "--gram", str(tmp_path / "g.zarr"), "--kernel", json.dumps(spec),
                  "--out", str(tmp_path / "m")]) == 0

@@ -17,6 +17,7 @@ import yaml
 from conftest import corpus_store_of, num_trees, require_data
 
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
@@ -147,7 +148,7 @@ def test_a_worker_killed_during_a_fit_is_retried_with_identical_results(num, tmp
         t = threading.Thread(target=kill_one, daemon=True)
         t.start()
         try:
-            par = evaluate(src, labels, folds, client=client, **kw)
+            par = evaluate(src, labels, folds, cluster=Runtime(client=client), **kw)
         finally:
             stop.set()
             t.join()
@@ -240,7 +241,7 @@ def test_fits_on_threads_and_worker_processes_equal_the_serial_run(num, client, 
     kw = dict(C=[0.1, 1.0, 10.0], select=select, inner_folds=3, solver=solver, cache_mb=2.0)
     serial = evaluate(src, labels, splits, **kw)
     _same(serial, evaluate(src, labels, splits, cluster="threads", **kw))
-    _same(serial, evaluate(src, labels, splits, client=client, **kw))
+    _same(serial, evaluate(src, labels, splits, cluster=Runtime(client=client), **kw))
     if select == "nested":
         assert len(serial.rows) == 1 and len(serial.rows[0]["C_chosen"].split(",")) == len(splits)
     else:
@@ -324,4 +325,4 @@ def test_one_vs_rest_smo_chains_on_worker_processes_equal_the_serial_run(qc, cli
     kw = dict(C=[1.0, 10.0], select="nested", inner_folds=2, solver="smo", cache_mb=1.0)
     serial = evaluate(src, labels, folds, **kw)
     assert len(set(labels)) == 6
-    _same(serial, evaluate(src, labels, folds, client=client, **kw))
+    _same(serial, evaluate(src, labels, folds, cluster=Runtime(client=client), **kw))

@@ -12,10 +12,10 @@ from test_wsd_workflow import _senseval_head
 import gramtile
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.compute import executors
-from gramtile.pipeline.compute.cluster import open_client
+from gramtile.pipeline.compute import tile_task
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.resources import build as rbuild
 from gramtile.pipeline.resources import keys as rkeys
@@ -45,7 +45,7 @@ def docs(serve):
 def _fresh_process_caches():
     """Forget what this process loaded, as a new worker would."""
     resource_store._loaded.clear()
-    executors._resources.clear()
+    tile_task._resources.clear()
 
 
 def _corpus(serve, path):
@@ -113,8 +113,9 @@ def test_first_use_driver_builds_and_dask_workers_only_load(serve, docs, tmp_pat
                   "dashboard_address: ':0'}\n")
     spec = {"kind": "sum", "kernels": [{"kernel": SOFT}, {"kernel": DOMAIN | {"rep": "wsd"}}]}
     built = resource_store.stats["built"]
-    with open_client("local", cf) as client:
-        st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, client=client, progress=False)
+    with Runtime("local", cf) as rt, rt.session() as ex:
+        client = ex.client
+        st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, cluster=rt, progress=False)
         worker_stats = client.run(lambda: dict(resource_store.stats))
     assert resource_store.stats["built"] == built + 2  # the driver built both, once
     assert len(worker_stats) == 2
@@ -180,7 +181,7 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     _fresh_process_caches()
     cs = CorpusStore.open(corpus)
     with pytest.raises(StoreError, match="prepare --resources"):
-        executors.corpus_resources(str(corpus), cs.content_hash, as_spec(SOFT), ("wsd",))
+        tile_task.corpus_resources(str(corpus), cs.content_hash, as_spec(SOFT), ("wsd",))
     assert resource_store.info(corpus, key) is None
     # an interrupted build (arrays without the finishing attribute) counts as missing and is rebuilt
     g = zarr.open_group(str(corpus), mode="r+")[rkeys.GROUP].require_group(key.group.split("/", 1)[1])

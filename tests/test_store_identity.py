@@ -9,7 +9,7 @@ from conftest import corpus_store_of, num_trees
 import gramtile
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.compute.executors import TileJob, compute_tile, store_token
+from gramtile.pipeline.compute.tile_task import TileJob, compute_tile, store_token
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreMismatchError
 from gramtile.pipeline.stores.gram_store import GramStore, selection_hash

@@ -21,6 +21,7 @@ from conftest import corpus_store_of, lock_holder, num_trees, stop_after
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.stores import storage
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import (
@@ -106,7 +107,7 @@ def cluster_file(tmp_path_factory):
 @pytest.mark.parametrize("cluster", ["sequential", "threads", "local"])
 def test_file_urls_give_the_local_path_K_with_every_executor(cluster, corpus, local_K, cluster_file, tmp_path):
     corpus_url, out_url = f"file://{corpus}", f"file://{tmp_path}/g.zarr"
-    st = run_gram(corpus_url, SST, out_url, tile=TILE, cluster=cluster, cluster_file=cluster_file, progress=False)
+    st = run_gram(corpus_url, SST, out_url, tile=TILE, cluster=Runtime(cluster, cluster_file), progress=False)
     assert isinstance(st.loc, FsspecLocation) and st.path == out_url
     assert np.array_equal(st.view().block(), local_K)
     assert st.meta["corpus_path"] == corpus_url  # the URL as given, not a resolved local path
@@ -332,7 +333,7 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     from conftest import require_data
     from test_wsd_workflow import _senseval_head
 
-    from gramtile.pipeline.compute import executors
+    from gramtile.pipeline.compute import tile_task
     from gramtile.pipeline.compute.prepare import prepare
     from gramtile.pipeline.readers.senseval import read_senseval  # noqa: F401  (registers the reader)
     from gramtile.pipeline.stores import resource_store
@@ -344,7 +345,7 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     spec = {"kind": "syntagmatic", "similarity": "lsa"}
     want = run_gram(local, spec, tmp_path / "g.zarr", tile=8, cluster="sequential", progress=False)
     resource_store._loaded.clear()
-    executors._resources.clear()
+    tile_task._resources.clear()
     built = resource_store.stats["built"]
     # the URL corpus lacks the resource: the driver builds it there (under the URL lock)
     st = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g.zarr", tile=8, cluster="threads", progress=False)
@@ -355,7 +356,7 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     assert np.array_equal(st.view().block(), want.view().block())
     # a second run (fresh caches, as a new worker) loads it from the URL and builds nothing
     resource_store._loaded.clear()
-    executors._resources.clear()
+    tile_task._resources.clear()
     again = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g2.zarr", tile=8, cluster="sequential", progress=False)
     assert resource_store.stats["built"] == built + 1 and resource_store.stats["loaded"] >= 1
     assert np.array_equal(again.view().block(), want.view().block())
@@ -363,7 +364,7 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
 
 def test_memory_urls_are_refused_for_worker_processes_before_any_work(mem, cluster_file):
     with pytest.raises(StoreError, match=r"memory:///fsx-\w+/c\.zarr lives in this process's memory.*--cluster threads"):
-        run_gram(f"{mem}/c.zarr", SST, f"{mem}/g.zarr", tile=TILE, cluster="local", cluster_file=cluster_file,
+        run_gram(f"{mem}/c.zarr", SST, f"{mem}/g.zarr", tile=TILE, cluster=Runtime("local", cluster_file),
                  progress=False)
     assert not location(f"{mem}/g.zarr").exists()
 

@@ -9,6 +9,7 @@ import yaml
 from conftest import corpus_store_of, num_trees
 
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 
 SST = {"kind": "sst", "lam": 0.4}
 
@@ -33,7 +34,7 @@ def test_a_sigstopped_worker_is_dropped_and_its_tiles_recomputed_elsewhere(corpu
                 stopped.append(pid)
 
     try:
-        st = run_gram(corpus, SST, tmp_path / "g.zarr", tile=25, cluster="ttl", cluster_file=cfile,
+        st = run_gram(corpus, SST, tmp_path / "g.zarr", tile=25, cluster=Runtime("ttl", cfile),
                       progress=False, on_tile=stop_first_worker)
     finally:
         for pid in stopped:

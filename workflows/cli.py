@@ -16,11 +16,14 @@ import os
 import pkgutil
 import re
 import shutil
+import signal
 import sys
+import threading
 from importlib.metadata import version
 
 import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
+from gramtile.pipeline.compute.errors import Terminated
 from gramtile.pipeline.progress import configure
 from gramtile.pipeline.stores.storage import is_url, refuse_url
 
@@ -130,9 +133,14 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
+    previous = _on_sigterm()
     try:
         _local_out(args)
         rc = args.func(args)
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): stores were left consistent on the way out
+        print(f"gramtile {args.command}: interrupted{' by SIGTERM' if isinstance(e, Terminated) else ''}; "
+              "rerun the same command to resume", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     except GramtileError as e:
         print(f"gramtile {args.command}: error: {e}", file=sys.stderr)
         return 2
@@ -151,10 +159,23 @@ def main(argv=None) -> int:
               f"this step (`gramtile inspect CORPUS.zarr` shows the largest). Fix: split or drop the largest examples, "
               f"or run on a machine with more memory; work already finished is kept", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"gramtile {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return int(rc or 0)
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def _on_sigterm():
+    """SIGTERM (``kill``, a batch system ending the job) raises :class:`Terminated`, which unwinds
+    like Ctrl-C: every step closes what it opened and logs the stop. Returns the previous handler
+    (None off the main thread, where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def entry() -> None:

@@ -55,9 +55,10 @@ import yaml
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.executors import SequentialExecutor
 from gramtile.pipeline.compute.prepare import write_shards
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate, prediction_scores
 from gramtile.pipeline.learn.folds import fixed_split, load_or_make_folds
 from gramtile.pipeline.learn.metrics import positive_class
@@ -134,7 +135,7 @@ class RecipeWorkflow:
 
     For tasks the declarative schema cannot express (several binary tasks from one corpus,
     feature baselines, task-specific scores). The function is called as
-    ``function(raw, path, out, cluster=, cluster_file=, progress=, tile=)`` with the whole YAML
+    ``function(raw, path, out, cluster=, progress=, tile=)`` with the whole YAML
     mapping ``raw``; it validates its own keys and returns result rows (dicts). Example:
     ``workflows/conll04_relations.yaml`` (recipe ``gramtile.workflows.recipes.relations:run``).
     """
@@ -430,8 +431,7 @@ def build_corpus(wf: Workflow, out: Path, progress: bool = True):
         if not store.complete:
             run = store.begin_run({"cluster": "sequential", "workflow": str(wf.path)})
             # model None: the default one, looked up only if a text needs parsing
-            write_shards(store, stream(), None, get_profile("sequential"), run, wf.data.get("model"), False,
-                         progress, None)
+            write_shards(store, stream(), SequentialExecutor(), run, wf.data.get("model"), False, progress, None)
             store.finish()
         else:
             for _ in stream():
@@ -456,8 +456,8 @@ def svmlight_C(source, train) -> float:
     return 1.0 / m
 
 
-def base_stores(wf: Workflow, corpus, out: Path, cluster="local", cluster_file=None, progress=True,
-                client=None, tile=None) -> tuple[dict, dict]:
+def base_stores(wf: Workflow, corpus, out: Path, cluster="local", progress=True,
+                tile=None) -> tuple[dict, dict]:
     """Compute (or resume) one symmetric Gram store per distinct base kernel of the workflow.
 
     Returns (spec_hash -> GramStore, spec_hash -> seconds spent computing it this run).
@@ -471,15 +471,14 @@ def base_stores(wf: Workflow, corpus, out: Path, cluster="local", cluster_file=N
     for h, b in bases.items():
         path = out / f"gram-{b.kind}-{h[:12]}.zarr"
         t0 = time.perf_counter()
-        run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress,
-                 client=client)
+        run_gram(corpus, b, path, tile=tile, cluster=cluster, progress=progress)
         seconds[h] = time.perf_counter() - t0
         stores[h] = GramStore.open(path)
     return stores, seconds
 
 
-def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: bool = True, tile=None,
-                 client=None, solver: str = "auto", memory_mb=None, cache_mb=None) -> list[dict]:
+def run_workflow(wf, out, cluster: str = "local", progress: bool = True, tile=None,
+                 solver: str = "auto", memory_mb=None, cache_mb=None) -> list[dict]:
     """Run a workflow end to end and write ``out/results.json``, ``out/results.md`` and plots.
 
     Parameters
@@ -487,15 +486,16 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     wf : Workflow or path
     out : path
         Output folder; its corpus and Gram stores are reused by a rerun.
-    cluster, cluster_file, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`; the
-        learning fits of a kernel x model (its splits) run on the same profile, on one client
-        opened for the learning phase (results are the serial run's)
+    cluster : str or Runtime
+        As for :func:`~gramtile.pipeline.compute.engine.run_gram`; the Gram stores and the
+        learning fits of a kernel x model (its splits) run on one cluster opened for the whole
+        workflow (results are the serial run's)
     tile : int, optional
         Tile edge of new Gram stores.
     solver, memory_mb, cache_mb
         The SVM solver of the learn steps (:func:`~gramtile.pipeline.learn.crossval.plan_solver`).
         Recipe workflows (``recipe:``) keep their own protocols; the wsd, relations and qc_hdag
-        recipes run their fits as tasks on ``cluster`` / ``client`` too (with the default solver).
+        recipes run their fits as tasks on ``cluster`` too (with the default solver).
 
     Returns
     -------
@@ -506,8 +506,7 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
     if not isinstance(wf, (Workflow, RecipeWorkflow)):
         wf = load_workflow(wf)
     if isinstance(wf, RecipeWorkflow):
-        extra = {} if client is None else {"client": client}
-        return wf.run(out, cluster=cluster, cluster_file=cluster_file, progress=progress, tile=tile, **extra)
+        return wf.run(out, cluster=cluster, progress=progress, tile=tile)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -527,10 +526,9 @@ def run_workflow(wf, out, cluster: str = "local", cluster_file=None, progress: b
         if y is None or isinstance(y, list):
             raise WorkflowError(f"{wf.path}: example {corpus.ids[i]} has label {y!r}; workflows need one label "
                                 "per example")
-    stores, seconds = base_stores(wf, corpus, out, cluster, cluster_file, progress, client, tile)
-    with shared_client(cluster, cluster_file, client) as (learn_cluster, learn_client):
-        learn = dict(solver=solver, memory_mb=memory_mb, cache_mb=cache_mb, cluster=learn_cluster,
-                     cluster_file=cluster_file, client=learn_client)
+    with Runtime.of(cluster) as rt:
+        stores, seconds = base_stores(wf, corpus, out, rt, progress, tile)
+        learn = dict(solver=solver, memory_mb=memory_mb, cache_mb=cache_mb, cluster=rt)
         rows = _learn(wf, stores, seconds, labels, splits, p, say, learn)
     return _report(wf, rows, corpus, how, out, say, t_start)
 

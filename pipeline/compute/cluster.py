@@ -19,20 +19,25 @@ repository's top-level ``cluster.yaml``, shipped inside the package as ``gramtil
 Profile types
 -------------
 sequential
-    No Dask: callers run their tasks in-process (:func:`open_client` yields None).
+    No Dask: tasks run in-process, one after the other (the reference).
 threads
-    ``n_workers`` worker threads of the driver process. The Gram engine runs its tile tasks on a
-    plain thread pool (:func:`~gramtile.pipeline.compute.executors.run_threads`: no ``distributed``, no
-    event loop, no cluster to start); callers that need a Dask client (``gramtile prepare``,
-    recipes sharing one cluster) get a ``LocalCluster(processes=False)`` of as many threads.
+    ``n_workers`` worker threads of the driver process (no ``distributed``, no event loop, no
+    cluster to start).
 local
     ``distributed.LocalCluster(n_workers, threads_per_worker, memory_limit, processes)``.
 scheduler
-    A running ``dask scheduler`` at ``address`` (``tcp://host:8786``), with workers started
-    by ``dask worker ADDRESS``; ``timeout`` seconds to connect.
+    A running ``dask scheduler`` at ``address`` (``tcp://host:8786``; ``--cluster tcp://...``
+    makes such a profile) or named by its ``scheduler_file``, with workers started by
+    ``dask worker``; ``timeout`` seconds to connect.
+
+Every Dask profile also takes ``worker_wait`` (seconds without any worker before a run stops,
+default 300) and ``stall_timeout`` (seconds without a finished task while workers are connected,
+default 1800): :class:`~gramtile.pipeline.compute.executors.Watchdog`. The executors are opened
+from a profile by :class:`~gramtile.pipeline.compute.runtime.Runtime`.
 slurm
-    ``dask_jobqueue.SLURMCluster(**kwargs)`` scaled to ``jobs`` jobs;
-    :func:`slurm_job_script` shows the job script without SLURM.
+    ``dask_jobqueue.SLURMCluster(**kwargs)`` with ``jobs`` jobs (or adaptively between
+    ``min_jobs`` and ``max_jobs``); workers retire after a ``lifetime`` shorter than the
+    ``walltime`` and their jobs are replaced; :func:`slurm_job_script` shows the job script.
 kubernetes
     ``dask_kubernetes.operator.KubeCluster(**kwargs)`` (only if dask-kubernetes is installed).
 """
@@ -47,8 +52,8 @@ from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 
-import dask
 import yaml
+from dask.utils import parse_bytes, parse_timedelta
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.errors import ClusterConfigError, ClusterLostError
@@ -60,6 +65,11 @@ _POS_INT = "a positive integer"
 #: Seconds of silence after which the scheduler of a ``local`` profile drops a worker.
 WORKER_TTL = 60
 # key -> (check, what it must be); None check = any value
+_SECONDS = "a positive number of seconds"
+_TIME = "a duration such as '40s', '55m' or '01:55:00'"
+# keys every Dask profile takes: how long a run waits for workers and for progress (watchdog)
+_WAITS = {"worker_wait": ("posnum", _SECONDS + " (default 300)"),
+          "stall_timeout": ("posnum", _SECONDS + " (default 1800)")}
 _KEYS = {
     "sequential": {},
     "threads": {"n_workers": ("posint", _POS_INT)},
@@ -67,18 +77,22 @@ _KEYS = {
               "memory_limit": ("mem", "a size such as 2GiB, a number of bytes, or 'auto'"),
               "processes": ("bool", "true or false"),
               "dashboard_address": ("str", "an address such as ':8787' (default ':0': any free port)"),
-              "worker_ttl": ("posnum", "a positive number of seconds (default 60)")},
+              "worker_ttl": ("posnum", "a positive number of seconds (default 60)"), **_WAITS},
     "scheduler": {"address": ("addr", "an address such as tcp://127.0.0.1:8786"),
-                  "timeout": ("posnum", "a positive number of seconds")},
+                  "scheduler_file": ("str", "the path of a file written by `dask scheduler --scheduler-file`"),
+                  "timeout": ("posnum", "a positive number of seconds"), **_WAITS},
     "slurm": {"cores": ("posint", _POS_INT), "processes": ("posint", _POS_INT),
-              "memory": ("mem", "a size such as 16GiB"), "walltime": ("str", "a time such as '02:00:00'"),
+              "memory": ("mem", "a size such as 16GiB"), "walltime": ("timestr", "a time such as '02:00:00'"),
               "queue": ("str", "a partition name"), "account": ("str", "an account name"),
-              "jobs": ("posint", _POS_INT), "job_extra_directives": ("strlist", "a list of strings"),
+              "jobs": ("posint", _POS_INT), "min_jobs": ("posint", _POS_INT), "max_jobs": ("posint", _POS_INT),
+              "lifetime": ("time", _TIME), "lifetime_stagger": ("time", _TIME),
+              "job_extra_directives": ("strlist", "a list of strings"),
               "job_script_prologue": ("strlist", "a list of shell lines"),
               "worker_extra_args": ("strlist", "a list of strings"),
+              "scheduler_options": ("dict", "a mapping of Dask scheduler options"),
               "log_directory": ("str", "a directory"), "local_directory": ("str", "a directory"),
               "interface": ("str", "a network interface name such as ib0"), "python": ("str", "a python path"),
-              "job_name": ("str", "a job name"), "shebang": ("str", "a shebang line")},
+              "job_name": ("str", "a job name"), "shebang": ("str", "a shebang line"), **_WAITS},
     "kubernetes": None,  # passed to KubeCluster as they are (its options evolve quickly)
 }
 
@@ -105,7 +119,7 @@ class Profile:
         if self.type in ("local", "threads"):
             return int(o.get("n_workers", 2))
         if self.type == "slurm":
-            return int(o.get("jobs", 1)) * int(o.get("processes", 1))
+            return job_range(self)[0] * int(o.get("processes", 1))
         if self.type == "kubernetes":
             return int(o.get("n_workers", 1))
         return 1 if self.type == "sequential" else 2
@@ -186,8 +200,23 @@ def _validate(name, opts, path) -> Profile:
             check, what = allowed[key]
             if not _ok(check, value):
                 raise ClusterConfigError(f"{where}: {key} = {value!r} is not {what}. Fix: correct it")
-    if ptype == "scheduler" and "address" not in opts and not os.environ.get("GRAMTILE_SCHEDULER"):
-        raise ClusterConfigError(f"{where}: a scheduler profile needs 'address' (or $GRAMTILE_SCHEDULER)")
+    if ptype == "scheduler" and "address" not in opts and "scheduler_file" not in opts \
+            and not os.environ.get("GRAMTILE_SCHEDULER"):
+        raise ClusterConfigError(f"{where}: a scheduler profile needs 'address' or 'scheduler_file' "
+                                 "(or $GRAMTILE_SCHEDULER)")
+    if ptype == "slurm":
+        if "jobs" in opts and ({"min_jobs", "max_jobs"} & set(opts)):
+            raise ClusterConfigError(f"{where}: give either 'jobs' (a fixed number) or 'min_jobs'/'max_jobs' "
+                                     "(adaptive), not both")
+        if opts.get("min_jobs", 1) > opts.get("max_jobs", max(opts.get("min_jobs", 1), 1)):
+            raise ClusterConfigError(f"{where}: min_jobs = {opts['min_jobs']} is above max_jobs = "
+                                     f"{opts['max_jobs']}. Fix: swap them")
+        if "walltime" in opts and "lifetime" in opts and seconds(opts["lifetime"]) \
+                + seconds(opts.get("lifetime_stagger", 0) or 0) >= seconds(opts["walltime"]):
+            raise ClusterConfigError(
+                f"{where}: lifetime {opts['lifetime']} (+ stagger {opts.get('lifetime_stagger', 0)}) reaches the "
+                f"walltime {opts['walltime']}: SLURM would kill the workers before they retire. Fix: a lifetime "
+                "a few minutes (or a tenth) shorter than the walltime")
     return Profile(name, ptype, opts, str(path))
 
 
@@ -206,13 +235,25 @@ def _ok(check, v) -> bool:
         return isinstance(v, list) and all(isinstance(x, str) for x in v)
     if check == "mem":
         return (isinstance(v, int) and not isinstance(v, bool) and v > 0) or (isinstance(v, str) and bool(v))
+    if check == "dict":
+        return isinstance(v, dict)
+    if check == "timestr" and not isinstance(v, str):
+        return False
+    if check in ("time", "timestr"):
+        try:
+            return isinstance(v, (str, int, float)) and not isinstance(v, bool) and seconds(v) > 0
+        except ValueError:
+            return False
     if check == "addr":
         return isinstance(v, str) and "://" in v
     return True
 
 
 def get_profile(name: str = "local", cluster_file=None) -> Profile:
-    """The profile ``name``; an unknown name raises :class:`ClusterConfigError` listing the known ones."""
+    """The profile ``name``; an unknown name raises :class:`ClusterConfigError` listing the known ones.
+    A scheduler address (``tcp://host:8786``) is a ``scheduler`` profile of that address."""
+    if isinstance(name, str) and "://" in name:
+        return Profile(name, "scheduler", {"address": name}, "--cluster")
     profiles = load_profiles(cluster_file)
     p = profiles.get(name)
     if p is None:
@@ -240,7 +281,7 @@ class _ConnectionNoise(logging.Filter):
 
 
 @contextmanager
-def _lost_scheduler(client, address: str):
+def lost_scheduler(client, address: str):
     """Close ``client`` on exit; a run that loses its scheduler ends with :class:`ClusterLostError`
     (one line, with the fix) instead of the connection errors of the Dask client."""
     quiet = _ConnectionNoise()
@@ -266,96 +307,94 @@ def _lost_scheduler(client, address: str):
             x.removeFilter(quiet)
 
 
-@contextmanager
-def open_client(profile_name="local", cluster_file=None):
-    """A Dask ``distributed.Client`` for a profile, closed (with its cluster) on exit.
-
-    Parameters
-    ----------
-    profile_name : str or Profile
-    cluster_file : path, optional
-
-    Yields
-    ------
-    distributed.Client or None
-        None for a ``sequential`` profile: the caller runs in-process.
-    """
-    profile = profile_name if isinstance(profile_name, Profile) else get_profile(profile_name, cluster_file)
-    if profile.type == "sequential":
-        yield None
-        return
-    Client = optional.distributed().Client
-
-    o = dict(profile.options)
-    if profile.type == "threads":
-        o = {"n_workers": o.get("n_workers", 2), "threads_per_worker": 1, "processes": False}
-    if profile.type in ("local", "threads"):
-        LocalCluster = optional.distributed().LocalCluster
-
-        # a worker silent for worker_ttl seconds (stopped, hung, its machine asleep) is removed by
-        # the scheduler and its tasks go to the others; Dask's default waits 5 minutes
-        with dask.config.set({"distributed.scheduler.worker-ttl": f"{float(o.get('worker_ttl', WORKER_TTL))}s"}):
-            cluster = LocalCluster(n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
-                                   memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
-                                   dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
-        with cluster, Client(cluster) as client:
-            yield client
-    elif profile.type == "scheduler":
-        address = scheduler_address(profile)
-        try:
-            client = Client(address, timeout=o.get("timeout", 10))
-        except OSError as e:
-            raise ClusterConfigError(
-                f"profile {profile.name!r}: cannot reach the Dask scheduler at {address} ({e}). Fix: start "
-                f"`dask scheduler` and `dask worker {address}`, or set $GRAMTILE_SCHEDULER") from None
-        with _lost_scheduler(client, address):
-            yield client
-    elif profile.type == "slurm":
-        try:
-            SLURMCluster = optional.dask_jobqueue().SLURMCluster
-        except ImportError:
-            raise ClusterConfigError(f"profile {profile.name!r} needs dask-jobqueue. "
-                                     "Fix: pip install 'gramtile[slurm]'") from None
-        jobs = o.pop("jobs", 1)
-        with SLURMCluster(**o) as cluster:
-            cluster.scale(jobs=jobs)
-            with Client(cluster) as client:
-                yield client
-    elif profile.type == "kubernetes":
-        try:
-            KubeCluster = optional.dask_kubernetes_operator().KubeCluster
-        except ImportError:
-            raise ClusterConfigError(f"profile {profile.name!r} needs dask-kubernetes. "
-                                     "Fix: pip install dask-kubernetes, or use another profile") from None
-        with KubeCluster(**o) as cluster, Client(cluster) as client:
-            yield client
+def seconds(v) -> float:
+    """A duration in seconds: a number, ``"40s"``/``"55m"``/``"2h"`` (Dask's notation) or SLURM's
+    ``[D-]HH:MM:SS`` / ``MM:SS``; ValueError otherwise."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    v = str(v).strip()
+    if ":" in v or "-" in v:
+        days, _, rest = v.rpartition("-")
+        parts = [float(x) for x in rest.split(":")]
+        if not 1 <= len(parts) <= 3:
+            raise ValueError(v)
+        sec = 0.0
+        for x in (parts if len(parts) == 3 else [0.0] * (3 - len(parts)) + parts):
+            sec = sec * 60 + x
+        return sec + (float(days) * 86400 if days else 0.0)
+    return float(parse_timedelta(v, default="s"))
 
 
-@contextmanager
-def shared_client(cluster: str, cluster_file=None, client=None):
-    """``(profile name, client)`` for a recipe that runs many engine jobs on one cluster.
+def parse_memory_mb(v, what: str) -> float:
+    """A memory size (``2GiB``, ``600MiB``, bytes) in MB (2**20 bytes)."""
+    try:
+        return float(parse_bytes(v)) / 2**20
+    except (ValueError, TypeError):
+        raise ClusterConfigError(f"{what} = {v!r} is not a memory size. Fix: write it as 2GiB, 600MiB or bytes") \
+            from None
 
-    A LocalCluster per Gram store costs seconds each, so a recipe opens one here and passes it to
-    every :func:`~gramtile.pipeline.compute.engine.run_gram`. A given ``client`` is used as it is;
-    ``sequential`` (or a profile whose client is None) yields ``("sequential", None)``, and a
-    ``threads`` profile ``(name, None)``: its engine runs need no cluster.
-    """
-    if client is not None:
-        yield cluster, client
-    elif cluster == "sequential":
-        yield "sequential", None
-    elif get_profile(cluster, cluster_file).type == "threads":
-        yield cluster, None
+
+def job_range(profile: Profile) -> tuple:
+    """(min_jobs, max_jobs) of a slurm profile: ``jobs`` sets both; default 1."""
+    o = profile.options
+    if "jobs" in o:
+        return int(o["jobs"]), int(o["jobs"])
+    low = int(o.get("min_jobs", 1))
+    return low, int(o.get("max_jobs", low))
+
+
+def lifetime(profile: Profile) -> tuple:
+    """(lifetime, stagger) in seconds of a slurm profile's workers, or (None, None) without a walltime.
+
+    A worker retires (hands its work back and exits) after its lifetime, before SLURM kills its
+    job at the walltime, and its job is replaced (:mod:`~gramtile.pipeline.compute.jobwatch`).
+    Default: the walltime less a margin of a tenth (at most 15 minutes), staggered by a twentieth
+    (at most 5 minutes) so that the workers do not all leave at once."""
+    o = profile.options
+    if "lifetime" in o:
+        return seconds(o["lifetime"]), seconds(o.get("lifetime_stagger", 0) or 0)
+    if "walltime" not in o:
+        return None, None
+    w = seconds(o["walltime"])
+    stagger = o.get("lifetime_stagger")
+    stagger = seconds(stagger) if stagger is not None else min(w / 20, 300.0)
+    return max(w - min(w / 10, 900.0) - stagger, w / 2), stagger
+
+
+#: Keys of a slurm profile that gramtile handles itself (the others go to SLURMCluster).
+_GRAMTILE_SLURM_KEYS = ("jobs", "min_jobs", "max_jobs", "lifetime", "lifetime_stagger", "worker_wait",
+                        "stall_timeout")
+
+
+def slurm_cluster_options(profile: Profile) -> dict:
+    """The keyword arguments of ``dask_jobqueue.SLURMCluster`` for a slurm profile: its keys, the
+    job name ``gramtile`` unless set, and the workers' ``--lifetime``/``--lifetime-stagger``."""
+    o = {k: v for k, v in profile.options.items() if k not in _GRAMTILE_SLURM_KEYS}
+    o.setdefault("job_name", "gramtile")
+    life, stagger = lifetime(profile)
+    extra = list(o.pop("worker_extra_args", []))
+    if life is not None and "--lifetime" not in extra:
+        extra += ["--lifetime", f"{int(life)}s", "--lifetime-stagger", f"{int(stagger)}s"]
+    if extra:
+        o["worker_extra_args"] = extra
+    return o
+
+
+def start_jobs(profile: Profile, cluster) -> tuple:
+    """Ask a dask-jobqueue cluster for the profile's jobs: a fixed number (``jobs``, or equal
+    ``min_jobs``/``max_jobs``) or adaptively between ``min_jobs`` and ``max_jobs``."""
+    low, high = job_range(profile)
+    if low == high:
+        cluster.scale(jobs=low)
     else:
-        with open_client(cluster, cluster_file) as c:
-            yield ("sequential" if c is None else cluster), c
+        cluster.adapt(minimum_jobs=low, maximum_jobs=high)
+    return low, high
 
 
 def slurm_job_script(profile, cluster_file=None) -> str:
-    """The SLURM job script dask-jobqueue would submit for a ``slurm`` profile.
-
-    Built from dask-jobqueue's job class alone, so no SLURM and no scheduler are needed; the
-    scheduler address in the script is a placeholder (``tcp://SCHEDULER:8786``).
+    """The job script a ``slurm`` profile submits for each worker job, asked of the
+    ``dask_jobqueue.SLURMCluster`` the run would start (its scheduler is started and closed; no
+    job is submitted).
 
     Parameters
     ----------
@@ -366,9 +405,8 @@ def slurm_job_script(profile, cluster_file=None) -> str:
         raise ClusterConfigError(f"profile {profile.name!r} has type {profile.type!r}; a job script needs a "
                                  "slurm profile")
     try:
-        SLURMJob = optional.load("dask_jobqueue.slurm", "dask-jobqueue").SLURMJob
+        SLURMCluster = optional.dask_jobqueue().SLURMCluster
     except ImportError:
         raise ClusterConfigError("dask-jobqueue is not installed. Fix: pip install 'gramtile[slurm]'") from None
-    o = {k: v for k, v in profile.options.items() if k != "jobs"}
-    o.setdefault("job_name", "gramtile")
-    return SLURMJob(scheduler="tcp://SCHEDULER:8786", name="gramtile-worker", **o).job_script()
+    with SLURMCluster(**slurm_cluster_options(profile)) as cluster:
+        return cluster.job_script()

@@ -6,8 +6,9 @@
 2. take the Gram store's writer lock, then create the store or reopen it (a different kernel,
    corpus, selection or tile size raises :class:`StoreMismatchError`);
 3. plan = all tiles of the grid minus those marked done;
-4. execute the plan with the ``sequential`` executor, on worker threads of this process
-   (``threads``) or on Dask (``--cluster`` profile of cluster.yaml); for every finished tile the
+4. execute the plan on the run's executor (:class:`~gramtile.pipeline.compute.runtime.Runtime`:
+   ``sequential``, worker ``threads`` of this process, or Dask from a ``--cluster`` profile of
+   cluster.yaml or a scheduler address); for every finished tile the
    driver writes its diagonal chunks and its done bit and appends a line to ``<store>/log.jsonl``
    (``{"event": "tile", "run": RUN_ID, "tile": [i, j], "evaluations", "seconds", "cpu_seconds",
    "time", "worker"}``, and ``"paths"`` for kernels with a feature map: the path each took, with
@@ -20,7 +21,6 @@ round-off of the kernel's own pair evaluation order (tests: bitwise equal across
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
@@ -29,11 +29,11 @@ import numpy as np
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec, has_map, no_map_reason
-from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.compute.compilation import announce, mark_compiled, pending
-from gramtile.pipeline.compute.executors import TileJob, run_dask, run_sequential, run_threads, store_token, warm_up
 from gramtile.pipeline.compute.product import PATHS
 from gramtile.pipeline.compute.product import ensure as ensure_features
+from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.compute.tile_task import TileJob, compute_tile, store_token, warm_up
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
@@ -61,7 +61,7 @@ def _selection(sel, n, name):
 
 def _start_warm_up(job, ridx) -> threading.Thread:
     """Warm the kernel in a daemon thread while a Dask cluster starts (see
-    :func:`~gramtile.pipeline.compute.executors.warm_up`); a failure there is left to the tiles to report."""
+    :func:`~gramtile.pipeline.compute.tile_task.warm_up`); a failure there is left to the tiles to report."""
 
 
     def run():
@@ -83,9 +83,9 @@ def _check_out(out):
                              f"choose another --out")
 
 
-def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local", cluster_file=None,
+def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local",
              progress=True, memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
-             on_tile=None, client=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
+             on_tile=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
              landmark_seed: int = 0) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
 
@@ -102,9 +102,10 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         which only tiles i <= j are computed.
     tile : int, optional
         Tile edge; default: the existing store's, else :func:`~gramtile.pipeline.stores.tiles.choose_tile`.
-    cluster : str
-        Profile of cluster.yaml; ``"sequential"`` runs in-process without Dask.
-    cluster_file : path, optional
+    cluster : str or Runtime
+        Where the tiles run (:class:`~gramtile.pipeline.compute.runtime.Runtime`): a profile of
+        cluster.yaml (``"sequential"`` runs in-process without Dask), a scheduler address, or a
+        Runtime a caller made (its cluster is reused across calls while it is open).
     progress : bool
         Show a tqdm bar over tiles and print a summary (to stderr).
     memory_budget : int
@@ -113,9 +114,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         Tasks submitted at a time (Dask: default 2 x worker threads, at least 4; ``threads``:
         2 x threads).
     on_tile : callable, optional
-        Called with each :class:`~gramtile.pipeline.compute.executors.TileResult` after it is recorded.
-    client : distributed.Client, optional
-        An already connected client to run on (``cluster`` is then only recorded in the log).
+        Called with each :class:`~gramtile.pipeline.compute.tile_task.TileResult` after it is recorded.
     path : {"auto", "pairwise", "product"}
         For base kernels with a finite feature map (:mod:`gramtile.pipeline.compute.product`):
         ``auto`` computes a tile as a matrix product of stored feature rows when that is
@@ -147,16 +146,13 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         raise StoreError("--landmarks chooses the columns itself (landmarks drawn from the rows); drop --cols")
     if landmarks is not None:
         # a landmark store evaluates every pair as the square store over its rows does, pair by
-        # pair (executors.oriented_block), so that it equals that store's columns bitwise; a
+        # pair (tile_task.oriented_block), so that it equals that store's columns bitwise; a
         # matrix product sums in an order that depends on the tile's shape
         if path == "product":
             raise KernelSpecError("--path product does not go with --landmarks (a landmark store is computed "
                                   "pair by pair, to equal the square store's columns bitwise); use --path auto")
         path = "pairwise"
-    profile = None
-    if client is None and cluster != "sequential":
-
-        profile = get_profile(cluster, cluster_file)  # a bad profile fails before any work
+    rt = Runtime.of(cluster)  # a bad profile fails before any work
     cs = _open_corpus(corpus)
     reps = tuple(sorted({b.rep_name for b in spec.base_specs()}))
     have = cs.representations
@@ -184,11 +180,11 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     _check_out(out)
     # provenance and tasks name the corpus by its absolute path, or by its URL as given
     corpus_at = location(cs.path).canonical()
-    if client is None and profile is not None and profile.type != "sequential" and not profile.in_process:
+    if not rt.in_process:
         unseen = [str(loc) for loc in (location(cs.path), out) if loc.process_local]
         if unseen:
             raise StoreError(f"{unseen[0]} lives in this process's memory, which the worker processes of cluster "
-                             f"profile {cluster!r} cannot see. Fix: use --cluster threads or sequential, or put the "
+                             f"profile {rt.name!r} cannot see. Fix: use --cluster threads or sequential, or put the "
                              f"stores on storage the workers share (a path, file:// or s3:// URL)")
     out.makedirs()
     ids = None
@@ -211,6 +207,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         done = store.done_mask()
         todo = plan(grid, done)
         total_tiles = len(grid.tiles())
+        n_done_before = total_tiles - len(todo)
         run_id = uuid.uuid4().hex[:12]
         job = TileJob(corpus_path=corpus_at, corpus_hash=cs.content_hash,
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,
@@ -218,11 +215,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
                       store_uid=store.meta.get("uid"), run=run_id, path=path if feature_sets else "pairwise",
                       dtype=store.dtype, col_positions=None if lm is None else tuple(lm["row_positions"]))
-        executor = "dask" if client is not None else \
-            "sequential" if profile is None or profile.type == "sequential" else \
-            "threads" if profile.type == "threads" else "dask"
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
-                   "tiles_total": total_tiles, "executor": executor, "cluster": cluster, "path": path,
+                   "tiles_total": total_tiles, "executor": rt.kind, "cluster": rt.name, "path": path,
                    "feature_sets": {h[:16]: {"n_features": m["n_features"], "build_seconds": m["build_seconds"]}
                                     for h, m in feature_sets.items()}})
         store.touch(run=run_id)  # fences the tasks of any earlier run (write_tile checks it)
@@ -256,33 +250,27 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         cold = bool(todo) and bool(pending(spec))
         if todo and progress:
             announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
+        stopped = None
         try:
-            if executor == "sequential":
-                run_sequential(job, grid, todo, record)
-            elif executor == "threads":
-                run_threads(job, grid, todo, record, profile.n_workers, max_in_flight=max_in_flight)
-            elif client is not None:
-                if cold:
-                    _start_warm_up(job, grid.row_index(todo[0].i)).join()
-                run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
-            elif todo:
-                warming = _start_warm_up(job, grid.row_index(todo[0].i)) if profile.in_process or cold else None
-                with open_client(profile) as client:
-                    if client is None:
-                        run_sequential(job, grid, todo, record)
-                    else:
-                        if warming is not None and not profile.in_process:
-                            warming.join()  # compiled while the workers started; they load the cache
-                        if bar is not None:
-                            link = getattr(client, "dashboard_link", None)
-                            msg = f"gramtile gram: Dask cluster {cluster!r}" + (f", dashboard {link}" if link else "")
-                            if hasattr(bar, "write"):
-                                bar.write(msg, file=sys.stderr)
-                            else:
-                                log.info(msg)
-                        run_dask(job, grid, todo, record, client, max_in_flight=max_in_flight)
+            if todo:
+                # the kernel's cores compile in a thread while a cluster starts; worker processes wait
+                # for it (they then load the cache), threads of this process do not
+                warming = _start_warm_up(job, grid.row_index(todo[0].i)) \
+                    if rt.kind == "dask" and (rt.in_process or cold) else None
+                with rt.session() as ex:
+                    if warming is not None and not rt.in_process:
+                        warming.join()
+                    tasks = ((t, (job, t, grid.row_index(t.i), grid.col_index(t.j))) for t in todo)
+                    done_now = lambda: f"{n_done_before + state['tiles']}/{total_tiles} tiles done"  # noqa: E731
+                    for _, res in ex.imap(compute_tile, tasks, window=max_in_flight, key=job.key, retries=3,
+                                          status=done_now, what="tile",
+                                          hint="give the workers more memory or use a smaller --tile"):
+                        record(res)
             if state["tiles"]:
                 mark_compiled(spec)
+        except BaseException as e:
+            stopped = getattr(e, "signal_name", "SIGINT") if isinstance(e, KeyboardInterrupt) else type(e).__name__
+            raise
         finally:
             if bar is not None:
                 bar.close()
@@ -291,7 +279,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             n_done = sum(bool(d[t.i, t.j]) for t in grid.tiles())
             store.log({"event": "end", "run": run_id, "time": time.time(), "tiles_computed": state["tiles"],
                        "evaluations": state["evals"], "seconds": round(el, 3), "tiles_done": n_done,
-                       "tiles_total": total_tiles})
+                       "tiles_total": total_tiles, **({"stopped": stopped} if stopped else {})})
             store.touch()
         # the timing summary is logged with or without the progress bar (`gramtile --quiet` hides it)
         rate = state["evals"] / el if el > 0 else 0.0

@@ -1,449 +1,285 @@
-"""Executors: run tile tasks in-process (``sequential``, the reference), on worker threads of
-the driver (``threads``) or on Dask (``dask``).
+"""Executors: the one way every command runs independent tasks.
 
-All three call the same task, :func:`compute_tile`, which
+A run is a stream of ``(tag, args)`` items; an executor calls ``fn(*args)`` for each and yields
+``(tag, result)`` in completion order (:meth:`Executor.imap`). The caller handles each result in
+its own thread (the Gram engine records a tile, prepare writes a shard, a learner collects a fit)
+and may add tasks while the run goes on (a :class:`TaskQueue` given as the stream: tasks pushed to
+its front run next, e.g. a split's final fit as soon as its inner fits are in).
 
-1. loads the row and column examples of its tile from the corpus store through two per-process
-   LRUs, of assembled tile ranges and of shards, keyed by (corpus path, content hash,
-   representation(s), range), so a Dask worker reads each shard once and assembles each tile
-   row's examples once, not once per tile,
-2. evaluates the spec on them with :func:`~gramtile.pipeline.compute.inmemory.evaluate_block`,
-3. **writes its whole tile into the Gram store itself** (symmetric stores keep tiles i <= j only),
-4. returns only the tile's diagonals and timing to the driver.
+- :class:`SequentialExecutor` -- the reference: in this process, one task after the other.
+- :class:`ThreadExecutor` -- worker threads of this process (every gramtile kernel core releases
+  the GIL, so two threads compute two tiles at once; no cluster to start, nothing to pickle).
+- :class:`DaskExecutor` -- tasks on a Dask cluster (a LocalCluster, a running scheduler,
+  dask-jobqueue or Kubernetes workers), with deterministic keys, retries, and a :class:`Watchdog`
+  that stops a run which can no longer progress instead of letting it wait forever.
 
-The driver then writes the diagonal chunks and the tile's done bit (driver-side done bits:
-the done array then has one writer, and a tile is marked done only after its chunk write has
-returned). So K chunks have exactly one writer each (the task of their tile), and ``done``/diag
-chunks have exactly one writer (the driver).
-
-``threads`` runs the tasks on a plain thread pool of the driver process. Every gramtile kernel
-core releases the GIL, so two threads compute two tiles at once; in one process Dask would add
-nothing a pool lacks (there is no worker to lose and no data to move) but its import, cluster
-start and event loop, which on a small machine cost as much as several tiles (BENCHMARKS.md).
-
-Dask task keys are deterministic: ``gram-<spec_hash[:16]>-<store token>-<i>-<j>``. The store
-token (a hash of corpus content hash, selections and tile size) keeps two runs of the same
-kernel over different corpora on one shared scheduler from ever sharing a key. At most
-``max_in_flight`` tasks are submitted at a time, so the driver's memory does not grow with n.
-Worker loss is survived by Dask's rescheduling plus ``retries=3``; a re-run task rewrites the
-same chunk with the same numbers.
+At most ``window`` tasks are in flight, so the driver's memory does not grow with the number of
+tasks. When the caller stops consuming (an error, Ctrl-C), tasks not yet started are cancelled;
+running ones finish or are dropped with their worker. Every executor gives the same results for
+the same tasks: an executor changes speed, never a number.
 """
 from __future__ import annotations
 
-import hashlib
-import os
-import socket
-import threading
+import concurrent.futures
 import time
-from collections import OrderedDict
+import uuid
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 
-import numpy as np
-
-from gramtile.kernels.batches import Batch
-from gramtile.kernels.registry import parse_spec
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.inmemory import evaluate_block
-from gramtile.pipeline.compute.product import tile_products
-from gramtile.pipeline.resources.keys import resource_names
-from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import StoreMismatchError
-from gramtile.pipeline.stores.gram_store import tile_checksum, write_tile
-from gramtile.pipeline.stores.resource_store import load_for_spec
-from gramtile.pipeline.stores.tiles import Tile, TileGrid
+from gramtile.pipeline.compute.errors import ClusterLostError, RunStalledError, TaskLostError
 
-#: Shards kept per process (all representations together).
-SHARD_CACHE_SIZE = 16
-#: Assembled tile ranges kept per process (a row range serves a whole tile row) ...
-RANGE_CACHE_SIZE = 64
-#: ... and at most this many bytes of their arrays (the newest range is always kept). A count
-#: alone let the cache grow with the corpus: 64 ranges of 1,000 examples are 64,000 decoded
-#: examples, every row of a 50,000-row landmark run, where each row range serves one tile row
-#: and is never used again (BENCHMARKS.md, "Why the landmark Gram's driver grows with n").
-#: Re-assembling an evicted range from the shard cache costs milliseconds against a tile's
-#: seconds of kernel evaluations.
-RANGE_CACHE_BYTES = 64 * 2**20
+_END = object()
+
+#: Seconds between two looks of the watchdog while no task finishes.
+POLL_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class TileJob:
-    """Everything a tile task needs, small enough to send with every task."""
+class TaskQueue:
+    """A run's tasks as ``(tag, args)`` items, taken in order by an executor; items pushed to the
+    front are taken next. Unlike a generator it may be read again after it ran dry: an executor
+    asks for more after every result, so tasks added by the caller meanwhile still run."""
 
-    corpus_path: str
-    corpus_hash: str
-    spec_json: str
-    spec_hash: str
-    reps: tuple
-    store_path: str
-    tile: int
-    symmetric: bool
-    token: str
-    store_uid: str | None = None
-    #: the run that planned the tasks; a task writes only while it is the store's current run
-    run: str | None = None
-    #: "auto", "pairwise" or "product" for the kernels with a feature map (compute/product.py)
-    path: str = "pairwise"
-    #: the store's dtype: the task rounds the tile (and its diagonals) to it before writing and checksumming
-    dtype: str = "float64"
-    #: a landmark store's landmark positions among its rows (see :func:`oriented_block`), else None
-    col_positions: tuple | None = None
+    def __init__(self, items=()):
+        self._q = deque(items)
 
-    def key(self, t: Tile) -> str:
-        """Deterministic Dask key of tile ``t`` within its run (a rerun's keys differ, so a task of
-        an interrupted run still running on a shared scheduler is never taken for the rerun's)."""
-        run = f"-{self.run}" if self.run else ""
-        return f"gram-{self.spec_hash[:16]}-{self.token}{run}-{t.i}-{t.j}"
+    def push(self, items):
+        self._q.extend(items)
+
+    def push_front(self, items):
+        self._q.extendleft(reversed(list(items)))
+
+    def __len__(self):
+        return len(self._q)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._q:
+            return self._q.popleft()
+        raise StopIteration
 
 
-def store_token(corpus_hash: str, rows_sha: str, cols_sha: str, tile: int) -> str:
-    return hashlib.sha256(f"{corpus_hash}|{rows_sha}|{cols_sha}|{tile}".encode()).hexdigest()[:8]
+class Executor:
+    """Runs ``fn(*args)`` for a stream of ``(tag, args)`` items (see the module docstring)."""
+
+    #: ``sequential``, ``threads`` or ``dask`` (recorded in logs)
+    name = "sequential"
+    #: tasks that run at once
+    slots = 1
+    #: whether the tasks run in this process (they may then share its memory and caches)
+    in_process = True
+
+    def imap(self, fn, items, *, window: int | None = None, key=None, retries: int = 0, status=None,
+             what: str = "task", hint: str = ""):
+        """Yield ``(tag, fn(*args))`` for every ``(tag, args)`` of ``items``, in completion order.
+
+        Parameters
+        ----------
+        fn : picklable function
+        items : iterable of (tag, args tuple); a :class:`TaskQueue` may grow while the run goes on
+        window : int, optional
+            Tasks in flight at most (default: twice :attr:`slots`).
+        key : callable(tag) -> str, optional
+            Deterministic task key (Dask); default a key unique to this call.
+        retries : int
+            Retries of a task whose worker failed (Dask).
+        status : callable() -> str, optional
+            How much of the run is done ("67/253 tiles done"), for the messages of a stopped run.
+        what : str
+            What a task is, for messages ("tile", "fit", "shard").
+        hint : str
+            The fix to suggest when a task is lost with its worker on every attempt.
+        """
+        raise NotImplementedError
+
+    def close(self):
+        """Release what the executor holds (its cluster is closed by the run-time object)."""
 
 
-@dataclass
-class TileResult:
-    """What a task returns to the driver (the tile itself is already in the store)."""
-
-    tile: Tile
-    diag_r: np.ndarray
-    diag_c: np.ndarray
-    evaluations: int
-    seconds: float
-    worker: str
-    cpu_seconds: float = 0.0
-    #: crc32c of the tile's values (gram_store.tile_checksum), recorded in the store's manifest
-    crc: int = 0
-    #: the path each base kernel with a feature map took, with its cost estimates (for the log)
-    paths: list | None = None
+def _take(it):
+    return next(it, _END)
 
 
-# ---- per-process caches --------------------------------------------------------------------
+class SequentialExecutor(Executor):
+    """The reference executor: every task in this process, one after the other, in stream order."""
 
-_lock = threading.Lock()
-_corpora: dict = {}
-_shards: OrderedDict = OrderedDict()
-_ranges: OrderedDict = OrderedDict()  # key -> (examples by representation, their bytes)
-_specs: dict = {}
-_resources: dict = {}
-stats = {"shard_loads": 0, "shard_hits": 0, "range_hits": 0}
+    name = "sequential"
 
-
-def _corpus(path: str, content_hash: str):
-
-    key = (path, content_hash)
-    with _lock:
-        cs = _corpora.get(key)
-    if cs is None:
-        cs = CorpusStore.open(path)
-        if cs.content_hash != content_hash:
-            raise StoreMismatchError(
-                f"corpus store {path} changed: content hash {cs.content_hash}, the Gram run expects "
-                f"{content_hash}; rerun against the corpus the store was created from, or use a new --out")
-        with _lock:
-            _corpora[key] = cs
-    return cs
+    def imap(self, fn, items, **_):
+        it = iter(items)
+        while (x := _take(it)) is not _END:
+            tag, args = x
+            yield tag, fn(*args)
 
 
-def _spec(spec_json: str):
-    s = _specs.get(spec_json)
-    if s is None:
+class ThreadExecutor(Executor):
+    """``n`` worker threads of this process.
 
-        s = _specs[spec_json] = parse_spec(spec_json)
-    return s
-
-
-def _shard(cs, path, content_hash, rep, a, b) -> Batch:
-    key = (path, content_hash, rep, a, b)
-    with _lock:
-        bt = _shards.get(key)
-        if bt is not None:
-            _shards.move_to_end(key)
-            stats["shard_hits"] += 1
-            return bt
-    bt = cs.load(rep, a, b)
-    with _lock:
-        stats["shard_loads"] += 1
-        _shards[key] = bt
-        while len(_shards) > SHARD_CACHE_SIZE:
-            _shards.popitem(last=False)
-    return bt
-
-
-def _shard_ranges(cs) -> list:
-    rngs = [(int(a), int(b)) for a, b in cs.shard_ranges]
-    return rngs if rngs else [(0, int(cs.n))]
-
-
-def _range_key(idx: np.ndarray):
-    if idx.size and idx[-1] - idx[0] + 1 == idx.size and (idx.size == 1 or bool(np.all(np.diff(idx) == 1))):
-        return ("range", int(idx[0]), int(idx[-1]) + 1)
-    return ("index", hashlib.sha1(idx.tobytes()).hexdigest())
-
-
-def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
-    """Examples ``idx`` (corpus indices, any order) of each representation.
-
-    Two per-process LRUs serve it: tile ranges already assembled (a tile row's examples are
-    reused by every tile of that row), at most :data:`RANGE_CACHE_SIZE` ranges and
-    :data:`RANGE_CACHE_BYTES` bytes, and the corpus shards they are cut from.
-
-    Returns
-    -------
-    dict representation name -> Batch with ``len(idx)`` examples in the order of ``idx``.
-    """
-    idx = np.asarray(idx, dtype=np.int64)
-    key = (corpus_path, content_hash, tuple(reps), _range_key(idx))
-    with _lock:
-        hit = _ranges.get(key)
-        if hit is not None:
-            _ranges.move_to_end(key)
-            stats["range_hits"] += 1
-            return hit[0]
-    out = _assemble(corpus_path, content_hash, reps, idx)
-    nbytes = sum(batch_nbytes(b) for b in out.values())
-    with _lock:
-        _ranges[key] = (out, nbytes)
-        while len(_ranges) > 1 and (len(_ranges) > RANGE_CACHE_SIZE or _cached_bytes() > RANGE_CACHE_BYTES):
-            _ranges.popitem(last=False)
-    return out
-
-
-def _cached_bytes() -> int:
-    return int(sum(nb for _, nb in _ranges.values()))
-
-
-def batch_nbytes(b: Batch) -> int:
-    """Bytes of a batch's arrays (offsets, node columns, child CSR)."""
-    arrays = [b.offsets, b.child_ptr, b.child_idx, *b.columns.values()]
-    return int(sum(a.nbytes for a in arrays if a is not None))
-
-
-def cached_ranges() -> tuple:
-    """(ranges, bytes) held by this process's assembled-range cache (:data:`RANGE_CACHE_BYTES`)."""
-    with _lock:
-        return len(_ranges), _cached_bytes()
-
-
-def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
-    """The examples ``idx`` of each representation, cut from the corpus shards they lie in.
-
-    Each shard's examples are taken from that shard and only those pieces are concatenated, so the
-    memory and copying follow the examples asked for, not the shards they are spread over (a few
-    thousand landmarks drawn from the whole corpus lie in nearly every shard: concatenating whole
-    shards first cost O(n) per call). A whole shard asked for in order is the cached shard itself."""
-    cs = _corpus(corpus_path, content_hash)
-    rngs = _shard_ranges(cs)
-    starts = np.asarray([a for a, _ in rngs], dtype=np.int64)
-    sh = np.searchsorted(starts, idx, side="right") - 1
-    order = np.argsort(sh, kind="stable")  # positions of idx grouped by shard, idx order inside
-    bounds = np.flatnonzero(np.diff(sh[order])) + 1
-    groups = np.split(order, bounds) if idx.size else [order]  # no examples: an empty piece of shard 0
-    out = {}
-    for rep in reps:
-        parts = []
-        for g in groups:
-            s = int(sh[g[0]]) if g.size else 0
-            a, b = rngs[s]
-            bt = _shard(cs, corpus_path, content_hash, rep, a, b)
-            local = idx[g] - a
-            whole = local.size == bt.n and np.array_equal(local, np.arange(bt.n))
-            parts.append(bt if whole else bt.take(local))
-        joined = parts[0] if len(parts) == 1 else Batch.concat(parts)
-        if np.array_equal(order, np.arange(order.size)):
-            out[rep] = joined
-        else:  # back to the order of idx: joined example k is idx[order[k]]
-            inv = np.empty_like(order)
-            inv[order] = np.arange(order.size)
-            out[rep] = joined.take(inv)
-    return out
-
-
-def corpus_resources(corpus_path: str, content_hash: str, spec, reps) -> dict:
-    """The corpus resources a spec's kernels name (soft-matching similarity matrices, domain
-    spaces), **loaded** from the corpus store's ``resources/`` groups (:mod:`gramtile.pipeline.resources.build`)
-    once per process. Tasks never build them: the driver did, before submitting tiles (the Gram
-    store's creation calls :func:`~gramtile.pipeline.resources.build.ensure_for_spec`), or
-    ``gramtile prepare --resources`` did. ``{}`` when the spec needs none."""
-
-    if not any(resource_names(b) for b in spec.base_specs()):
-        return {}
-    key = (corpus_path, content_hash, spec.spec_hash)
-    with _lock:
-        res = _resources.get(key)
-    if res is None:
-        _corpus(corpus_path, content_hash)  # the store must still be the one the run expects
-        res = load_for_spec(corpus_path, spec)
-        with _lock:
-            _resources[key] = res
-    return res
-
-
-def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> TileResult:
-    """Compute tile ``t`` and write it into the store (see module docstring)."""
-
-    t = Tile(int(t[0]), int(t[1]))
-    t0, c0 = time.perf_counter(), time.thread_time()
-    spec = _spec(job.spec_json)
-    X = load_examples(job.corpus_path, job.corpus_hash, job.reps, ridx)
-    res = corpus_resources(job.corpus_path, job.corpus_hash, spec, job.reps)
-    if res:
-        X = {**X, **res}  # a copy: the cached tile range stays resource-free
-    on_diag = job.symmetric and t.i == t.j
-    n = len(ridx)
-    evals = n * (n + 1) // 2 if on_diag else n * len(cidx)
-    if job.col_positions is not None and not on_diag:
-        # a landmark store: pairwise, in the square store's pair orientation (engine forces it)
-        K, dr, dc = oriented_block(job, spec, t, X, ridx, cidx, res)
-        paths = None
-    else:
-        Y = None if on_diag else load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
-        done, paths = tile_products(job.corpus_path, spec, job.path, ridx, cidx, X, Y, on_diag)
-        K, dr, dc = evaluate_block(spec, X, Y, done=done)
-    if job.dtype != "float64":  # rounded once, here: the checksum is of the values stored
-        K, dr, dc = (np.asarray(a, dtype=job.dtype) for a in (K, dr, dc))
-    write_tile(job.store_path, t, K, job.tile, job.symmetric, job.store_uid, job.run)
-    return TileResult(t, np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64), evals,
-                      time.perf_counter() - t0, f"{socket.gethostname()}:{os.getpid()}", time.thread_time() - c0,
-                      tile_checksum(K), paths or None)
-
-
-def oriented_block(job: TileJob, spec, t: Tile, X, ridx, cidx, res):
-    """A landmark store's tile K(rows, L) with every pair evaluated in the orientation a symmetric
-    store over the same rows uses, K(x_p, x_q) with row positions p <= q, so the landmark store
-    equals that store's landmark columns bitwise (a kernel core's sums run in its arguments'
-    order, so K(x, y) and K(y, x) may differ in the last bit).
-
-    Landmarks after every row of the tile: K(X, Y); before every row: K(Y, X) transposed; the few
-    inside the tile's row span get both, entry by entry (so the extra work is about
-    tile / n of the tile's)."""
-    rpos = t.i * job.tile + np.arange(len(ridx))
-    cpos = np.asarray(job.col_positions[t.j * job.tile:t.j * job.tile + len(cidx)], dtype=np.int64)
-    K = np.empty((len(ridx), len(cidx)), dtype=np.float64)
-    dc = np.empty(len(cidx), dtype=np.float64)
-    dr = None
-    high, low = cpos >= rpos[-1], cpos < rpos[0]
-    mid = ~(high | low)
-
-    # the tile column's landmarks are assembled once (the range cache keeps them for every tile
-    # row); the parts before, after and inside this tile's rows are taken from them, since those
-    # parts differ from one tile row to the next and, assembled from the corpus, each would read
-    # every shard the landmarks lie in
-    landmarks = load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
-
-    def load(mask):
-        if mask.all():
-            return landmarks
-        pos = np.flatnonzero(mask)
-        return {rep: b.take(pos) for rep, b in landmarks.items()}
-
-    if high.any():
-        K[:, high], dr, dc[high] = evaluate_block(spec, X, load(high))
-    if low.any():
-        Kl, dc[low], dr_l = evaluate_block(spec, {**load(low), **res}, X)
-        K[:, low] = Kl.T
-        dr = dr_l if dr is None else dr
-    if mid.any():
-        Y = load(mid)
-        Ka, dr_m, dc[mid] = evaluate_block(spec, X, Y)
-        Kb = evaluate_block(spec, {**Y, **res}, X)[0]
-        K[:, mid] = np.where(rpos[:, None] <= cpos[mid][None, :], Ka, Kb.T)
-        dr = dr_m if dr is None else dr
-    return K, dr, dc
-
-
-def warm_up(job: TileJob, ridx: np.ndarray):
-    """Evaluate the spec on the first (at most two) row examples, writing nothing.
-
-    This loads the kernel's compiled cores (Numba's on-disk cache) and the first shard into this
-    process. The engine runs it in a thread while the in-process cluster of a ``local`` profile
-    with ``processes: false`` starts, so its worker threads find both ready instead of waiting
-    for them. (The ``threads`` executor starts no cluster, so there is nothing to overlap.)
-    Kernels with corpus resources are skipped (building those belongs to the first tile).
+    When a task or the caller raises, tasks not yet started are cancelled and running ones finish
+    (a compiled kernel cannot be interrupted; a tile they write is not marked done, so a rerun
+    computes it again), then the exception propagates.
     """
 
-    spec = _spec(job.spec_json)
-    if any(resource_names(b) for b in spec.base_specs()) or len(ridx) == 0:
-        return
-    evaluate_block(spec, load_examples(job.corpus_path, job.corpus_hash, job.reps, np.asarray(ridx[:2])))
+    name = "threads"
+
+    def __init__(self, n: int):
+        self.slots = max(1, int(n))
+
+    def imap(self, fn, items, *, window=None, **_):
+        window = window or 2 * self.slots
+        it = iter(items)
+        pending: dict = {}
+        with ThreadPoolExecutor(self.slots, thread_name_prefix="gramtile-task") as pool:
+            try:
+                while True:
+                    while len(pending) < window and (x := _take(it)) is not _END:
+                        tag, args = x
+                        pending[pool.submit(fn, *args)] = tag
+                    if not pending:
+                        return
+                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        yield pending.pop(f), f.result()
+            finally:
+                for f in pending:
+                    f.cancel()
 
 
-# ---- executors -----------------------------------------------------------------------------
+class Watchdog:
+    """Stops a Dask run that can no longer progress, with one line saying why.
 
-def run_sequential(job: TileJob, grid: TileGrid, tiles, on_result):
-    """Reference executor: compute ``tiles`` one after the other in this process."""
-    for t in tiles:
-        on_result(compute_tile(job, t, grid.row_index(t.i), grid.col_index(t.j)))
+    - no worker connected for ``worker_wait`` seconds (all jobs ended, cancelled, hit their time
+      limit, or are still queued; a scheduler nobody started workers for);
+    - workers connected, but no task finished for ``stall_timeout`` seconds (workers paused at their
+      memory limit, a hung task).
 
-
-def run_threads(job: TileJob, grid: TileGrid, tiles, on_result, n_threads: int, max_in_flight: int | None = None):
-    """Thread executor: ``n_threads`` worker threads of this process compute ``tiles``.
-
-    Tasks are submitted in plan order, at most ``max_in_flight`` (default ``2 * n_threads``) at a
-    time; ``on_result`` runs in the calling thread, in completion order. When a task or
-    ``on_result`` raises, tasks not yet started are cancelled, running ones finish (a compiled
-    kernel cannot be interrupted; their tiles are written but not marked done, so a rerun
-    computes them again), and the exception propagates.
+    ``jobs`` (optional) is the cluster's job watch (:class:`~gramtile.pipeline.compute.cluster.JobWatch`):
+    each look lets it replace jobs lost to their time limit and describes the jobs for the message.
     """
 
-    max_in_flight = max_in_flight or 2 * n_threads
-    it = iter(tiles)
-    pending = set()
-    with ThreadPoolExecutor(n_threads, thread_name_prefix="gramtile-tile") as pool:
-        def submit(t):
-            pending.add(pool.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j)))
+    def __init__(self, client, worker_wait: float, stall_timeout: float, jobs=None, clock=time.monotonic):
+        self.client, self.worker_wait, self.stall_timeout, self.jobs = client, float(worker_wait), \
+            float(stall_timeout), jobs
+        self.clock = clock
+        self.last_worker = self.last_progress = clock()
+        self._last_look = float("-inf")
 
+    def progressed(self):
+        self.last_progress = self.clock()
+
+    def look(self, status=None, what: str = "task"):
+        """:meth:`check`, at most every :data:`POLL_SECONDS` (a run may call it after every result)."""
+        now = self.clock()
+        if now - self._last_look >= POLL_SECONDS:
+            self._last_look = now
+            self.check(status, what)
+
+    def check(self, status=None, what: str = "task"):
+        """Raise :class:`ClusterLostError` or :class:`RunStalledError` when the run cannot progress."""
+        now = self.clock()
+        workers = self._workers()
+        if self.jobs is not None:
+            self.jobs.tick(len(workers))
+        done = f"; {status()}" if status is not None else ""
+        resume = "rerun the same command to resume"
+        if workers:
+            self.last_worker = now
+            if now - self.last_progress > self.stall_timeout:
+                paused = [a for a, w in workers.items() if w.get("status") == "paused"]
+                why = (f"{len(paused)} of {len(workers)} worker(s) paused at their memory limit" if paused
+                       else "a task is hung or far slower than expected")
+                raise RunStalledError(
+                    f"the run stalled: no {what} finished for {self.stall_timeout:g} s ({why}){done}. Fix: "
+                    + ("give the workers more memory (the profile's memory per worker) or lower the run's own "
+                       "(--memory-mb, --cache-mb), then " if paused else "raise the profile's stall_timeout if "
+                       "tasks are this slow, or ")
+                    + resume)
+            return
+        if now - self.last_worker > self.worker_wait:
+            jobs = f" ({self.jobs.describe()})" if self.jobs is not None else ""
+            raise ClusterLostError(
+                f"no Dask worker connected for {self.worker_wait:g} s{jobs}{done}. The store keeps what is done. "
+                f"Fix: check the cluster (its jobs, the scheduler's workers), then {resume}")
+
+    def _workers(self) -> dict:
         try:
-            for t in it:
-                submit(t)
-                if len(pending) >= max_in_flight:
-                    break
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    on_result(fut.result())
-                    nxt = next(it, None)
-                    if nxt is not None:
-                        submit(nxt)
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            raise
+            return dict(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        except (OSError, TimeoutError):
+            return {}
 
 
-def run_dask(job: TileJob, grid: TileGrid, tiles, on_result, client, max_in_flight: int | None = None):
-    """Dask executor: submit tile tasks with deterministic keys, at most ``max_in_flight`` at once.
+class DaskExecutor(Executor):
+    """Tasks on a Dask cluster through ``client``.
 
-    ``on_result`` runs in the driver for each finished task, in completion order.
+    Parameters
+    ----------
+    client : distributed.Client
+    in_process : bool
+        The workers are threads of this process (``LocalCluster(processes=False)``).
+    worker_wait, stall_timeout : seconds (see :class:`Watchdog`)
+    jobs : JobWatch, optional
+        The job watch of a dask-jobqueue cluster.
+    slots : int, optional
+        Tasks at once, when no worker is connected yet (jobs still queued); default 1.
     """
-    as_completed = optional.distributed().as_completed
 
-    if max_in_flight is None:
-        threads = sum(client.nthreads().values()) or 1
-        max_in_flight = max(4, 2 * threads)
-    it = iter(tiles)
+    name = "dask"
 
-    def submit(t):
-        return client.submit(compute_tile, job, t, grid.row_index(t.i), grid.col_index(t.j),
-                             key=job.key(t), retries=3)
+    def __init__(self, client, *, in_process: bool = False, worker_wait: float = 300.0,
+                 stall_timeout: float = 1800.0, jobs=None, slots: int | None = None):
+        self.client, self.in_process = client, in_process
+        self.worker_wait, self.stall_timeout, self.jobs = worker_wait, stall_timeout, jobs
+        self._slots = slots
 
-    first = []
-    for t in it:
-        first.append(submit(t))
-        if len(first) >= max_in_flight:
-            break
-    if not first:
-        return
-    ac = as_completed(first)
-    try:
-        for fut in ac:
-            res = fut.result()
-            fut.release()
-            on_result(res)
-            nxt = next(it, None)
-            if nxt is not None:
-                ac.add(submit(nxt))
-    except BaseException:
-        # leave no task of this run behind on a shared scheduler
-        for f in list(ac.futures):
-            f.cancel()
-        raise
+    @property
+    def slots(self) -> int:
+        try:
+            n = sum(self.client.nthreads().values())
+        except (OSError, TimeoutError):
+            n = 0
+        return n or self._slots or 1
+
+    def imap(self, fn, items, *, window=None, key=None, retries=0, status=None, what="task", hint=""):
+        distributed = optional.distributed()
+        window = window or max(4, 2 * self.slots)
+        token = uuid.uuid4().hex[:12]
+        it = iter(items)
+        pending: dict = {}
+        count = 0
+        watch = Watchdog(self.client, self.worker_wait, self.stall_timeout, self.jobs)
+        try:
+            while True:
+                while len(pending) < window and (x := _take(it)) is not _END:
+                    tag, args = x
+                    k = key(tag) if key is not None else f"gramtile-{what}-{token}-{count}"
+                    count += 1
+                    pending[self.client.submit(fn, *args, key=k, retries=retries, pure=False)] = tag
+                if not pending:
+                    return
+                try:
+                    finished, _ = distributed.wait(list(pending), timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                except (TimeoutError, distributed.TimeoutError):
+                    finished = ()
+                if finished:
+                    watch.progressed()
+                watch.look(status, what)
+                for f in finished:
+                    tag = pending.pop(f)
+                    try:
+                        res = f.result()
+                    except distributed.KilledWorker as e:
+                        raise TaskLostError(
+                            f"a {what} task was lost with its worker more often than the scheduler allows ({e}); a "
+                            "worker that dies on every attempt usually runs out of memory. Fix: "
+                            + (hint or "give the workers more memory, or use fewer workers per machine")
+                            + ", then rerun the same command") from None
+                    f.release()
+                    yield tag, res
+        finally:
+            for f in pending:  # leave no task of this run behind on a shared scheduler
+                try:
+                    f.cancel()
+                except (OSError, RuntimeError, concurrent.futures.CancelledError):
+                    pass

@@ -24,13 +24,13 @@ from __future__ import annotations
 import gzip
 import json
 import time
-import uuid
 import zlib
-from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.compute.executors import SequentialExecutor
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.parsing.convert import complete
 from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
 from gramtile.pipeline.parsing.formats import read
@@ -166,10 +166,10 @@ def _interrupted_create(loc) -> bool:
     return meta.get("node_type") == "group" and "manifest" not in meta.get("attributes", {})
 
 
-def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local", cluster_file=None,
+def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
             on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
             model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
-            reader_options: dict | None = None, client=None, hdag: bool = False, reps=None) -> PrepareSummary:
+            reader_options: dict | None = None, hdag: bool = False, reps=None) -> PrepareSummary:
     """Prepare (or resume preparing) a corpus store.
 
     Parameters
@@ -183,9 +183,9 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
         (:mod:`gramtile.pipeline.stores.storage`; the parse tasks never see it, the driver writes it).
     shard_size : int
         Examples per shard.
-    cluster : str
-        Profile of cluster.yaml; ``"sequential"`` parses in-process.
-    cluster_file : path, optional
+    cluster : str or Runtime
+        Where shards are parsed (:class:`~gramtile.pipeline.compute.runtime.Runtime`): a profile
+        of cluster.yaml (``"sequential"`` parses in-process), a scheduler address, or a Runtime.
     on_error : {"raise", "skip"}
         Malformed records stop the run, or are skipped and listed in the manifest/summary.
     max_tokens : int or None
@@ -201,8 +201,6 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
         Show a progress bar over shards (stderr).
     reader_options : dict, optional
         Format options passed to the reader (e.g. ``{"label": "fine"}`` for trec).
-    client : distributed.Client, optional
-        An already connected client to parse on (then ``cluster`` is only recorded).
     hdag : bool
         Also build the chunked HDAG of every parsed text (:mod:`gramtile.pipeline.parsing.hdag_build`;
         parses with the entity recogniser). Part of the store's options.
@@ -225,7 +223,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
         raise CorpusFormatError("no such file or directory", path=input_path,
                                 fix="check --input (relative paths start at the current directory)")
     out = location(out).path  # a Path, or the URL as given
-    profile = get_profile(cluster, cluster_file)
+    rt = Runtime.of(cluster)  # a bad profile fails before any work
     policy = ErrorPolicy(on_error)
     reader_options = dict(reader_options or {})
     # create the reader first: an unknown format or option fails before a store is made
@@ -254,15 +252,12 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster: str = "local"
                     f"corpus store {out} was parsed with spaCy model {store.parser['package']!r}, this run "
                     f"asks for {model!r}. Fix: rerun with --spacy-model {store.parser['package']} or use a new --out")
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
-            run = store.begin_run({"cluster": profile.name, "on_error": on_error, "max_tokens": max_tokens})
+            run = store.begin_run({"cluster": rt.name, "on_error": on_error, "max_tokens": max_tokens})
             try:
-                if client is not None or fmt in GOLD_FORMATS:
-                    parsed, written, reused = write_shards(store, docs, client, profile, run, model, pretok,
-                                                            progress, _estimate_records(input_path, fmt))
-                else:
-                    with open_client(profile) as client:
-                        parsed, written, reused = write_shards(store, docs, client, profile, run, model,
-                                                                pretok, progress, _estimate_records(input_path, fmt))
+                # gold structures need no parsing: no cluster is started for them
+                with (nullcontext(SequentialExecutor()) if fmt in GOLD_FORMATS else rt.session()) as ex:
+                    parsed, written, reused = write_shards(store, docs, ex, run, model, pretok, progress,
+                                                           _estimate_records(input_path, fmt))
             except Exception as e:
                 if created and not store.shard_ranges:
                     # this run made the store and wrote nothing into it: leave nothing behind
@@ -315,11 +310,19 @@ def wants_hdag(store) -> bool:
     return bool(opts.get("hdag")) or "hdag" in (opts.get("representations") or ())
 
 
-def write_shards(store, docs, client, profile, run, model, pretok, progress, n_estimate):
-    """Stream shards: verify done ones, parse and write the others in order.
+def _parse_task(parse_shard, texts, pretok, model):
+    """One shard's parse (a task): the parsed items and the parser's provenance (nothing for a
+    shard whose examples all carry their structures)."""
+    return parse_shard(texts, pretok, model) if texts else ([], {})
+
+
+def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate):
+    """Stream shards: verify done ones, parse the others as tasks on ``executor`` and write them
+    in shard order as their parses come back.
 
     ``model`` None means the default spaCy model (:func:`default_model_name`), looked up only
-    when a shard has a text to parse: gold structures need no model installed.
+    when a shard has a text to parse: gold structures need no model installed. A bad input
+    record stops the reading; the complete shards read before it are still written.
     """
     parse_shard, derive = parse_derive_shard, derive_all
     if wants_hdag(store):
@@ -338,11 +341,10 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
     total = None if n_estimate is None else max(len(done), -(-n_estimate // S))
     store.update_manifest(expected_shards=total)  # lets `inspect` show progress of a partial store
     bar = progress_bar(total, "shard", "prepare", disable=not progress, leave=False)
-    window = max(2, 2 * profile.n_workers)
-    pending = deque()  # (index, docs, parse mask, future or None)
     parsed, written = [], []
-    tag = uuid.uuid4().hex[:8]
-    write_failed = False
+    read = {"shards": 0, "error": None}
+    waiting = {}  # shard index -> (docs, parse mask), read and not yet written
+    back = {}  # shard index -> parse result, back and not yet written (an earlier shard is still out)
 
     def spacy_model():
         nonlocal model
@@ -350,14 +352,26 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
             model = default_model_name()
         return model
 
-    def finish_one():
-        nonlocal write_failed
-        write_failed = True  # until this shard is written: its errors are not reading errors
-        k, shard, mask, fut = pending.popleft()
+    def tasks():
+        try:
+            for k, shard in enumerate(_chunks(docs, S)):
+                read["shards"] = k + 1
+                if k < len(done):
+                    _check_done_shard(store, k, done[k], shard)
+                    bar.update(1)
+                    continue
+                mask = [needs_parse(d) for d in shard]
+                waiting[k] = (shard, mask)
+                texts = [d.text for d, m in zip(shard, mask) if m]
+                yield k, (parse_shard, texts, pretok, spacy_model() if texts else None)
+        except CorpusFormatError as e:
+            # a bad input record: the complete shards read before it are good, so they are written
+            read["error"] = e
+
+    def write(k, result):
+        shard, mask = waiting.pop(k)
         if any(mask):
-            spacy_model()
-            texts = [d.text for d, m in zip(shard, mask) if m]
-            items, prov = fut.result() if fut is not None else parse_shard(texts, pretok, model)
+            items, prov = result
             it = iter(items)
             for d, m in zip(shard, mask):
                 if m:
@@ -371,36 +385,19 @@ def write_shards(store, docs, client, profile, run, model, pretok, progress, n_e
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)
-        write_failed = False
 
-    k = -1
     try:
-        for k, shard in enumerate(_chunks(docs, S)):
-            if k < len(done):
-                _check_done_shard(store, k, done[k], shard)
-                bar.update(1)
-                continue
-            mask = [needs_parse(d) for d in shard]
-            fut = None
-            if any(mask) and client is not None:
-                texts = [d.text for d, m in zip(shard, mask) if m]
-                fut = client.submit(parse_shard, texts, pretok, spacy_model(), key=f"gramtile-parse-{tag}-{k}")
-            pending.append((k, shard, mask, fut))
-            while len(pending) >= window:
-                finish_one()
-        while pending:
-            finish_one()
-    except CorpusFormatError:
-        if not write_failed:
-            # a bad input record: the complete shards read before it are good, so write them
-            while pending:
-                finish_one()
-        raise
+        for k, result in executor.imap(_parse_task, tasks(), what="shard",
+                                       hint="give the workers more memory, or use a smaller --shard-size"):
+            back[k] = result
+            while back and min(back) == min(waiting):
+                j = min(back)
+                write(j, back.pop(j))
     finally:
         bar.close()
-        for _, _, _, fut in pending:
-            if fut is not None:
-                fut.cancel()
+    if read["error"] is not None:
+        raise read["error"]
+    k = read["shards"] - 1
     if k + 1 < len(done):
         raise StoreMismatchError(
             f"corpus store {store.path} holds {len(done)} done shard(s), but the input now gives only {k + 1}. "

@@ -11,14 +11,15 @@ from gramtile.pipeline.stores.gram_store import GramStore, VerifyReport, store_l
 from gramtile.pipeline.stores.tiles import Tile
 
 
-def repair(store, cluster: str = "sequential", cluster_file=None, progress: bool = False) -> VerifyReport:
+def repair(store, cluster="sequential", progress: bool = False) -> VerifyReport:
     """Verify a Gram store and recompute its bad tiles.
 
     Parameters
     ----------
     store : GramStore, path or URL
         Needs the corpus store named in its provenance.
-    cluster, cluster_file : executor settings of the repair run.
+    cluster : str or Runtime
+        Where the repair runs (:class:`~gramtile.pipeline.compute.runtime.Runtime`).
     progress : bool
 
     Returns
@@ -47,7 +48,7 @@ def repair(store, cluster: str = "sequential", cluster_file=None, progress: bool
         sel = {"landmarks": lm["m"], "landmark_seed": lm["seed"]} if lm else \
             {"cols": None if st.symmetric else st.cols()}
         run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(), cluster=cluster,
-                 cluster_file=cluster_file, progress=progress, dtype=st.dtype, **sel)
+                 progress=progress, dtype=st.dtype, **sel)
         # a tile is repaired only if it verifies now (a kernel giving inf would give it again)
         after = verify(GramStore.open(st.path))
         still = {Tile(min(t), max(t)) if st.symmetric else t for t, _ in after.bad}

@@ -20,7 +20,7 @@ Gram store, smo reads its rows from one row file per run (:mod:`gramtile.pipelin
 Parallel: every independent fit is a task (:mod:`gramtile.pipeline.learn.fits`: one per split x C,
 one per smo problem along the C grid; nested selection: split x inner fold x C, and each split's
 fit at its chosen C added as soon as its inner fits are in) run by :func:`gramtile.pipeline.learn.parallel.run_tasks` on a cluster
-profile or client; a task carries store paths and indices, and the worker reads its own blocks.
+profile or runtime; a task carries store paths and indices, and the worker reads its own blocks.
 The serial run is the same tasks one after another, and results are assembled in task order
 (:func:`assemble`), so a parallel run gives the serial run's numbers.
 
@@ -51,7 +51,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.fits import Fit, Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, source_ref
+from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, runs_here, source_ref
 from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource
@@ -344,11 +344,11 @@ def solve_problem(task: ProblemTask):
 
 
 def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: SolverPlan | None = None,
-                      cluster=None, cluster_file=None, client=None, bar: bool = False) -> list:
+                      cluster=None, bar: bool = False) -> list:
     """The decision functions of an smo SVM on all examples of ``source`` (labels ``y``): binary
     (``classes[1]`` positive, as SVC) or one per class (one-vs-rest, class weights as in
-    :func:`~gramtile.pipeline.learn.fits.run_chain`). One-vs-rest problems are independent tasks on ``cluster`` /
-    ``client``, each reading its rows from the store.
+    :func:`~gramtile.pipeline.learn.fits.run_chain`). One-vs-rest problems are independent tasks on ``cluster``
+    (a profile name, address or :class:`~gramtile.pipeline.compute.runtime.Runtime`), each reading its rows from the store.
 
     Returns
     -------
@@ -358,7 +358,7 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
     y = np.asarray(y)
     train = np.arange(source.n, dtype=np.int64)
     check_complete(source)
-    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
+    ref = SourceRef(local=source) if runs_here(cluster) else source_ref(source)
     binary = len(classes) == 2
     tasks = []
     for p in ([classes[1]] if binary else list(classes)):
@@ -368,8 +368,7 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
     with smo_row_file(plan, source, train.size) as plan:
         for t in tasks:
             t.row_file = plan.row_file
-        return run_tasks(solve_problem, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
-                         desc="train", bar=bar)
+        return run_tasks(solve_problem, tasks, cluster=cluster, desc="train", bar=bar)
 
 
 # ---- evaluation: every independent fit a task ----------------------------------------------------
@@ -378,7 +377,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
              progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0,
              inner_metric: str = "accuracy", solver: str | SolverPlan = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3,
-             cluster=None, cluster_file=None, client=None, bar: bool = False, announce=None,
+             cluster=None, bar: bool = False, announce=None,
              scratch=None) -> Evaluation:
     """Fit and score a model on each split, reading two kernel blocks per split.
 
@@ -417,8 +416,9 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         memory), else smo. The perceptron always reads its blocks into memory.
     tol : float
         smo's stopping tolerance (libsvm keeps SVC's default, also 1e-3).
-    cluster, cluster_file, client
-        Run every fit as a task on this cluster profile or Dask client
+    cluster : str or Runtime
+        Run every fit as a task where this runtime runs its tasks (a profile name, a scheduler
+        address or a :class:`~gramtile.pipeline.compute.runtime.Runtime`)
         (:func:`~gramtile.pipeline.learn.parallel.run_tasks`; the tasks of
         :func:`~gramtile.pipeline.learn.fits.split_tasks`); each task opens the stores itself and
         reads its own blocks. Results are those of the serial run. None: in this process.
@@ -452,12 +452,12 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         plan = plan_solver(solver if model == "svm" else "libsvm",  # the perceptron reads its blocks into memory
                            max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
                            memory_mb, cache_mb, inner_folds if nested else 0, multiclass, len(classes),
-                           share=in_process(cluster, cluster_file, client), tol=tol, scratch=scratch)
+                           share=in_process(cluster), tol=tol, scratch=scratch)
     if announce is not None and model == "svm":
         announce(plan.line)
     check_complete(source)
     # in this process, read through the caller's own source; elsewhere, each worker opens the stores
-    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
+    ref = SourceRef(local=source) if runs_here(cluster) else source_ref(source)
     run = uuid.uuid4().hex
     # smo over a store reads its kernel rows from one row file, written here for every fit of the run
     # and removed when they end (also on error)
@@ -473,7 +473,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         n_fits = sum(len(isplits) * n_tasks(plan, grid, cl) for isplits, cl, _ in inner) + \
             len(splits) * n_tasks(plan, [Setting("svm", 1.0)] if nested else grid, classes)
         pb = progress_bar(n_fits, "fit", "evaluate", disable=not bar or n_fits < 2)
-        opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="evaluate")
+        opts = dict(cluster=cluster, bar=pb, desc="evaluate")
         try:
             # every fit is one run of tasks: nested, the inner fits of every split first; as soon as
             # a split's inner fits are in, its C is chosen and its final fit starts (no barrier
@@ -648,12 +648,12 @@ def nested_order(y_train, seed: int = 0) -> np.ndarray:
 def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), model: str = "svm", C=(1.0,),
                    class_weight=None, multiclass: str = "ovr", epochs: int = 2, seed: int = 0,
                    perceptron_seed=None, kernel: str = "kernel", positive=None, progress=None, cluster=None,
-                   cluster_file=None, client=None, bar: bool = False) -> list[dict]:
+                   bar: bool = False) -> list[dict]:
     """Scores as the training part grows: for each fraction f, train on the first
     ceil(f * n_train) examples of :func:`nested_order` of each split's training part.
 
     Every (split, fraction, setting) is a fit of :mod:`~gramtile.pipeline.learn.fits`, run as a
-    task on ``cluster`` / ``client`` like :func:`evaluate`'s (the settings of one split and
+    task on ``cluster`` like :func:`evaluate`'s (the settings of one split and
     fraction packed into one task when there are enough of them), each reading K[train'][:, train']
     and K[test][:, train'] of its subset train'. ``seed`` fixes the nested subsets;
     ``perceptron_seed`` is the perceptron's visiting order as in :func:`evaluate` (other
@@ -677,7 +677,7 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
         positive = positive_class(classes)
     check_classes(classes, positive, class_weight)
     check_complete(source)
-    ref = SourceRef(local=source) if client is None and cluster in (None, "sequential") else source_ref(source)
+    ref = SourceRef(local=source) if runs_here(cluster) else source_ref(source)
     run = uuid.uuid4().hex
     tasks, where = [], []  # where[j]: (split position, fraction, setting, training size) of task j
     for i, sp in enumerate(splits):
@@ -702,7 +702,7 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
 
     pb = progress_bar(len(tasks), "fit", "learning curve", disable=not bar or len(tasks) < 2)
     try:
-        preds = run_fits(tasks, cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, on_done=done,
+        preds = run_fits(tasks, cluster=cluster, bar=pb, on_done=done,
                          desc="learning curve")
     finally:
         pb.close()

@@ -229,7 +229,7 @@ def pack(tasks: list, slots: int) -> list:
     return [(Group([tasks[i] for i in idx]), idx) if len(idx) > 1 else (tasks[idx[0]], idx) for _, idx in runs]
 
 
-def run_fits(tasks: list, cluster=None, cluster_file=None, client=None, bar=None, on_done=None,
+def run_fits(tasks: list, cluster=None, bar=None, on_done=None,
              desc: str = "fits", key_prefix: str = "gramtile-fit") -> list:
     """The results of ``tasks`` (:class:`Fit` s and :class:`Chain` s) in task order, run as the
     units of :func:`pack` by :func:`~gramtile.pipeline.learn.parallel.run_tasks`; ``bar`` (a
@@ -237,7 +237,7 @@ def run_fits(tasks: list, cluster=None, cluster_file=None, client=None, bar=None
     ``on_done`` may return further tasks (each run as a unit of its own, indices after every task
     so far, results appended), which start while the others still run."""
     tasks = list(tasks)
-    units = pack(tasks, n_slots(cluster, cluster_file, client))
+    units = pack(tasks, n_slots(cluster))
     out = [None] * len(tasks)
 
     def done(u, r):
@@ -255,8 +255,7 @@ def run_fits(tasks: list, cluster=None, cluster_file=None, client=None, bar=None
             out.append(None)
         return more
 
-    run_tasks(run_task, [u for u, _ in units], cluster=cluster, cluster_file=cluster_file, client=client,
-              desc=desc, on_done=done, key_prefix=key_prefix)
+    run_tasks(run_task, [u for u, _ in units], cluster=cluster, desc=desc, on_done=done, key_prefix=key_prefix)
     return out
 
 

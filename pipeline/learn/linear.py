@@ -242,7 +242,7 @@ def parse_rows(text, n: int) -> np.ndarray:
 
 def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None, solver: str = "auto",
                    epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, rows=None, folds_dir=None, memory_mb=None,
-                   loss: str = "squared_hinge", cluster=None, cluster_file=None, client=None, bar: bool = False,
+                   loss: str = "squared_hinge", cluster=None, bar: bool = False,
                    announce=None, select: str = "test", inner_folds: int = 3) -> dict:
     """Stratified ``folds``-fold accuracy of the linear SVM on a feature store (``gramtile
     evaluate --features F.zarr --model linear``), for each C of ``Cs`` or with C chosen per split.
@@ -257,7 +257,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
 
     ``rows`` (``"A:B"``) evaluates on those rows only (folds over their labels, as ``gramtile
     evaluate`` makes them for a Gram store over the same examples); ``folds_dir`` reuses or
-    saves the folds file there. Every fit is a task on ``cluster`` / ``client``; results are
+    saves the folds file there. Every fit is a task on ``cluster`` (a profile name, address or Runtime); results are
     those of the serial run. Returns ``{"folds", "seed", "rows", "n", "n_features", "kernel",
     "features", "solver", "C_selection", "C": {C: {"accuracy", "accuracy_std", "per_fold",
     "fit_seconds", "cpu_seconds"}}, "best_C", "predictions": {C: {"row", "predicted", "gold"}}}``;
@@ -279,7 +279,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
     nested = select == "nested" and len(Cs) > 1
     splits = load_or_make_folds(folds_dir, labels, folds, seed) if folds_dir else stratified_kfold(labels, folds, seed)
     n_train = max(s.train.shape[0] for s in splits)
-    plan = plan_solver(solver, fs, n_train, len(classes), memory_mb, in_process(cluster, cluster_file, client),
+    plan = plan_solver(solver, fs, n_train, len(classes), memory_mb, in_process(cluster),
                        chunk_rows)
     if announce is not None:
         announce(describe(plan))
@@ -288,7 +288,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
         return FitTask(str(path), fs.uid, idx[train], idx[test], C, plan["used"], class_weight, int(seed),
                        int(epochs), int(chunk_rows), loss)
 
-    common = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=bar, key_prefix="gramtile-linear")
+    common = dict(cluster=cluster, bar=bar, key_prefix="gramtile-linear")
     head = {"folds": folds, "seed": seed, "rows": rows or f"0:{fs.n}", "n": int(idx.shape[0]),
             "n_features": fs.n_features, "kernel": fs.meta["spec"], "features": str(path), "solver": plan,
             "class_weight": class_weight, "epochs": epochs if plan["used"] == "sgd" else None,

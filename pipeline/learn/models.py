@@ -642,8 +642,7 @@ def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_cla
 
 def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
           epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None,
-          solver: str = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3, cluster=None, cluster_file=None,
-          client=None, announce=None, scratch=None) -> SavedModel:
+          solver: str = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3, cluster=None, announce=None, scratch=None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -656,7 +655,7 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
         Gram stores, read only as the solver needs); else computed in memory.
     learner, C, class_weight, multiclass, epochs, seed
         As in :func:`gramtile.pipeline.learn.crossval.evaluate`.
-    solver, memory_mb, cache_mb, tol, cluster, cluster_file, client, announce
+    solver, memory_mb, cache_mb, tol, cluster, announce
         The SVM solver (:func:`~gramtile.pipeline.learn.crossval.plan_solver`; ``smo`` reads
         kernel rows from ``K`` through a cache and never holds K(train, train)), where its
         one-vs-rest problems run, and a callable given the one-line description of the choice.
@@ -692,14 +691,13 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
               "class_weight": class_weight, "multiclass": multiclass}
     if learner == "svm":
         plan = plan_solver(solver, len(docs), 0, memory_mb, cache_mb, 0, multiclass, len(classes),
-                           share=in_process(cluster, cluster_file, client), tol=tol, scratch=scratch)
+                           share=in_process(cluster), tol=tol, scratch=scratch)
         params["solver"] = plan.to_dict()
         if announce is not None:
             announce(plan.line)
         if plan.used == "smo":
             funcs = fit_smo_functions(source if source is not None else ArrayKernelSource(K), y, classes.tolist(),
-                                      float(C), class_weight, plan, cluster=cluster, cluster_file=cluster_file,
-                                      client=client)
+                                      float(C), class_weight, plan, cluster=cluster)
             scheme = "binary" if len(classes) == 2 else "ovr"
             return SavedModel.from_functions(spec, "svm", scheme, classes.tolist(), funcs, docs, params=params,
                                              provenance=provenance, resources=resources)
@@ -777,7 +775,7 @@ def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> Sav
     provenance : dict, optional
     **kwargs
         Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed,
-        solver, memory_mb, cache_mb, cluster, client, ...). K(train, train) is read from the
+        solver, memory_mb, cache_mb, cluster, ...). K(train, train) is read from the
         stores only as the solver needs it: whole for libsvm, row bands through the cache for smo.
     """
 

@@ -21,15 +21,17 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections import OrderedDict, deque
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import get_profile, open_client
+from gramtile.pipeline.compute.errors import TaskLostError
+from gramtile.pipeline.compute.executors import SequentialExecutor, TaskQueue
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import StoreKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
@@ -173,97 +175,74 @@ def source_ref(source) -> SourceRef:
     return SourceRef(local=source)
 
 
-def in_process(cluster, cluster_file=None, client=None) -> int:
-    """How many fits of a run share one process: the threads of an in-process profile (1 otherwise)."""
-    if client is not None or cluster in (None, "sequential"):
-        return 1
-    profile = get_profile(cluster, cluster_file)
-    return profile.n_workers if profile.in_process else 1
+def in_process(cluster) -> int:
+    """How many fits of a run share one process: the tasks at once of an in-process Dask or
+    ``threads`` runtime (1 otherwise). ``cluster``: a profile name, address or Runtime."""
+    rt = Runtime.of(cluster)
+    return rt.slots if rt.in_process and rt.kind != "sequential" else 1
 
 
-def n_slots(cluster, cluster_file=None, client=None) -> int:
-    """How many tasks a run executes at once: the client's worker threads, a profile's workers
-    (times ``threads_per_worker`` of a ``local`` one), 1 in this process."""
-    if client is not None:
-        return max(1, sum(client.nthreads().values()))
-    if cluster in (None, "sequential"):
-        return 1
-    profile = get_profile(cluster, cluster_file)
-    per = int(profile.options.get("threads_per_worker", 1)) if profile.type == "local" else 1
-    return profile.n_workers * per
+def runs_here(cluster) -> bool:
+    """Whether ``cluster`` runs its tasks in this process, one after the other (``sequential``):
+    in-memory sources are then used as they are."""
+    return Runtime.of(cluster).kind == "sequential"
 
 
-def run_tasks(fn, tasks, cluster=None, cluster_file=None, client=None, desc: str = "fits", bar: bool = False,
-              on_done=None, key_prefix: str = "gramtile-fit"):
-    """``[fn(t) for t in tasks]``, run on a cluster profile or client, results in task order.
+def n_slots(cluster) -> int:
+    """How many tasks a run executes at once (:attr:`Runtime.slots`)."""
+    return Runtime.of(cluster).slots
+
+
+def run_tasks(fn, tasks, cluster=None, desc: str = "fits", bar: bool = False, on_done=None,
+              key_prefix: str = "gramtile-fit"):
+    """``[fn(t) for t in tasks]``, run on the run's executor, results in task order.
 
     Parameters
     ----------
     fn : picklable function of one task
     tasks : list
-    cluster : str or None
-        Profile of cluster.yaml; None or ``"sequential"``: in this process, one after another;
-        ``threads``: the driver's thread pool; others: a Dask client opened for this call.
-    client : distributed.Client, optional
-        Run on it (``cluster`` is then ignored).
+    cluster : str, Runtime or None
+        Where the tasks run (:class:`~gramtile.pipeline.compute.runtime.Runtime`); None or
+        ``"sequential"``: in this process, one after another.
     bar : bool or progress bar
         Show a progress bar over the tasks; or a bar (:func:`~gramtile.pipeline.progress.progress_bar`)
         to advance by one per task, left open (one bar over several calls).
     on_done : callable(i, result), optional
         Called in the driver as each task finishes (in completion order). It may return a list of
-        further tasks: they get the next indices (after every task so far) and run on the same
-        workers before the tasks still waiting, so work that needs some results (a split's final
-        fit after its inner C selection) neither waits for all of them nor piles up at the end;
-        their results follow in the returned list.
+        further tasks: they get the next indices (after every task so far) and run before the
+        tasks still waiting, so work that needs some results (a split's final fit after its inner
+        C selection) neither waits for all of them nor piles up at the end; their results follow
+        in the returned list.
     """
+    rt = Runtime.of(cluster)
     tasks = list(tasks)
     out = [None] * len(tasks)
     own = not hasattr(bar, "update")
     pb = progress_bar(len(tasks), "fit", desc, disable=not bar or len(tasks) < 2) if own else bar
-
-    def done(i, r) -> range:
-        out[i] = r
-        pb.update(1)
-        more = on_done(i, r) if on_done is not None else None
-        if not more:
-            return range(0)
-        tasks.extend(more)
-        out.extend([None] * len(more))
-        return range(len(tasks) - len(more), len(tasks))
-
-    def serial():
-        i = 0
-        while i < len(tasks):  # tasks added by on_done run after the others
-            done(i, fn(tasks[i]))
-            i += 1
-
+    queue = TaskQueue((i, (fn, t)) for i, t in enumerate(tasks))
+    token = uuid.uuid4().hex[:12]
     try:
-        profile = None if client is not None or cluster in (None, "sequential") else get_profile(cluster, cluster_file)
-        if client is not None:
-            _run_dask(fn, tasks, client, done, key_prefix)
-        elif profile is None or profile.type == "sequential" or len(tasks) < 2:
-            serial()
-        elif profile.type == "threads":
-            # one task per worker in flight, the rest waiting here, tasks added by on_done first
-            waiting, pending = deque(range(len(tasks))), {}
-            with ThreadPoolExecutor(max_workers=profile.n_workers, thread_name_prefix="gramtile-fit") as ex:
-                while waiting or pending:
-                    while waiting and len(pending) < profile.n_workers:
-                        j = waiting.popleft()
-                        pending[ex.submit(fn, tasks[j])] = j
-                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for f in finished:
-                        waiting.extendleft(reversed(done(pending.pop(f), f.result())))
-        else:
-            with open_client(profile, cluster_file) as c:
-                if c is None:
-                    serial()
-                else:
-                    _run_dask(fn, tasks, c, done, key_prefix)
+        with (nullcontext(SequentialExecutor()) if len(tasks) < 2 and on_done is None else rt.session()) as ex:
+            for i, r in ex.imap(on_worker, queue, key=lambda i: f"{key_prefix}-{token}-{i}", retries=RETRIES,
+                                what="fit", hint=_FIT_HINT):
+                out[i] = r
+                pb.update(1)
+                more = on_done(i, r) if on_done is not None else None
+                if more:
+                    first = len(tasks)
+                    tasks.extend(more)
+                    out.extend([None] * len(more))
+                    queue.push_front((first + j, (fn, t)) for j, t in enumerate(more))
+    except TaskLostError as e:
+        raise EvaluationError(str(e)) from None
     finally:
         if own:
             pb.close()
     return out
+
+
+_FIT_HINT = ("lower --memory-mb or --cache-mb (so the fits read kernel rows through the cache), give the workers "
+             "more memory, or use fewer workers per machine")
 
 
 #: Share of a Dask worker's memory limit its chunk cache may take (the rest is its fits').
@@ -280,33 +259,3 @@ def on_worker(fn, task):
     if limit:
         cap_budget(limit * CACHE_SHARE / 1e6)
     return fn(task)
-
-
-def _run_dask(fn, tasks, client, done, key_prefix):
-    distributed = optional.distributed()
-    token = hashlib.sha256(np.random.default_rng().bytes(16)).hexdigest()[:12]
-
-    def submit(i, priority=0):
-        f = client.submit(on_worker, fn, tasks[i], key=f"{key_prefix}-{token}-{i}", retries=RETRIES, pure=False,
-                          priority=priority)
-        index[f.key] = i
-        futs.append(f)
-        return f
-
-    futs, index = [], {}
-    for i in range(len(tasks)):
-        submit(i)
-    try:
-        pending = distributed.as_completed(list(futs))
-        for f in pending:
-            for j in done(index[f.key], f.result()):
-                pending.add(submit(j, priority=1))  # before the tasks still waiting
-    except distributed.KilledWorker as e:
-        raise EvaluationError(
-            f"a fit task was lost with its worker more often than the scheduler allows ({e}); a worker that dies "
-            "on every attempt usually runs out of memory. Fix: lower --memory-mb or --cache-mb (so the fits read "
-            "kernel rows through the cache), give the workers more memory, or use fewer workers per machine") \
-            from None
-    finally:
-        for f in futs:
-            f.release()

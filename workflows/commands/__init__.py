@@ -6,12 +6,30 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.progress import log
 from gramtile.workflows.errors import UsageError
 
 #: ``--cluster`` help of the commands that compute Gram stores (``gram``, ``run``).
 CLUSTER_HELP = ("cluster.yaml profile (default local: Dask worker processes; threads = worker threads of this "
-                "process, no Dask cluster; sequential = in-process, one tile at a time)")
+                "process, no Dask cluster; sequential = in-process, one tile at a time), or the address of a "
+                "running Dask scheduler (tcp://HOST:8786)")
+
+
+def add_cluster_options(p, default: str = "local", help: str = CLUSTER_HELP, metavar: str | None = None):
+    """``--cluster``, ``--cluster-file`` and ``--scheduler-file``: where a command runs its tasks
+    (:func:`runtime` turns them into the command's :class:`~gramtile.pipeline.compute.runtime.Runtime`)."""
+    p.add_argument("--cluster", default=default, metavar=metavar, help=f"{help} (default {default})")
+    p.add_argument("--cluster-file", default=None, metavar="FILE",
+                   help="cluster.yaml to read profiles from (default ./cluster.yaml, then the built-in profiles)")
+    p.add_argument("--scheduler-file", default=None, metavar="FILE",
+                   help="connect to the Dask scheduler that wrote FILE (dask scheduler --scheduler-file FILE); "
+                        "replaces --cluster")
+
+
+def runtime(args) -> Runtime:
+    """The command's run-time object from its cluster options (a bad profile fails here)."""
+    return Runtime(args.cluster, args.cluster_file, scheduler_file=getattr(args, "scheduler_file", None))
 
 
 class DeprecatedAlias(argparse.Action):

@@ -1,7 +1,7 @@
 """``gramtile demo``: the main job end to end on the embedded demo corpus."""
 from __future__ import annotations
 
-from gramtile.workflows.commands import deprecated, int_at_least_2, seed_int
+from gramtile.workflows.commands import add_cluster_options, deprecated, int_at_least_2, runtime, seed_int
 from gramtile.workflows.recipes.demo import run_demo
 
 
@@ -12,8 +12,7 @@ def add_parser(sub):
                                    "stratified k-fold SVM from the stores, print a result table and write a plot. "
                                    "Rerunning reuses everything already computed.")
     p.add_argument("--out", default="demo-out", help="output folder (default: demo-out)")
-    p.add_argument("--cluster", default="local", help="cluster.yaml profile (default: local; 'sequential' = no Dask)")
-    p.add_argument("--cluster-file", default=None, help="cluster profiles file (default: ./cluster.yaml or built-ins)")
+    add_cluster_options(p)
     p.add_argument("--folds", type=int_at_least_2, default=5, help="number of stratified folds (default: 5)")
     p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S", help="fold seed (default: 0)")
     deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
@@ -23,6 +22,6 @@ def add_parser(sub):
 
 def run(args) -> int:
 
-    run_demo(args.out, cluster=args.cluster, cluster_file=args.cluster_file, folds=args.folds, seed=args.fold_seed,
+    run_demo(args.out, cluster=runtime(args), folds=args.folds, seed=args.fold_seed,
              progress=not args.no_progress)
     return 0

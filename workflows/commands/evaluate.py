@@ -32,11 +32,13 @@ from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
 from gramtile.workflows.commands import (
+    add_cluster_options,
     check_output_dir,
     deprecated,
     int_at_least_2,
     overwrite_flag,
     positive_int,
+    runtime,
     seed_int,
     write_text_atomic,
 )
@@ -64,8 +66,7 @@ def add_learn_options(p, cluster_default="sequential"):
                    help="memory budget per worker process in MB that decides --solver auto (default: 60%% of the "
                         "memory available at start; the threads of a threads profile share it)")
     if cluster_default is not None:
-        p.add_argument("--cluster", default=cluster_default, help=LEARN_CLUSTER_HELP + f" (default {cluster_default})")
-        p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
+        add_cluster_options(p, default=cluster_default, help=LEARN_CLUSTER_HELP)
 
 
 def add_scratch_option(p):
@@ -260,7 +261,7 @@ def _source(args):
     return ViewKernelSource(view), used, spec.to_dict()
 
 
-def run_features(args) -> int:
+def run_features(args, rt) -> int:
     """``--features F.zarr --model linear``: k-fold linear SVM on a feature store (learn/linear.py)."""
     if args.model != "linear" or not args.features or args.gram:
         raise EvaluationError("--features F.zarr goes with --model linear and without --gram; --model linear "
@@ -273,7 +274,7 @@ def run_features(args) -> int:
                          Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                          solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
                          rows=args.rows, folds_dir=args.folds_dir, memory_mb=args.memory_mb, loss=args.linear_loss,
-                         cluster=args.cluster, cluster_file=args.cluster_file, bar=not args.no_progress,
+                         cluster=rt, bar=not args.no_progress,
                          announce=log.info, select="test" if args.C_on_test else "nested",
                          inner_folds=args.inner_folds)
     text = linear_table(res)
@@ -288,9 +289,14 @@ def run_features(args) -> int:
 
 
 def run(args) -> int:
+    with runtime(args) as rt:  # one cluster for every fit of the command, closed at its end
+        if args.features or args.model == "linear":
+            return run_features(args, rt)
+        return run_kernel(args, rt)
 
-    if args.features or args.model == "linear":
-        return run_features(args)
+
+def run_kernel(args, rt) -> int:
+    """``--gram``: k-fold (or fixed split) evaluation of kernel learners on Gram stores."""
     if not args.gram:
         raise EvaluationError("--gram GRAM.zarr is required (or --features F.zarr with --model linear)")
     if args.split and args.folds is not None:
@@ -349,7 +355,7 @@ def run(args) -> int:
         ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
                       select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
                       inner_seed=args.fold_seed, solver=args.solver, memory_mb=args.memory_mb,
-                      cache_mb=args.cache_mb, cluster=args.cluster, cluster_file=args.cluster_file, scratch=args.scratch,
+                      cache_mb=args.cache_mb, cluster=rt, scratch=args.scratch,
                       bar=not args.no_progress, announce=log.info, **common)
     t_learn = time.perf_counter() - t_learn
     if several_C and args.C_on_test:
@@ -392,8 +398,8 @@ def run(args) -> int:
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
         rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.fold_seed,
-                              perceptron_seed=args.perceptron_seed, progress=say, cluster=args.cluster,
-                              cluster_file=args.cluster_file, bar=not args.no_progress, **common)
+                              perceptron_seed=args.perceptron_seed, progress=say, cluster=rt,
+                              bar=not args.no_progress, **common)
         print("\nLearning curve\n" + markdown_table(rows))
         out["curve"] = rows
         md += ["\n## Learning curve\n", markdown_table(rows)]

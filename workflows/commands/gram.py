@@ -27,7 +27,7 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.storage import beside, is_url
-from gramtile.workflows.commands import CLUSTER_HELP
+from gramtile.workflows.commands import add_cluster_options, runtime
 from gramtile.workflows.errors import UsageError
 
 
@@ -52,8 +52,7 @@ def add_parser(sub):
                    help="K's precision in the store (default float64; float32 halves disk, memory and reads)")
     p.add_argument("--tile", type=int, default=None,
                    help="tile edge in examples (default: the store's, else chosen from a memory budget)")
-    p.add_argument("--cluster", default="local", help=CLUSTER_HELP)
-    p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
+    add_cluster_options(p)
     p.add_argument("--path", choices=("auto", "pairwise", "product"), default="auto",
                    help="for kernels with an explicit feature map (st, bow, route, exact subsequence): compute "
                         "tiles as matrix products of stored feature rows when estimated cheaper (auto, the "
@@ -63,7 +62,7 @@ def add_parser(sub):
     return p
 
 
-def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
+def _prepare_input(path: Path, out, cluster, progress: bool):
     """Prepare a JSON-lines input into the corpus store ``OUT.corpus.zarr`` beside ``out``
     (a path, or the URL ``out`` + ``.corpus.zarr`` when ``out`` is a URL).
 
@@ -74,7 +73,7 @@ def _prepare_input(path: Path, out, cluster: str, cluster_file, progress: bool):
     corpus = beside(out, ".corpus.zarr")
     # every derivable representation (ptree of a bracket tree, tree/ptree/seq of a dependency tree), so
     # any kernel can read the store a rerun with another --kernel reuses
-    prepare(path, "jsonl", corpus, cluster=cluster, cluster_file=cluster_file, progress=progress, reps="all")
+    prepare(path, "jsonl", corpus, cluster=cluster, progress=progress, reps="all")
     return corpus
 
 
@@ -87,11 +86,12 @@ def run(args) -> int:
     as_spec(args.kernel)  # a bad spec fails before --input is prepared
     if args.landmarks is not None and args.cols is not None:
         raise StoreError("--landmarks chooses the columns itself (landmarks drawn from the rows); drop --cols")
-    if args.input:
-        corpus = _prepare_input(Path(args.input), out, args.cluster, args.cluster_file, not args.no_progress)
-    st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile,
-                  cluster=args.cluster, cluster_file=args.cluster_file, progress=not args.no_progress,
-                  path=args.path, dtype=args.dtype, landmarks=args.landmarks, landmark_seed=args.landmark_seed)
+    with runtime(args) as rt:
+        if args.input:
+            corpus = _prepare_input(Path(args.input), out, rt, not args.no_progress)
+        st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile, cluster=rt,
+                      progress=not args.no_progress, path=args.path, dtype=args.dtype, landmarks=args.landmarks,
+                      landmark_seed=args.landmark_seed)
     done, total = st.tiles_done()
     lm = st.landmarks
     extra = "" if lm is None else f", {lm['taken']} landmarks ({lm['how']}, seed {lm['seed']})"

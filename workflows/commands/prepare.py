@@ -14,7 +14,7 @@ from gramtile.pipeline.resources.keys import keys_for_option, parse_option
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.pipeline.stores.storage import is_url, location
-from gramtile.workflows.commands import check_output_file, deprecated, positive_int
+from gramtile.workflows.commands import add_cluster_options, check_output_file, deprecated, positive_int, runtime
 from gramtile.workflows.errors import UsageError
 
 #: Every registered reader format (pipeline/readers/__init__.py).
@@ -32,9 +32,8 @@ def add_parser(sub):
     p.add_argument("--out", required=True, metavar="CORPUS.zarr",
                    help="corpus store to create or resume (a path, or an fsspec URL such as s3://b/c.zarr)")
     p.add_argument("--shard-size", type=int, default=1000, metavar="N", help="examples per shard (1000)")
-    p.add_argument("--cluster", default="local", metavar="PROFILE",
-                   help="cluster.yaml profile (local); 'sequential' parses in-process")
-    p.add_argument("--cluster-file", default=None, metavar="FILE", help="cluster profiles file")
+    add_cluster_options(p, metavar="PROFILE", help="cluster.yaml profile or scheduler address the parses run on; "
+                        "'sequential' parses in-process")
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help="stop at a malformed record (raise), or skip and list it (skip)")
     p.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS, metavar="N",
@@ -114,8 +113,8 @@ def run(args) -> int:
     loc = location(args.out)
     existed = loc.exists()
     try:
-        summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=args.cluster,
-                          cluster_file=args.cluster_file, on_error=args.on_error, max_tokens=args.max_tokens,
+        summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=runtime(args),
+                          on_error=args.on_error, max_tokens=args.max_tokens,
                           emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
                           reader_options=reader_options, hdag=args.hdag, reps=args.reps)
     except CorpusFormatError:

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from gramtile.pipeline.learn.report import markdown_table
-from gramtile.workflows.commands import CLUSTER_HELP
+from gramtile.workflows.commands import add_cluster_options, runtime
 from gramtile.workflows.commands.evaluate import add_learn_options
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import find_workflow, load_workflow, run_workflow, shipped_workflows
@@ -37,8 +37,7 @@ def add_parser(sub):
                    help="the data folder ${DATA} / ${SHARED} stand for (default $GRAMTILE_DATA, else "
                         "../shared/data beside a checkout)")
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (stores are reused across reruns)")
-    p.add_argument("--cluster", default="local", help=CLUSTER_HELP)
-    p.add_argument("--cluster-file", default=None, help="cluster.yaml to read profiles from")
+    add_cluster_options(p)
     p.add_argument("--tile", type=int, default=None, help="tile edge of new Gram stores (default: chosen)")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
     add_learn_options(p, cluster_default=None)  # the learning fits run on --cluster too
@@ -89,7 +88,7 @@ def run(args) -> int:
     path = find_workflow(args.workflow)
     with data_folder(args.data):
         wf = load_workflow(path)
-        rows = run_workflow(wf, args.out, cluster=args.cluster, cluster_file=args.cluster_file,
+        rows = run_workflow(wf, args.out, cluster=runtime(args),
                             progress=not args.no_progress, tile=args.tile, solver=args.solver,
                             memory_mb=args.memory_mb, cache_mb=args.cache_mb)
     cols = [c for c in ("kernel", "model", "C", "accuracy", "precision", "recall", "f1", "macro_f1")

@@ -31,6 +31,7 @@ from gramtile.workflows.commands import (
     positive_float,
     positive_int,
     replacing_dir,
+    runtime,
     seed_int,
 )
 from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options, add_scratch_option
@@ -99,8 +100,8 @@ def run(args) -> int:
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
-                 memory_mb=args.memory_mb, cache_mb=args.cache_mb, cluster=args.cluster,
-                 cluster_file=args.cluster_file, scratch=args.scratch, announce=log.info)
+                 memory_mb=args.memory_mb, cache_mb=args.cache_mb, cluster=runtime(args),
+                 scratch=args.scratch, announce=log.info)
     if args.model == "nystroem":
         if not args.corpus or len(args.gram) != 1:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "

@@ -1,9 +1,9 @@
 """``gramtile verify``: re-read every done tile (checksums, NaN); ``--repair`` recomputes bad ones."""
 from __future__ import annotations
 
-from gramtile.pipeline.compute.cluster import get_profile
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.stores.gram_store import verify
+from gramtile.workflows.commands import add_cluster_options, runtime
 
 
 def add_parser(sub):
@@ -11,16 +11,15 @@ def add_parser(sub):
     p.add_argument("store", help="Gram store (GRAM.zarr)")
     p.add_argument("--repair", action="store_true",
                    help="clear the done bits of bad tiles and recompute them from the corpus store")
-    p.add_argument("--cluster", default="sequential", help="cluster.yaml profile for the repair (default sequential)")
-    p.add_argument("--cluster-file", default=None)
+    add_cluster_options(p, default="sequential", help="cluster.yaml profile or scheduler address for the repair")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
     if args.repair:
-        get_profile(args.cluster, args.cluster_file)  # a bad profile fails even when nothing needs repair
-        rep = repair(args.store, cluster=args.cluster, cluster_file=args.cluster_file, progress=True)
+        rt = runtime(args)  # a bad profile fails even when nothing needs repair
+        rep = repair(args.store, cluster=rt, progress=True)
     else:
         rep = verify(args.store)
     if rep.metadata:

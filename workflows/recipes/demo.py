@@ -16,9 +16,9 @@ from importlib import resources
 from pathlib import Path
 
 from gramtile.kernels.registry import spec_from_dict
-from gramtile.pipeline.compute.cluster import get_profile, open_client
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve
 from gramtile.pipeline.learn.folds import load_or_make_folds
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
@@ -48,7 +48,7 @@ def demo_corpus_path() -> Path:
     return Path(str(resources.files("gramtile.workflows") / "data" / "demo.tsv"))
 
 
-def run_demo(out="demo-out", cluster: str = "local", cluster_file=None, folds: int = 5, seed: int = 0,
+def run_demo(out="demo-out", cluster: str = "local", folds: int = 5, seed: int = 0,
              tile: int = 64, progress: bool = True) -> list[dict]:
     """Run the demo end to end; returns the result rows (also written to ``out``)."""
 
@@ -56,14 +56,14 @@ def run_demo(out="demo-out", cluster: str = "local", cluster_file=None, folds: i
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     # one cluster for every step: workers stay warm (spaCy model, compiled kernels, shard cache)
-    with open_client(get_profile(cluster, cluster_file)) as client:
-        summary = prepare(demo_corpus_path(), "tsv", out / "corpus.zarr", shard_size=100, cluster=cluster,
-                          cluster_file=cluster_file, progress=progress, client=client)
+    with Runtime.of(cluster) as rt:
+        summary = prepare(demo_corpus_path(), "tsv", out / "corpus.zarr", shard_size=100, cluster=rt,
+                          progress=progress)
         print(summary.text())
         stores = {}
         for name, spec in BASE_KERNELS.items():
-            st = run_gram(out / "corpus.zarr", spec, out / f"gram-{name}.zarr", tile=tile, cluster=cluster,
-                          cluster_file=cluster_file, progress=progress, client=client)
+            st = run_gram(out / "corpus.zarr", spec, out / f"gram-{name}.zarr", tile=tile, cluster=rt,
+                          progress=progress)
             stores[st.kernel_hash] = GramStore.open(out / f"gram-{name}.zarr")
     labels = store_labels(next(iter(stores.values())))
     splits = load_or_make_folds(out, labels, folds, seed)

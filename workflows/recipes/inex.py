@@ -56,9 +56,9 @@ import yaml
 from gramtile.kernels.composite import Normalized, Polynomial
 from gramtile.kernels.registry import as_spec, spec_from_dict
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import shared_client
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.learn.parallel import StoreRef, run_tasks
+from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.learn.parallel import StoreRef, run_tasks, runs_here
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.errors import StoreLockedError
@@ -307,7 +307,7 @@ def _fit_score(K_tr, y_tr, K_te, y_te, C, scale):
     return float(np.mean(m.predict(K_te / scale) == y_te))
 
 
-def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list:
+def run(raw, path, out, cluster="local", progress=True, tile=None) -> list:
     """Run the INEX protocol of a workflow file (see the module docstring); writes ``out/results.*``.
 
     Parameters
@@ -318,7 +318,7 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         The workflow file (for messages).
     out : path
         Output folder; its corpus and Gram stores are reused by a rerun.
-    cluster, cluster_file, tile, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`
+    cluster, tile : as for :func:`~gramtile.pipeline.compute.engine.run_gram`
 
     Returns
     -------
@@ -327,11 +327,11 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         the paper's test and validation errors, Gram and selection seconds.
     """
 
-    with shared_client(cluster, cluster_file, client) as (cluster, client):
-        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
+    with Runtime.of(cluster) as rt:
+        return _run(raw, path, out, rt, progress, tile)
 
 
-def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
+def _run(raw, path, out, cluster, progress, tile):
 
     wf, options = load_recipe_workflow(raw, path)
     opts = check_options(wf, options)
@@ -372,8 +372,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                     continue
                 path = out / f"gram-{bs.kind}-{h[:12]}.zarr"
                 t1 = time.perf_counter()
-                _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster, cluster_file=cluster_file,
-                                progress=False, client=client)
+                _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster, progress=False)
                 gram_seconds[h] = time.perf_counter() - t1
                 stores[h] = GramStore.open(path)
                 sel_blocks[0].add(h, stores[h])
@@ -386,14 +385,13 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         todo = [(spec, params) for spec, params in vs
                 if not all(f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" in done for C in Cs)]
         scores = {}
-        if todo and not (client is None and cluster == "sequential"):
+        if todo and not runs_here(cluster):
             refs = {h: StoreRef.of(st) for h, st in stores.items()}
             run = uuid.uuid4().hex
             tasks = [_Score(run, tuple((b.spec_hash, refs[b.spec_hash]) for b in spec.base_specs()), spec.to_json(),
                             fit, val, y[fit], y[val], float(C), bool(params["normalized"]))
                      for spec, params in todo for C in Cs]
-            got = iter(run_tasks(_score, tasks, cluster=cluster, cluster_file=cluster_file, client=client,
-                                 desc=f"select {name}", bar=progress))
+            got = iter(run_tasks(_score, tasks, cluster=cluster, desc=f"select {name}", bar=progress))
             scores = {spec.spec_hash: [next(got) for _ in Cs] for spec, _ in todo}
         for spec, params in vs:
             keys = [f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" for C in Cs]
@@ -425,8 +423,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
         # the refit on every training tree is a task too (on a worker when the run has a client)
         final = _Final(tuple((b.spec_hash, StoreRef.of(stores[b.spec_hash])) for b in spec.base_specs()),
                        spec.to_json(), train, test, y[train], y[test], float(C), bool(params["normalized"]))
-        acc_t, = run_tasks(_final, [final], cluster=cluster, cluster_file=cluster_file, client=client,
-                           desc=f"test {name}")
+        acc_t, = run_tasks(_final, [final], cluster=cluster, desc=f"test {name}")
         paper = opts["paper"].get(name)
         paper_valid = opts["paper_valid"].get(name)
         mine = {bs.spec_hash for v, _ in vs for bs in v.base_specs()}

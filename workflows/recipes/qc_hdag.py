@@ -40,8 +40,8 @@ import numpy as np
 
 from gramtile.kernels.composite import Normalized
 from gramtile.kernels.registry import spec_from_dict
-from gramtile.pipeline.compute.cluster import shared_client
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate, source_mrr
 from gramtile.pipeline.learn.folds import fixed_split, stratified_kfold
 from gramtile.pipeline.learn.report import markdown_table
@@ -138,7 +138,7 @@ def variants(spec, g) -> list:
     return out or [(spec if spec.kind == "normalized" else Normalized(kernel=spec), {})]
 
 
-def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list:
+def run(raw, path, out, cluster="local", progress=True, tile=None) -> list:
     """Run the TREC QC HDAG protocol of a workflow file; writes ``out/results.*``.
 
     Parameters
@@ -149,8 +149,8 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         The workflow file (for messages).
     out : path
         Output folder; its corpus and Gram stores are reused by a rerun.
-    cluster, cluster_file, tile, client : as for :func:`~gramtile.pipeline.compute.engine.run_gram`;
-        the learning fits (each fold x C of a grid point, and the final fit) run on the same client
+    cluster, tile : as for :func:`~gramtile.pipeline.compute.engine.run_gram`;
+        the learning fits (each fold x C of a grid point, and the final fit) run on the same cluster
         or profile, with the serial run's results
 
     Returns
@@ -159,11 +159,11 @@ def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=
         One row per kernel: CV-chosen parameters and C, CV accuracy, test accuracy, MRR.
     """
 
-    with shared_client(cluster, cluster_file, client) as (cluster, client):
-        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
+    with Runtime.of(cluster) as rt:
+        return _run(raw, path, out, rt, progress, tile)
 
 
-def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
+def _run(raw, path, out, cluster, progress, tile):
 
     wf, options = load_recipe_workflow(raw, path)
     opts = check_options(wf, options)
@@ -185,7 +185,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
     stores, rows = {}, []
 
     # every (fold, C) fit of a grid point is a task on the run's profile (the serial run's numbers)
-    learn = dict(cluster=cluster, cluster_file=cluster_file, client=client)
+    learn = dict(cluster=cluster)
 
     def best_of(cands):  # highest CV accuracy; ties: first in grid order
         return max(enumerate(cands), key=lambda e: (e[1][0], -e[0]))[1]
@@ -203,8 +203,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client):
                     if bs.spec_hash not in stores:
                         t1 = time.perf_counter()
                         p = out / f"gram-{bs.kind}-{bs.spec_hash[:12]}.zarr"
-                        run_gram(corpus, bs, p, tile=tile, cluster=cluster, cluster_file=cluster_file,
-                                 progress=False, client=client)
+                        run_gram(corpus, bs, p, tile=tile, cluster=cluster, progress=False)
                         stores[bs.spec_hash] = GramStore.open(p)
                         gram += time.perf_counter() - t1
                         say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")

@@ -40,9 +40,10 @@ import numpy as np
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.executors import SequentialExecutor
 from gramtile.pipeline.compute.prepare import write_shards
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, nested_order
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import Split, fixed_split, stratified_kfold
@@ -108,15 +109,13 @@ def corpus_from_documents(make_docs, out: Path, source: str, options: dict, prog
         shutil.rmtree(out)
     store = CorpusStore.create(out, source=source, input_format="recipe", shard_size=shard_size, options=opts)
     run = store.begin_run({"cluster": "sequential", "recipe": "gramtile.workflows.recipes.relations"})
-    write_shards(store, iter(make_docs()), None, get_profile("sequential"), run, default_model_name(), False,
-                  progress, None)
+    write_shards(store, iter(make_docs()), SequentialExecutor(), run, default_model_name(), False, progress, None)
     store.finish()
     store.close()
     return CorpusStore.open(out)
 
 
-def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=None, progress=True, tile=None,
-                 client=None):
+def gram_sources(specs: dict, corpus, out: Path, cluster="local", progress=True, tile=None):
     """One Gram store per distinct base kernel of ``specs``; returns (name -> kernel source, hash -> seconds)."""
 
     stores, seconds = {}, {}
@@ -126,8 +125,7 @@ def gram_sources(specs: dict, corpus, out: Path, cluster="local", cluster_file=N
                 continue
             path = out / f"gram-{b.kind}-{b.spec_hash[:12]}.zarr"
             t0 = time.perf_counter()
-            run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress,
-                     client=client)
+            run_gram(corpus, b, path, tile=tile, cluster=cluster, progress=progress)
             seconds[b.spec_hash] = time.perf_counter() - t0
             stores[b.spec_hash] = GramStore.open(path)
     return {name: ViewKernelSource(ComposedView(spec, stores)) for name, spec in specs.items()}, seconds
@@ -272,8 +270,7 @@ def feature_cv(docs, folds, grid, seed=0) -> dict:
     return {c: float(np.mean(v)) for c, v in per.items()}
 
 
-def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None,
-                client=None) -> list[dict]:
+def run_conll04(raw, path, out: Path, cluster="local", progress=True, tile=None) -> list[dict]:
     """CoNLL04 recipe (module docstring). With several values of ``protocol.C`` / ``feature_C``,
     each SVM's C is chosen without the test sentences: by F1 on the SpERT dev sentences after
     training on the SpERT train sentences only (``select: dev``), or by the mean F1 of a
@@ -381,8 +378,8 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
             rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None,
                          sel_key: None if dev_f1 is None else dict(dev_f1)[c],
                          "seconds": round(time.perf_counter() - t1, 2)})
-        sources, seconds = gram_sources(specs, corpus, d, cluster, cluster_file, progress, tile, client)
-        learn = dict(cluster=cluster, cluster_file=cluster_file, client=client)  # every fold x C fit a task
+        sources, seconds = gram_sources(specs, corpus, d, cluster, progress, tile)
+        learn = dict(cluster=cluster)  # every fold x C fit a task
         chosen = {}
         for name, src in sources.items():
             t1 = time.perf_counter()
@@ -425,8 +422,7 @@ def run_conll04(raw, path, out: Path, cluster="local", cluster_file=None, progre
 
 # ---- SemEval-2010 Task 8 -----------------------------------------------------------------
 
-def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progress=True, tile=None,
-                client=None) -> list[dict]:
+def run_semeval(raw, path, out: Path, cluster="local", progress=True, tile=None) -> list[dict]:
 
     _check_keys(path, "", raw, _COMMON)
     say = _say(progress)
@@ -453,12 +449,12 @@ def run_semeval(raw, path, out: Path, cluster="local", cluster_file=None, progre
     y = np.asarray(labels)
     # stratify on the relation without its direction: Entity-Destination(e2,e1) has one example
     splits = stratified_kfold([y.split("(")[0] for y in labels], folds, seed)
-    sources, seconds = gram_sources(specs, corpus, out, cluster, cluster_file, progress, tile, client)
+    sources, seconds = gram_sources(specs, corpus, out, cluster, progress, tile)
     rows = []
     for name, src in sources.items():
         t1 = time.perf_counter()
         ev = evaluate(src, labels, splits, model="svm", C=(C,), multiclass=multiclass, kernel=name,
-                      cluster=cluster, cluster_file=cluster_file, client=client)
+                      cluster=cluster)
         for key, (idx, pred) in ev.predictions.items():
             score = official_f1(y[idx], pred)
             rows.append({"kernel": name, "model": "svm", "C": C, "folds": folds,
@@ -514,17 +510,17 @@ def plot_curves(curves, png, title):
     plt.close(fig)
 
 
-def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list[dict]:
+def run(raw, path, out, cluster="local", progress=True, tile=None) -> list[dict]:
     """Recipe entry point of ``gramtile run`` for ``task: conll04`` and ``task: semeval2010``.
 
     Gram stores and the learning fits (each fold x C of the SVM evaluations, and each split x
-    fraction of the kernel learning curves) run on one client of ``cluster`` (or ``client``), with
+    fraction of the kernel learning curves) run on one cluster of ``cluster``, with
     the serial run's results; the feature learners run in this process."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     task = raw.get("task")
     if task not in ("conll04", "semeval2010"):
         raise_bad_key(path, "task", task, "use conll04 or semeval2010")
-    with shared_client(cluster, cluster_file, client) as (cluster, client):
+    with Runtime.of(cluster) as rt:
         go = run_conll04 if task == "conll04" else run_semeval
-        return go(raw, path, out, cluster, cluster_file, progress, tile, client)
+        return go(raw, path, out, rt, progress, tile)

@@ -54,13 +54,13 @@ import numpy as np
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.compute.cluster import get_profile, shared_client
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import assemble, evaluate, plan_solver
 from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import classification_report, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, in_process, source_ref
+from gramtile.pipeline.learn.parallel import SourceRef, in_process, runs_here, source_ref
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.senseval import read_senseval
@@ -216,8 +216,8 @@ def word_corpus(docs, path: Path, source: Path, lemmas: str, subsample, progress
     return corpus_from_documents(lambda: docs, path, str(source), opts, progress, shard_size=max(1, len(docs)))
 
 
-def gram_stores(specs, corpus, gram_dir: Path, cluster="local", cluster_file=None, progress=True, tile=None,
-                say=lambda s: None, client=None) -> tuple[dict, dict, dict]:
+def gram_stores(specs, corpus, gram_dir: Path, cluster="local", progress=True, tile=None,
+                say=lambda s: None) -> tuple[dict, dict, dict]:
     """One Gram store ``gram_dir/<kind>-<hash16>.zarr`` per distinct base kernel of ``specs``.
 
     The resources the kernels name are built into the corpus store first (under its lock), then
@@ -241,8 +241,7 @@ def gram_stores(specs, corpus, gram_dir: Path, cluster="local", cluster_file=Non
     for h, b in bases.items():
         path = gram_dir / f"{b.kind}-{h[:16]}.zarr"
         t0 = time.perf_counter()
-        run_gram(corpus, b, path, tile=tile, cluster=cluster, cluster_file=cluster_file, progress=progress,
-                 client=client)
+        run_gram(corpus, b, path, tile=tile, cluster=cluster, progress=progress)
         secs[h] = time.perf_counter() - t0
         stores[h] = GramStore.open(path)
         ends = [r for r in stores[h].read_log() if r["event"] == "end"]
@@ -267,19 +266,18 @@ def stored_bases(stores: dict) -> dict:
     return out
 
 
-def run(raw, path, out, cluster="local", cluster_file=None, progress=True, tile=None, client=None) -> list[dict]:
+def run(raw, path, out, cluster="local", progress=True, tile=None) -> list[dict]:
     """Run the WSD workflow (module docstring); return one result row per word and kernel.
 
-    The Gram stores and the learning fits run on ``cluster`` (one client for the whole run, or
-    ``client``); every fit of a word is a task (:func:`learn`), and the rows are those of the
-    serial run.
+    The Gram stores and the learning fits run on ``cluster`` (one cluster for the whole
+    run); every fit of a word is a task (:func:`learn`), and the rows are those of the serial run.
     """
 
-    with shared_client(cluster, cluster_file, client) as (cluster, client):
-        return _run(raw, path, out, cluster, cluster_file, progress, tile, client)
+    with Runtime.of(cluster) as rt:
+        return _run(raw, path, out, rt, progress, tile)
 
 
-def _run(raw, path, out, cluster, cluster_file, progress, tile, client) -> list[dict]:
+def _run(raw, path, out, cluster, progress, tile) -> list[dict]:
     path = Path(path)
     cfg = _config(raw, path)
     out = Path(out)
@@ -288,7 +286,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client) -> list[
     p = cfg["protocol"]
     # threads and sequential learn in this process from matrices read once; worker processes read
     # their blocks from the stores (the same numbers: a composite is combined element by element)
-    in_memory = client is None and (cluster == "sequential" or get_profile(cluster, cluster_file).in_process)
+    in_memory = cluster.in_process
     rows = []
     t_all = time.perf_counter()
     for word in cfg["words"]:
@@ -303,8 +301,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client) -> list[
         corpus = word_corpus(docs, wdir / "corpus.zarr", src, cfg["lemmas"], cfg["subsample"], progress)
         if corpus.ids != [d.id for d in docs]:
             raise WorkflowError(f"corpus store {corpus.path} holds other examples than {src}; delete it and rerun")
-        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, cluster_file, progress, tile, say,
-                                          client=client)
+        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, progress, tile, say)
         splits = stratified_kfold(labels, p["folds"], p["seed"])
         counts = {lab: labels.count(lab) for lab in set(labels)}
         majority = max(counts.values()) / len(labels)
@@ -317,8 +314,7 @@ def _run(raw, path, out, cluster, cluster_file, progress, tile, client) -> list[
         else:
             systems = {name: [ViewKernelSource(ComposedView(spec, stores)) for spec in alts]
                        for name, alts in cfg["select"].items()}
-        got = learn(systems, labels, splits, p, cluster=cluster, cluster_file=cluster_file, client=client,
-                    bar=progress)
+        got = learn(systems, labels, splits, p, cluster=cluster, bar=progress)
         del systems
         learn_s = round(time.perf_counter() - t0, 2)
         for name, alts in cfg["select"].items():
@@ -368,7 +364,7 @@ def choose_C(source, labels, train, p) -> float:
     return choose([source], labels, train, p)[1]
 
 
-def nested_evaluate(source, labels, splits, p, name, cluster=None, cluster_file=None, client=None) -> dict:
+def nested_evaluate(source, labels, splits, p, name, cluster=None) -> dict:
     """Pooled k-fold accuracy with C (and, given a list of sources, the alternative) chosen per
     fold on its training part (as :func:`choose`): :func:`learn` of one kernel.
 
@@ -378,12 +374,12 @@ def nested_evaluate(source, labels, splits, p, name, cluster=None, cluster_file=
     """
 
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
-    return learn({name: sources}, labels, splits, p, cluster=cluster, cluster_file=cluster_file, client=client)[name]
+    return learn({name: sources}, labels, splits, p, cluster=cluster)[name]
 
 
-def learn(systems: dict, labels, splits, p, cluster=None, cluster_file=None, client=None, bar: bool = False) -> dict:
+def learn(systems: dict, labels, splits, p, cluster=None, bar: bool = False) -> dict:
     """:func:`nested_evaluate` of every system ``{name: [kernel source per alternative]}`` at once,
-    each independent fit a task on ``cluster`` / ``client``
+    each independent fit a task on ``cluster``
     (:func:`~gramtile.pipeline.learn.parallel.run_tasks`).
 
     Wave 1 fits every (system, outer fold, alternative, inner split, C) on its inner training part
@@ -405,8 +401,8 @@ def learn(systems: dict, labels, splits, p, cluster=None, cluster_file=None, cli
     grid = [Setting("svm", float(c)) for c in p["C"]]
     plan = plan_solver("auto", max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
                        multiclass=p["multiclass"], n_classes=len(classes),
-                       share=in_process(cluster, cluster_file, client))
-    local = client is None and cluster in (None, "sequential")
+                       share=in_process(cluster))
+    local = runs_here(cluster)
     refs = {name: [SourceRef(local=s) if local else source_ref(s) for s in srcs] for name, srcs in systems.items()}
     run = uuid.uuid4().hex
     common = dict(class_weight=p["class_weight"], multiclass=p["multiclass"], seed=None, plan=plan)
@@ -428,7 +424,7 @@ def learn(systems: dict, labels, splits, p, cluster=None, cluster_file=None, cli
                 inner.append((name, f, a, parts, reads))
     n_final = len(refs) * len(splits) * n_tasks(plan, grid[:1], classes)
     pb = progress_bar(len(tasks) + n_final, "fit", "learn", disable=not bar)
-    opts = dict(cluster=cluster, cluster_file=cluster_file, client=client, bar=pb, desc="learn")
+    opts = dict(cluster=cluster, bar=pb, desc="learn")
     try:
         results = run_fits(tasks, key_prefix="gramtile-inner", **opts) if tasks else []
         best = {}
