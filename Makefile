@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.gramtile-installed
 
-.PHONY: setup demo test test-hermetic lint bench wordnet clean
+.PHONY: setup demo test test-hermetic lint bench wordnet clean cluster-services cluster-services-down
 
 setup: $(STAMP) wordnet
 
@@ -39,9 +39,17 @@ lint: setup
 	cd $(LINT_TREE) && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 	$(VENV)/bin/ruff check .
 
-# the full suite: tests that read ../shared/data fail (not skip) when it is missing
-test: setup lint
-	GRAMTILE_REQUIRE_DATA=1 $(VENV)/bin/pytest -q
+# the full suite: tests that read ../shared/data fail (not skip) when it is missing; as root the
+# real SLURM and S3-protocol services of the cluster tests are started first and stopped after
+test: setup lint cluster-services
+	GRAMTILE_REQUIRE_DATA=1 $(VENV)/bin/pytest -q; rc=$$?; bash tests/cluster/services/down.sh; exit $$rc
+
+# single-node SLURM (munged, slurmctld, slurmd) and an S3-protocol server on 127.0.0.1 (root only)
+cluster-services: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash tests/cluster/services/up.sh
+
+cluster-services-down:
+	bash tests/cluster/services/down.sh
 
 # the hermetic subset: no test that reads ../shared/data
 test-hermetic: setup
