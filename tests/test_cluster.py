@@ -181,7 +181,11 @@ def test_local_profile_runs_tasks_in_worker_processes(no_env):
         info = ex.client.scheduler_info()["workers"]
         assert len(info) == 1
         assert ex.client.submit(os.getpid).result() != os.getpid()
-        assert 1000 < rt.worker_memory_mb() <= 1024  # the worker's limit, not the driver's memory
+        assert rt.worker_memory_mb() == 2**30 / 1e6  # the worker's limit, not the driver's memory
+        mem = rt.task_memory(0.6)
+        assert mem.on_workers and mem.tasks == 1
+        held = max(w["metrics"]["memory"] for w in info.values()) / 1e6
+        assert mem.process_mb == pytest.approx(0.8 * 2**30 / 1e6 - max(300.0, held), rel=0.05)
         with rt.session() as again:
             assert again is ex  # an entered Runtime keeps its executor for the next step
 
@@ -224,3 +228,27 @@ def test_unreachable_scheduler(no_env):
         with Runtime("scheduler", f) as rt, rt.session():
             pass
     assert time.monotonic() - t < 60  # fails, does not hang
+
+
+def test_fits_plan_for_the_memory_of_one_worker_not_the_driver(no_env):
+    """Workers of 600 MiB: auto picks the bounded-memory solver a worker can hold, sizes its cache
+    from the worker, and a solver that cannot fit is refused before any fit starts, with figures."""
+    from gramtile.pipeline.learn.crossval import plan_solver
+    from gramtile.pipeline.learn.errors import EvaluationError
+    from gramtile.pipeline.learn.parallel import fit_memory
+
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  small: {type: local, n_workers: 1, threads_per_worker: 1, memory_limit: 600MiB}\n")
+    with Runtime("small", f) as rt:
+        mem = fit_memory(rt)
+        assert mem.on_workers and 100 < mem.per_task_mb < 0.8 * 600 * 2**20 / 1e6
+        plan = plan_solver("auto", 6000, 1500, mem)  # K(train, train) alone: 288 MB, over a worker
+        assert plan.used == "smo" and plan.cache_mb + 8 * 8 * 6000 / 1e6 <= mem.per_task_mb
+        here = plan_solver("auto", 6000, 1500, fit_memory("sequential"))
+        assert here.memory_mb > 10 * mem.per_task_mb  # the driver's budget would have chosen differently
+        with pytest.raises(EvaluationError, match=r"libsvm .* needs [\d,]+ MB per fit, but a worker of profile "
+                                                  r"'small' \(629 MB limit, paused at 80%.*Fix: --solver smo"):
+            plan_solver("libsvm", 6000, 1500, mem)
+        with pytest.raises(EvaluationError, match="Fix: a smaller --cache-mb"):
+            plan_solver("smo", 6000, 1500, mem, cache_mb=5000)
+    assert plan_solver("libsvm", 6000, 1500, fit_memory("sequential", 10.0)).used == "libsvm"  # in process: as asked

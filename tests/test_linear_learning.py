@@ -207,8 +207,7 @@ def test_nested_C_selection_equals_choosing_by_hand_on_inner_folds(num):
     from gramtile.pipeline.learn.folds import stratified_kfold
 
     Cs = (0.001, 0.1, 10.0)
-    common = dict(folds=3, seed=2, Cs=Cs, solver="liblinear", select="nested", inner_folds=3,
-                  cluster_file=str(num["dir"] / "cluster.yaml"))
+    common = dict(folds=3, seed=2, Cs=Cs, solver="liblinear", select="nested", inner_folds=3)
     res = linear.evaluate_store(num["features"], cluster="sequential", **common)
     fs = FeatureStore(num["features"])
     y = list(fs.labels)
@@ -236,7 +235,7 @@ def test_nested_C_selection_equals_choosing_by_hand_on_inner_folds(num):
     # the grid is wide enough that the choice is not the same C everywhere by accident of ties
     assert all(len(set(a.values())) > 1 for a in res["nested"]["inner_accuracy"])
     for cluster in ("pool", "two"):
-        par = linear.evaluate_store(num["features"], cluster=cluster, **common)
+        par = linear.evaluate_store(num["features"], cluster=Runtime(cluster, num["dir"] / "cluster.yaml"), **common)
         assert par["predictions"] == res["predictions"] and par["nested"]["C_chosen"] == chosen
     assert "| nested |" in linear.table(res)
     # one C, or select="test": the per-C rows as before

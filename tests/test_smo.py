@@ -204,9 +204,11 @@ def test_warm_start_and_shrinking_together():
 
 
 def test_fits_running_at_once_in_one_process_split_the_cache():
+    from gramtile.pipeline.compute.runtime import TaskMemory
     from gramtile.pipeline.learn.crossval import plan_solver
 
-    assert plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=3000).cache_mb == 3000
-    assert plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=3000, share=2).cache_mb == 1500
+    one, two = TaskMemory(6000, 1, "--memory-mb", False), TaskMemory(6000, 2, "--memory-mb", False)
+    assert plan_solver("smo", 40_000, 10_000, one, cache_mb=3000).cache_mb == 3000
+    assert plan_solver("smo", 40_000, 10_000, two, cache_mb=3000).cache_mb == 1500
     with pytest.raises(EvaluationError, match="fewer than two kernel rows"):
-        plan_solver("smo", 40_000, 10_000, memory_mb=6000, cache_mb=1.0, share=2)
+        plan_solver("smo", 40_000, 10_000, two, cache_mb=1.0)

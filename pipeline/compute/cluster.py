@@ -326,9 +326,9 @@ def seconds(v) -> float:
 
 
 def parse_memory_mb(v, what: str) -> float:
-    """A memory size (``2GiB``, ``600MiB``, bytes) in MB (2**20 bytes)."""
+    """A memory size (``2GiB``, ``600MiB``, bytes) in MB (10**6 bytes, as every memory figure here)."""
     try:
-        return float(parse_bytes(v)) / 2**20
+        return float(parse_bytes(v)) / 1e6
     except (ValueError, TypeError):
         raise ClusterConfigError(f"{what} = {v!r} is not a memory size. Fix: write it as 2GiB, 600MiB or bytes") \
             from None

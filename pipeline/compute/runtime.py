@@ -17,8 +17,8 @@ Without ``with``, each step opens and closes its own executor.
 
 It also answers the planning questions that depend on where tasks run: how many run at once
 (:attr:`slots`), whether they share the driver's memory (:attr:`in_process`) and how much memory
-one task may use (:meth:`worker_memory_mb`: the profile's memory per worker process, the limit the
-scheduler reports for its workers, or what this machine has free).
+one task may plan to use (:meth:`task_memory`: from the profile's memory per worker process, the
+limit the scheduler reports for its workers, or what this machine has available).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import logging
 import signal
 import threading
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
 import dask
 
@@ -44,6 +45,25 @@ from gramtile.pipeline.compute.executors import DaskExecutor, Executor, Sequenti
 from gramtile.pipeline.compute.jobwatch import JobWatch
 from gramtile.pipeline.memory import available_memory_mb
 from gramtile.pipeline.progress import log
+
+#: What a worker process holds before any task (MB): measured at 213 MB once the learners and the
+#: tile task are imported; compiling their Numba cores adds to it. Used until the scheduler
+#: reports more.
+WORKER_BASE_MB = 300.0
+
+
+@dataclass(frozen=True)
+class TaskMemory:
+    """The memory the tasks of one process may plan for (:meth:`Runtime.task_memory`)."""
+
+    process_mb: float   # what the tasks running at once in one process may use together
+    tasks: int          # tasks that run at once in one process
+    where: str          # where the figure comes from, for plans and refusals
+    on_workers: bool    # tasks run in worker processes whose limit pauses them when exceeded
+
+    @property
+    def per_task_mb(self) -> float:
+        return self.process_mb / max(1, self.tasks)
 
 
 class Runtime:
@@ -118,14 +138,14 @@ class Runtime:
         return 1 if p.type == "sequential" else p.n_workers * per
 
     def worker_memory_mb(self) -> float:
-        """Memory one worker process may use, in MB: what a task's plan (solver, caches, blocks)
-        must fit. Profiles that name it (``local``'s ``memory_limit``, ``slurm``'s ``memory`` over
-        its ``processes``) give it; a running scheduler reports its workers' limits (the smallest
-        counts); in-process runs share what this machine has free among their threads."""
+        """Memory limit of one worker process, in MB: the limit the scheduler reports for its
+        workers (the smallest counts), else the profile's (``local``'s ``memory_limit``,
+        ``slurm``'s ``memory`` over its ``processes``); in-process runs have what this machine
+        has available now, shared among their threads."""
         p, o = self.profile, self.profile.options
-        reported = self._reported_memory_mb()
-        if reported:
-            return reported
+        reported = self._worker_metrics()
+        if reported and reported["limit_mb"]:
+            return reported["limit_mb"]
         free = available_memory_mb()
         if p.type == "local" and o.get("memory_limit", "auto") != "auto":
             return parse_memory_mb(o["memory_limit"], f"profile {p.name!r} memory_limit")
@@ -135,16 +155,55 @@ class Runtime:
             return free / max(1, p.n_workers)
         return free
 
-    def _reported_memory_mb(self) -> float | None:
+    def task_memory(self, share: float, memory_mb=None) -> TaskMemory:
+        """What the tasks of one process may plan to use (solver choice, row caches, blocks).
+
+        In this process: ``share`` of the memory available now (or ``memory_mb``), split among the
+        tasks that run at once. In worker processes: the worker's limit up to the fraction where
+        Dask pauses it (``distributed.worker.memory.pause``), less what the worker already holds
+        (reported by the scheduler; at least :data:`WORKER_BASE_MB`), split among its threads; a
+        plan over that would pause the worker for good, so it is refused before it starts. An
+        entered Runtime of a running scheduler is connected first, to read its workers' limits.
+        """
+        p, o = self.profile, self.profile.options
+        if self.in_process:
+            tasks = self.slots if self.kind != "sequential" else 1
+            if memory_mb is not None:
+                return TaskMemory(float(memory_mb), tasks, "--memory-mb", False)
+            avail = available_memory_mb()
+            return TaskMemory(share * avail, tasks, f"{share:.0%} of the {avail:,.0f} MB available", False)
+        if self._stack is not None and self._executor is None and self.client is None:
+            self._executor = self._stack.enter_context(self._open())
+        metrics = self._worker_metrics()
+        tasks = (metrics or {}).get("threads") or (
+            int(o.get("threads_per_worker", 1)) if p.type == "local"
+            else max(1, int(o.get("cores", 1)) // int(o.get("processes", 1))) if p.type == "slurm" else 1)
+        if memory_mb is not None:
+            return TaskMemory(float(memory_mb), tasks, "--memory-mb", True)
+        limit = self.worker_memory_mb()
+        pause = dask.config.get("distributed.worker.memory.pause", 0.8)
+        pause = float(pause) if pause else float(dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0)
+        held = max(WORKER_BASE_MB, (metrics or {}).get("held_mb") or 0.0)
+        where = (f"a worker of profile {p.name!r} ({limit:,.0f} MB limit, paused at {pause:.0%}, "
+                 f"{held:,.0f} MB held by the worker itself)")
+        return TaskMemory(max(0.0, pause * limit - held), tasks, where, True)
+
+    def _worker_metrics(self) -> dict | None:
+        """The connected workers' smallest memory limit, largest memory in use and most threads."""
         client = self.client or getattr(self._executor, "client", None)
         if client is None:
             return None
         try:
-            limits = [w.get("memory_limit") or 0 for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+            workers = list(client.scheduler_info(n_workers=-1)["workers"].values())
         except (OSError, TimeoutError, KeyError):
             return None
+        if not workers:
+            return None
+        limits = [w.get("memory_limit") or 0 for w in workers]
         limits = [x for x in limits if x > 0]
-        return min(limits) / 2**20 if limits else None
+        return {"limit_mb": min(limits) / 1e6 if limits else None,
+                "held_mb": max((w.get("metrics") or {}).get("memory", 0) for w in workers) / 1e6,
+                "threads": max(int(w.get("nthreads") or 1) for w in workers)}
 
     # ---- opening and closing ----------------------------------------------------------------
 

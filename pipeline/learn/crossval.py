@@ -51,11 +51,18 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.fits import Fit, Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, check_complete, in_process, run_tasks, runs_here, source_ref
+from gramtile.pipeline.learn.parallel import (
+    SourceRef,
+    check_complete,
+    fit_memory,
+    run_tasks,
+    runs_here,
+    source_ref,
+    too_big,
+)
 from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource
-from gramtile.pipeline.memory import available_memory_mb
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
 
@@ -66,10 +73,10 @@ SELECT = ("nested", "test")
 #: (:mod:`gramtile.pipeline.learn.smo` over kernel rows read through a cache of ``cache_mb``),
 #: ``auto`` (libsvm when its blocks fit the memory budget, else smo).
 SOLVERS = ("auto", "libsvm", "smo")
-#: Share of the memory available at start that the default budget (``--memory-mb``) takes.
-MEMORY_SHARE = 0.6
 #: libsvm's own kernel cache (SVC's ``cache_size``, MB), counted in the in-memory estimate.
 LIBSVM_CACHE_MB = 200.0
+#: smo's working vectors beside its row cache (alpha, gradient, labels, ...), in kernel rows.
+SMO_VECTORS = 8
 
 
 def parse_class_weight(text):
@@ -197,14 +204,10 @@ def _base_row(kernel, s: Setting, class_weight, multiclass, n_classes):
 
 # ---- solver choice: in memory (libsvm) or through a row cache (smo) -------------------------------
 
-def default_memory_mb() -> float:
-    """The default memory budget of a learning run: :data:`MEMORY_SHARE` of what is available."""
-    return MEMORY_SHARE * available_memory_mb()
-
-
 def default_cache_mb(memory_mb: float) -> float:
-    """The default row cache of the smo solver: a quarter of the budget, between 100 MB and 4 GB."""
-    return float(min(4000.0, max(100.0, memory_mb / 4)))
+    """The default row cache of the smo solver: a quarter of the budget, between 100 MB (or half
+    the budget, when that is less) and 4 GB."""
+    return float(min(4000.0, max(min(100.0, memory_mb / 2), memory_mb / 4)))
 
 
 def in_memory_mb(n_train: int, n_test: int, nested_folds: int = 0) -> float:
@@ -248,33 +251,36 @@ class SolverPlan:
                 "memory_mb": round(self.memory_mb, 1), "cache_mb": round(self.cache_mb, 1), "tol": self.tol}
 
 
-def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_mb=None, cache_mb=None,
-                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, share: int = 1,
-                tol: float = 1e-3, scratch=None) -> SolverPlan:
+def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory=None, cache_mb=None,
+                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, tol: float = 1e-3,
+                scratch=None) -> SolverPlan:
     """Choose the SVM solver of a run.
 
     Parameters
     ----------
     solver : {"auto", "libsvm", "smo"}
     n_train, n_test : the largest training and test parts of the run's fits
-    memory_mb : float, optional
-        Budget of the process (default :func:`default_memory_mb`); ``share`` fits running in one
-        process at once (the threads of an in-process profile) split it.
+    memory : TaskMemory, optional
+        What the fits may use where they run (:func:`~gramtile.pipeline.learn.parallel.fit_memory`;
+        default: this process, one fit at a time); the fits running at once in one process split it.
     cache_mb : float, optional
-        Row cache of smo for the process (default :func:`default_cache_mb` of the per-fit budget);
-        ``share`` fits running at once split it too.
+        Row cache of smo for one process (default :func:`default_cache_mb` of the per-fit budget);
+        split like the budget.
     nested_folds : inner folds of nested C selection (0: none)
     scratch : directory, optional
         Where smo writes its kernel row file (:mod:`~gramtile.pipeline.learn.rowfile`).
+
+    On worker processes a plan that cannot fit one worker is refused (:func:`too_big`): Dask
+    would pause the worker at its memory limit and the run would stall.
     """
     if solver not in SOLVERS:
         raise EvaluationError(f"solver={solver!r}; use one of {list(SOLVERS)} (--solver)")
-    for name, v in (("--memory-mb", memory_mb), ("--cache-mb", cache_mb)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not v > 0
-                              or not math.isfinite(v)):
-            raise EvaluationError(f"{name} {v!r} must be a positive number of megabytes, e.g. {name} 2000")
-    budget = float(memory_mb if memory_mb is not None else default_memory_mb()) / max(1, int(share))
-    cache = float(cache_mb) / max(1, int(share)) if cache_mb is not None else default_cache_mb(budget)
+    if cache_mb is not None and (isinstance(cache_mb, bool) or not isinstance(cache_mb, (int, float, np.number))
+                                 or not cache_mb > 0 or not math.isfinite(cache_mb)):
+        raise EvaluationError(f"--cache-mb {cache_mb!r} must be a positive number of megabytes, e.g. --cache-mb 2000")
+    memory = memory if memory is not None else fit_memory("sequential")
+    budget = memory.per_task_mb
+    cache = float(cache_mb) / max(1, memory.tasks) if cache_mb is not None else default_cache_mb(budget)
     need = in_memory_mb(n_train, n_test, nested_folds)
     used = solver if solver != "auto" else ("libsvm" if need <= budget else "smo")
     if used == "smo" and n_classes > 2 and multiclass == "ovo":
@@ -287,6 +293,12 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory_
     if used == "smo" and cache < 2 * row_mb:
         raise EvaluationError(f"--cache-mb {cache:g} holds fewer than two kernel rows of {n_train} training examples "
                               f"({row_mb:.3f} MB each). Fix: pass --cache-mb {2 * row_mb + 0.001:.3f} or more")
+    if memory.on_workers:
+        if used == "libsvm" and need > budget:
+            raise too_big("libsvm on K(train, train) in memory", need, memory, "--solver smo (or auto)")
+        smo_need = cache + SMO_VECTORS * row_mb
+        if used == "smo" and smo_need > budget:
+            raise too_big(f"smo with a {cache:,.0f} MB row cache", smo_need, memory, "a smaller --cache-mb")
     return SolverPlan(solver, used, need, budget, cache, float(tol), None if scratch is None else str(scratch))
 
 
@@ -451,8 +463,8 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     else:
         plan = plan_solver(solver if model == "svm" else "libsvm",  # the perceptron reads its blocks into memory
                            max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
-                           memory_mb, cache_mb, inner_folds if nested else 0, multiclass, len(classes),
-                           share=in_process(cluster), tol=tol, scratch=scratch)
+                           fit_memory(cluster, memory_mb), cache_mb, inner_folds if nested else 0, multiclass,
+                           len(classes), tol=tol, scratch=scratch)
     if announce is not None and model == "svm":
         announce(plan.line)
     check_complete(source)

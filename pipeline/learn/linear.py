@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gramtile.pipeline import optional
-from gramtile.pipeline.learn.crossval import default_memory_mb, inner_splits
+from gramtile.pipeline.learn.crossval import inner_splits
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import load_or_make_folds, stratified_kfold
 from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
-from gramtile.pipeline.learn.parallel import in_process, run_tasks
+from gramtile.pipeline.learn.parallel import fit_memory, run_tasks, too_big
 from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
 
 SOLVERS = ("auto", "liblinear", "sgd")
@@ -91,19 +91,26 @@ def sgd_mb(chunk_nnz: int, n_features: int, n_functions: int) -> float:
     return (24.0 * chunk_nnz + 16.0 * n_functions * n_features) / 1e6
 
 
-def plan_solver(solver: str, fs: FeatureStore, n_train: int, n_classes: int, memory_mb=None, share: int = 1,
+def plan_solver(solver: str, fs: FeatureStore, n_train: int, n_classes: int, memory=None,
                 chunk_rows: int = CHUNK_ROWS) -> dict:
-    """The solver a run uses and why: ``{"requested", "used", "liblinear_mb", "sgd_mb", "memory_mb"}``."""
+    """The solver a run uses and why: ``{"requested", "used", "liblinear_mb", "sgd_mb", "memory_mb"}``.
+
+    ``memory``: what the fits may use where they run
+    (:func:`~gramtile.pipeline.learn.parallel.fit_memory`; default: this process). On worker
+    processes a solver that cannot fit one worker is refused before the run starts."""
     if solver not in SOLVERS:
         raise EvaluationError(f"--linear-solver {solver!r}: choose one of {', '.join(SOLVERS)}")
-    if memory_mb is not None and not memory_mb > 0:
-        raise EvaluationError(f"--memory-mb {memory_mb}: give a positive number of MB")
+    memory = memory if memory is not None else fit_memory("sequential")
     nfun = 1 if n_classes == 2 else n_classes
     per_row = fs.nnz / max(1, fs.n)
     need = liblinear_mb(int(per_row * n_train), n_train, fs.n_features, nfun)
     need_sgd = sgd_mb(int(per_row * min(chunk_rows, n_train)), fs.n_features, nfun)
-    budget = float(memory_mb if memory_mb is not None else default_memory_mb()) / max(1, int(share))
+    budget = memory.per_task_mb
     used = solver if solver != "auto" else ("liblinear" if need <= budget else "sgd")
+    if memory.on_workers and used == "liblinear" and need > budget:
+        raise too_big("liblinear on the training rows in memory", need, memory, "--linear-solver sgd (or auto)")
+    if memory.on_workers and used == "sgd" and need_sgd > budget:
+        raise too_big(f"sgd over chunks of {chunk_rows} rows", need_sgd, memory, "a smaller --chunk-rows")
     return {"requested": solver, "used": used, "liblinear_mb": round(need, 1), "sgd_mb": round(need_sgd, 1),
             "memory_mb": round(budget, 1)}
 
@@ -279,8 +286,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
     nested = select == "nested" and len(Cs) > 1
     splits = load_or_make_folds(folds_dir, labels, folds, seed) if folds_dir else stratified_kfold(labels, folds, seed)
     n_train = max(s.train.shape[0] for s in splits)
-    plan = plan_solver(solver, fs, n_train, len(classes), memory_mb, in_process(cluster),
-                       chunk_rows)
+    plan = plan_solver(solver, fs, n_train, len(classes), fit_memory(cluster, memory_mb), chunk_rows)
     if announce is not None:
         announce(describe(plan))
 
@@ -376,7 +382,7 @@ def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str =
     fs = open_features(path)
     idx = parse_rows(rows, fs.n)
     classes = sorted({fs.labels[i] for i in idx})
-    plan = plan_solver(solver, fs, idx.shape[0], len(classes), memory_mb, 1, chunk_rows)
+    plan = plan_solver(solver, fs, idx.shape[0], len(classes), fit_memory("sequential", memory_mb), chunk_rows)
     if announce is not None:
         announce(describe(plan))
     t0 = time.perf_counter()

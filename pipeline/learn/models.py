@@ -72,7 +72,7 @@ from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources,
 from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
 from gramtile.pipeline.learn.crossval import Setting, fit_smo_functions, plan_solver, read_block
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
-from gramtile.pipeline.learn.parallel import in_process
+from gramtile.pipeline.learn.parallel import fit_memory
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource, check_labels
 from gramtile.pipeline.parsing.convert import parse
@@ -690,8 +690,8 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
     params = {"C": None if learner == "perceptron" else float(C),
               "class_weight": class_weight, "multiclass": multiclass}
     if learner == "svm":
-        plan = plan_solver(solver, len(docs), 0, memory_mb, cache_mb, 0, multiclass, len(classes),
-                           share=in_process(cluster), tol=tol, scratch=scratch)
+        plan = plan_solver(solver, len(docs), 0, fit_memory(cluster, memory_mb), cache_mb, 0, multiclass,
+                           len(classes), tol=tol, scratch=scratch)
         params["solver"] = plan.to_dict()
         if announce is not None:
             announce(plan.line)

@@ -31,7 +31,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.errors import TaskLostError
 from gramtile.pipeline.compute.executors import SequentialExecutor, TaskQueue
-from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.compute.runtime import Runtime, TaskMemory
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import StoreKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
@@ -175,11 +175,26 @@ def source_ref(source) -> SourceRef:
     return SourceRef(local=source)
 
 
-def in_process(cluster) -> int:
-    """How many fits of a run share one process: the tasks at once of an in-process Dask or
-    ``threads`` runtime (1 otherwise). ``cluster``: a profile name, address or Runtime."""
-    rt = Runtime.of(cluster)
-    return rt.slots if rt.in_process and rt.kind != "sequential" else 1
+#: Share of the memory available now that fits running in this process plan for by default.
+MEMORY_SHARE = 0.6
+
+
+def fit_memory(cluster, memory_mb=None) -> TaskMemory:
+    """The memory a run's fits plan for where they run (:meth:`Runtime.task_memory`):
+    ``memory_mb`` (``--memory-mb``, for one process) when given, else :data:`MEMORY_SHARE` of
+    what this machine has available for in-process runs, or what one worker process may hold."""
+    if memory_mb is not None and (isinstance(memory_mb, bool) or not isinstance(memory_mb, (int, float, np.number))
+                                  or not memory_mb > 0 or not np.isfinite(memory_mb)):
+        raise EvaluationError(f"--memory-mb {memory_mb!r} must be a positive number of megabytes, e.g. --memory-mb 2000")
+    return Runtime.of(cluster).task_memory(MEMORY_SHARE, memory_mb)
+
+
+def too_big(what: str, need_mb: float, memory: TaskMemory, fix: str) -> EvaluationError:
+    """The refusal of a task that cannot fit one worker, with the figures and the fix."""
+    return EvaluationError(f"{what} needs {need_mb:,.0f} MB per fit, but {memory.where} leaves "
+                           f"{memory.per_task_mb:,.0f} MB per fit ({memory.tasks} at once); the worker would "
+                           f"pause and the run stall. Fix: {fix}, or give the workers more memory (the "
+                           "profile's memory / memory_limit)")
 
 
 def runs_here(cluster) -> bool:

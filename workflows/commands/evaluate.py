@@ -63,8 +63,10 @@ def add_learn_options(p, cluster_default="sequential"):
                         "memory budget per fit, 100 to 4000 MB); a fit's share must hold at least two rows (8 bytes "
                         "x training examples each)")
     p.add_argument("--memory-mb", type=float, default=None, metavar="MB",
-                   help="memory budget per worker process in MB that decides --solver auto (default: 60%% of the "
-                        "memory available at start; the threads of a threads profile share it)")
+                   help="memory budget per process in MB that decides --solver auto (default: on the driver or a "
+                        "threads profile, 60%% of the memory available at start, shared by its threads; on Dask "
+                        "workers, a worker's memory limit up to where Dask pauses it, less what the worker holds). "
+                        "On workers a solver that cannot fit is refused before the run starts")
     if cluster_default is not None:
         add_cluster_options(p, default=cluster_default, help=LEARN_CLUSTER_HELP)
 

@@ -60,7 +60,7 @@ from gramtile.pipeline.learn.crossval import assemble, evaluate, plan_solver
 from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import classification_report, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, in_process, runs_here, source_ref
+from gramtile.pipeline.learn.parallel import SourceRef, fit_memory, runs_here, source_ref
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.senseval import read_senseval
@@ -400,8 +400,7 @@ def learn(systems: dict, labels, splits, p, cluster=None, bar: bool = False) -> 
     positive = positive_class(classes) if len(classes) == 2 else None
     grid = [Setting("svm", float(c)) for c in p["C"]]
     plan = plan_solver("auto", max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
-                       multiclass=p["multiclass"], n_classes=len(classes),
-                       share=in_process(cluster))
+                       fit_memory(cluster), multiclass=p["multiclass"], n_classes=len(classes))
     local = runs_here(cluster)
     refs = {name: [SourceRef(local=s) if local else source_ref(s) for s in srcs] for name, srcs in systems.items()}
     run = uuid.uuid4().hex
