@@ -82,7 +82,7 @@ corpus, out, cluster = sys.argv[1:4]
 first = []
 with Runtime(cluster) as rt, rt.session():
     t1 = time.perf_counter()
-    run_gram(corpus, BASE_KERNELS["sst"], out, tile=64, cluster=rt, progress=False,
+    run_gram(corpus, BASE_KERNELS["sst"], out, tile=64, cluster=rt,
              on_tile=lambda res: first.append(time.perf_counter()))
     t2 = time.perf_counter()
 print(json.dumps({"import": t_import, "first_tile": first[0] - t1, "all_tiles": t2 - t1, "tiles": len(first)}))

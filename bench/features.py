@@ -129,7 +129,7 @@ def engine_level(spec, structs_by_rep, workdir: Path, tag: str):
         clear_cache()
         g = workdir / f"{tag}-{spec.kind}-{path}.zarr"
         shutil.rmtree(g, ignore_errors=True)
-        st, wall, cpu = timed(lambda: run_gram(corpus, spec, g, tile=1000, cluster="sequential", progress=False,
+        st, wall, cpu = timed(lambda: run_gram(corpus, spec, g, tile=1000, cluster="sequential",
                                                path=path))
         out[path] = (wall, cpu, st.view().to_numpy())
         if path == "auto":

@@ -49,7 +49,7 @@ def timed_gram(corpus, spec, out: Path, rows, path: str, tile: int, cols=None):
     shutil.rmtree(out, ignore_errors=True)
     clear_cache()
     t, c = time.perf_counter(), time.process_time()
-    st = run_gram(corpus, spec, out, rows=rows, cols=cols, tile=tile, cluster="threads", progress=False, path=path)
+    st = run_gram(corpus, spec, out, rows=rows, cols=cols, tile=tile, cluster="threads", path=path)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     log = st.read_log()
     chosen = [p["path"] for r in log if r.get("event") == "tile" for p in r.get("paths", [])]

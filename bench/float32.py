@@ -60,7 +60,7 @@ def compare(cs, spec, name, wd, cluster, split, folds, y):
     for dt in ("float64", "float32"):
         p = wd / f"{name}-{dt}.zarr"
         t0 = time.perf_counter()
-        run_gram(cs, spec, p, cluster=cluster, progress=False, dtype=dt, tile=1000)
+        run_gram(cs, spec, p, cluster=cluster, dtype=dt, tile=1000)
         out[f"gram_s_{dt}"] = round(time.perf_counter() - t0, 1)
         stores[dt] = GramStore.open(p)
         out[f"disk_bytes_{dt}"] = disk(p)

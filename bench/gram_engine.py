@@ -56,7 +56,7 @@ def _prepare(src, fmt, out):
     from gramtile.pipeline.compute.prepare import prepare
 
     if not (Path(out) / "zarr.json").exists():
-        prepare(src, fmt, out, shard_size=1000, cluster="sequential", progress=False)
+        prepare(src, fmt, out, shard_size=1000, cluster="sequential")
     return out
 
 
@@ -151,7 +151,7 @@ def part1(work: Path, tiles, workers: int, profiles=("local", "threads"), repeat
         # timed runs measure the engine, not one-off compilation
         warm = work / "warmup.zarr"
         shutil.rmtree(warm, ignore_errors=True)
-        run_gram(corpus, SST, warm, rows="0:400", tile=100, cluster=Runtime(prof, cfile), progress=False)
+        run_gram(corpus, SST, warm, rows="0:400", tile=100, cluster=Runtime(prof, cfile))
         shutil.rmtree(warm, ignore_errors=True)
         for t in tiles:
             for rep in range(repeats):
@@ -234,13 +234,13 @@ def _driver(args):
 
     if args.n <= 0:  # warm-up: compile and cache the kernels for the workers
         warm = Path(args.out)
-        run_gram(args.corpus, SST, warm, rows="0:300", tile=100, cluster=Runtime(args.profile, args.cluster_file), progress=False)
+        run_gram(args.corpus, SST, warm, rows="0:300", tile=100, cluster=Runtime(args.profile, args.cluster_file))
         shutil.rmtree(warm, ignore_errors=True)
         print(json.dumps({}))
         return
 
     t0 = time.perf_counter()
-    st = run_gram(args.corpus, SST, args.out, rows=f"0:{args.n}", tile=args.tile, cluster=Runtime(args.profile, args.cluster_file), progress=False)
+    st = run_gram(args.corpus, SST, args.out, rows=f"0:{args.n}", tile=args.tile, cluster=Runtime(args.profile, args.cluster_file))
     wall = time.perf_counter() - t0
     rss_kib = _peak_rss_kib()
     print(json.dumps({"n": args.n, "wall": wall, "rss_mib": rss_kib / 1024, "tiles": st.tiles_done()[1]}))

@@ -55,7 +55,7 @@ def main(argv=None):
     cs.finish()
     cs.close()
     out = work / "g.zarr"
-    run_gram(work / "c.zarr", '{"kind": "sst", "lam": 0.4}', out, tile=500, cluster="threads", progress=False)
+    run_gram(work / "c.zarr", '{"kind": "sst", "lam": 0.4}', out, tile=500, cluster="threads")
     n = len(docs)
     export(out, work / "K.npy")
     K = np.load(work / "K.npy")

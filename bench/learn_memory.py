@@ -46,7 +46,7 @@ def build(workdir: Path, copies: int) -> Path:
         cs.finish()
         cs.close()
     t = time.perf_counter()
-    run_gram(corpus, {"kind": "sst", "lam": 0.4}, gram, tile=1000, cluster="threads", progress=False)
+    run_gram(corpus, {"kind": "sst", "lam": 0.4}, gram, tile=1000, cluster="threads")
     print(f"Gram store {gram}: {len(docs)} examples in {time.perf_counter() - t:.1f} s", flush=True)
     return gram
 

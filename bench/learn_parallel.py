@@ -56,14 +56,15 @@ def build(workdir: Path) -> Path:
     if not (gram / "zarr.json").exists():
         corpus = workdir / "num.zarr"
         if not corpus.exists():
-            prepare(NUM, "svmlighttk", corpus, cluster="sequential", progress=False)
-        run_gram(corpus, {"kind": "sst", "lam": 0.4}, gram, tile=1000, cluster="threads", progress=False)
+            prepare(NUM, "svmlighttk", corpus, cluster="sequential")
+        run_gram(corpus, {"kind": "sst", "lam": 0.4}, gram, tile=1000, cluster="threads")
     return gram
 
 
 def build_wsd(workdir: Path, words: list) -> Path:
     """WORKDIR/wsd.yaml (the shipped workflow over ``words``) and its corpus and Gram stores under
     WORKDIR/wsd (the recipe's own layout, so `gramtile run` finds and reuses them)."""
+    from gramtile.pipeline.compute.runtime import Runtime
     from gramtile.workflows.recipes import wsd
 
     raw = yaml.safe_load(WSD.read_text())
@@ -79,7 +80,7 @@ def build_wsd(workdir: Path, words: list) -> Path:
         wdir.mkdir(parents=True, exist_ok=True)
         corpus = wsd.word_corpus(docs, wdir / "corpus.zarr", src, cfg["lemmas"], cfg["subsample"], False)
         every = [s for alts in cfg["select"].values() for s in alts]
-        wsd.gram_stores(every, corpus, wdir / "gram", "threads", None, False)
+        wsd.gram_stores(every, corpus, wdir / "gram", Runtime("threads", progress=False))
     return wf
 
 

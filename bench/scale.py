@@ -51,7 +51,7 @@ def phase_gram(a):
     rt.__enter__()
     t0 = time.perf_counter()
     st = run_gram(a.corpus, json.loads(a.kernel), a.out, rows=f"0:{a.n}", landmarks=a.landmarks,
-                  landmark_seed=0, cluster=rt, progress=False, tile=a.tile, dtype=a.dtype)
+                  landmark_seed=0, cluster=rt, tile=a.tile, dtype=a.dtype)
     wall = time.perf_counter() - t0
     client = getattr(rt.executor, "client", None)
     if client is not None:

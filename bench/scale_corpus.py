@@ -38,7 +38,6 @@ import argparse
 import html
 import json
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -289,8 +288,7 @@ def main(argv=None):
         counts = collect(a.data, a.out)
         print(json.dumps({**counts, "total": sum(counts.values())}))
     elif a.cmd == "prepare":
-        s = prepare(a.tsv, "tsv", a.out, shard_size=a.shard_size, cluster=a.cluster, max_tokens=None,
-                    progress=sys.stderr.isatty())
+        s = prepare(a.tsv, "tsv", a.out, shard_size=a.shard_size, cluster=a.cluster, max_tokens=None)
         print(s.text())
     else:
         print(json.dumps(generate(a.corpus, a.n, a.seed, a.out, real=a.real)))

@@ -64,7 +64,7 @@ def main(argv=None):
         for name, out in prep.items():
             o = out(r)
             t0 = time.perf_counter()
-            prepare(src, "svmlighttk", o, shard_size=500, cluster="sequential", progress=False)
+            prepare(src, "svmlighttk", o, shard_size=500, cluster="sequential")
             prep_times[name].append(time.perf_counter() - t0)
             hashes.add(CorpusStore.open(o).content_hash)
             if o.startswith("memory://"):
@@ -74,7 +74,7 @@ def main(argv=None):
     if len(hashes) != 1:
         raise SystemExit(f"content hashes differ between locations: {sorted(hashes)}")
     warm = work / "warm.zarr"
-    run_gram(str(corpus), SST, warm, rows="0:300", tile=100, cluster="threads", progress=False)
+    run_gram(str(corpus), SST, warm, rows="0:300", tile=100, cluster="threads")
     shutil.rmtree(warm, ignore_errors=True)
     times = {k: [] for k in places}
     ref = None
@@ -82,7 +82,7 @@ def main(argv=None):
         for name, (c, out) in places.items():
             o = out(r)
             t0 = time.perf_counter()
-            st = run_gram(c, SST, o, tile=args.tile, cluster="threads", progress=False)
+            st = run_gram(c, SST, o, tile=args.tile, cluster="threads")
             times[name].append(time.perf_counter() - t0)
             K = st.view().block()
             if ref is None:

@@ -29,7 +29,7 @@ def docs():
 def store(docs, tmp_path_factory):
     d = tmp_path_factory.mktemp("cache")
     corpus = corpus_store_of(d / "c.zarr", docs, 50)
-    run_gram(corpus, SST, d / "g.zarr", tile=50, cluster="sequential", progress=False)
+    run_gram(corpus, SST, d / "g.zarr", tile=50, cluster="sequential")
     return d / "g.zarr"
 
 

@@ -25,9 +25,9 @@ def stores(tmp_path_factory):
     out = {}
     for dtype in ("float64", "float32"):
         out[dtype] = d / f"{dtype}.zarr"  # 130 rows in tiles of 48: the last tile row and column are edges
-        run_gram(corpus, SST, out[dtype], tile=48, cluster="sequential", progress=False, dtype=dtype)
+        run_gram(corpus, SST, out[dtype], tile=48, cluster="sequential", dtype=dtype)
     rect = d / "rect.zarr"
-    run_gram(corpus, SST, rect, rows="0:100", cols="30:130", tile=48, cluster="sequential", progress=False)
+    run_gram(corpus, SST, rect, rows="0:100", cols="30:130", tile=48, cluster="sequential")
     out["rect"] = rect
     return out
 

@@ -198,7 +198,7 @@ def num(tmp_path_factory):
     """300 NUM trees in a corpus store and their SST matrix (tile 20) computed in-process."""
     d = tmp_path_factory.mktemp("num")
     corpus = corpus_store_of(d / "num.zarr", num_trees(300), 150)
-    ref = run_gram(corpus, SST, d / "ref.zarr", tile=20, cluster="sequential", progress=False).view().block()
+    ref = run_gram(corpus, SST, d / "ref.zarr", tile=20, cluster="sequential").view().block()
     return corpus, ref
 
 

@@ -242,13 +242,14 @@ def test_fits_plan_for_the_memory_of_one_worker_not_the_driver(no_env):
     with Runtime("small", f) as rt:
         mem = fit_memory(rt)
         assert mem.on_workers and 100 < mem.per_task_mb < 0.8 * 600 * 2**20 / 1e6
-        plan = plan_solver("auto", 6000, 1500, mem)  # K(train, train) alone: 288 MB, over a worker
+        plan = plan_solver("auto", 6000, 1500, rt)  # K(train, train) alone: 288 MB, over a worker
         assert plan.used == "smo" and plan.cache_mb + 8 * 8 * 6000 / 1e6 <= mem.per_task_mb
-        here = plan_solver("auto", 6000, 1500, fit_memory("sequential"))
+        here = plan_solver("auto", 6000, 1500, "sequential")
         assert here.memory_mb > 10 * mem.per_task_mb  # the driver's budget would have chosen differently
         with pytest.raises(EvaluationError, match=r"libsvm .* needs [\d,]+ MB per fit, but a worker of profile "
                                                   r"'small' \(629 MB limit, paused at 80%.*Fix: --solver smo"):
-            plan_solver("libsvm", 6000, 1500, mem)
+            plan_solver("libsvm", 6000, 1500, rt)
         with pytest.raises(EvaluationError, match="Fix: a smaller --cache-mb"):
-            plan_solver("smo", 6000, 1500, mem, cache_mb=5000)
-    assert plan_solver("libsvm", 6000, 1500, fit_memory("sequential", 10.0)).used == "libsvm"  # in process: as asked
+            plan_solver("smo", 6000, 1500, rt.with_settings(cache_mb=5000))
+    # in this process, a solver asked for is used as asked
+    assert plan_solver("libsvm", 6000, 1500, Runtime("sequential", memory_mb=10.0)).used == "libsvm"

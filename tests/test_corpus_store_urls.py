@@ -53,7 +53,7 @@ def local_store(tmp_path_factory):
     """The same N trees prepared at a local path: what every URL store must equal."""
     d = tmp_path_factory.mktemp("local")
     (d / "num.dat").write_text("".join(_num_lines(N)))
-    prepare(d / "num.dat", "svmlighttk", d / "num.zarr", shard_size=SHARD, cluster="sequential", progress=False)
+    prepare(d / "num.dat", "svmlighttk", d / "num.zarr", shard_size=SHARD, cluster="sequential")
     return d / "num.zarr"
 
 
@@ -102,7 +102,7 @@ def _done(url):
 @pytest.mark.parametrize("scheme", ["file", "memory"])
 def test_prepare_at_a_url_hashes_as_at_a_path(scheme, num, local_store, mem, tmp_path):
     url = f"file://{tmp_path}/num.zarr" if scheme == "file" else f"{mem}/num.zarr"
-    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False)
+    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
     assert s.out == url and s.n_examples == N and s.shards_written == [0, 1, 2, 3]
     assert s.content_hash == CorpusStore.open(local_store).content_hash
     _same_store(url, local_store)
@@ -115,7 +115,7 @@ def test_prepare_at_a_url_hashes_as_at_a_path(scheme, num, local_store, mem, tmp
         assert (tmp_path / "num.zarr" / "reps" / "tree" / "3" / "offsets" / "zarr.json").is_file()
         assert not [p for p in files if p.name.endswith(".partial")]
     # a rerun finds it complete and writes nothing
-    again = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False)
+    again = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
     assert again.already_complete and again.shards_written == []
 
 
@@ -131,14 +131,14 @@ def test_a_prepare_stopped_by_a_bad_record_resumes_writing_only_the_shards_not_d
     lines[95] = BAD  # record 96 sits in shard 2: shards 0 and 1 are complete before it
     num.write_text("".join(lines))
     with pytest.raises(CorpusFormatError, match=r"num\.dat, line 96: malformed tree"):
-        prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False)
+        prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
     assert _done(url) == [0, 1]
     m = CorpusStore.open(url).manifest
     assert not m["complete"] and "line 96" in m["runs"][0]["error"]
     assert not location(url).exists(".lock")
     lines[95] = good
     num.write_text("".join(lines))
-    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False)
+    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
     assert s.shards_written == [2, 3] and s.shards_reused == 2
     m = CorpusStore.open(url).manifest
     assert [r["reused_shards"] for r in m["runs"]] == [0, 2]
@@ -197,14 +197,14 @@ def test_a_second_writer_at_a_url_is_refused(num, mem, tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(StoreLockedError, match=rf"corpus store {url} is locked by process {holder.pid}"):
-            prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False)
+            prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
         with pytest.raises(StoreLockedError, match=f"delete {url}/.lock"):
             CorpusStore.open(url, "r+")
     finally:
         holder.kill()
         holder.wait()
     # its holder is dead: the lock is stale and the next writer takes it over
-    assert prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False).n_examples == N
+    assert prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential").n_examples == N
 
 
 def test_on_an_object_store_the_corpus_lock_is_written_if_absent_and_read_back(object_store, num, local_store,
@@ -219,7 +219,7 @@ def test_on_an_object_store_the_corpus_lock_is_written_if_absent_and_read_back(o
     cs.close()
     assert not loc.exists(".lock")
     # the store created under that lock is resumed by prepare (its manifest is there, no shard done)
-    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential", progress=False)
+    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
     assert s.shards_written == [0, 1, 2, 3]
     _same_store(url, local_store)
 
@@ -308,12 +308,12 @@ def test_memory_url_prepare_parses_on_worker_processes_and_the_driver_writes(mem
 
     with monkeypatch.context() as mp:
         mp.setattr(parse, "parse_shard", not_here)  # the workers import their own, unpatched
-        s = prepare(src, "trec", url, shard_size=10, cluster=Runtime("local", cluster_file), progress=False,
+        s = prepare(src, "trec", url, shard_size=10, cluster=Runtime("local", cluster_file),
                     reader_options={"encoding": "latin-1"})
     assert s.shards_parsed == [0, 1, 2] and s.n_examples == 24
     m = CorpusStore.open(url).manifest
     assert m["runs"][0]["cluster"] == "local" and m["parser"]["model"]
-    ref = prepare(src, "trec", tmp_path / "q.zarr", shard_size=10, cluster="sequential", progress=False,
+    ref = prepare(src, "trec", tmp_path / "q.zarr", shard_size=10, cluster="sequential",
                   reader_options={"encoding": "latin-1"})
     assert s.content_hash == ref.content_hash
 

@@ -62,8 +62,8 @@ def _meta_without_times(st):
 
 @pytest.mark.parametrize("tile", [100, 77])
 def test_sequential_equals_local_cluster_equals_in_memory(corpus, reference, local_client, tmp_path, tile):
-    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential", progress=False)
-    dsk = run_gram(corpus, SST, tmp_path / "dask.zarr", tile=tile, cluster=Runtime(client=local_client), progress=False)
+    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential")
+    dsk = run_gram(corpus, SST, tmp_path / "dask.zarr", tile=tile, cluster=Runtime(client=local_client))
     Ks, Kd = seq.view().block(), dsk.view().block()
     assert np.array_equal(Ks, Kd)
     assert np.array_equal(seq.view().diag()[0], dsk.view().diag()[0])
@@ -80,22 +80,21 @@ def test_editing_cluster_yaml_never_changes_numbers_or_hashes(corpus, reference,
     small = tmp_path / "cluster.yaml"
     small.write_text("profiles:\n  local: {n_workers: 1, threads_per_worker: 2, memory_limit: 1GiB, "
                      "dashboard_address: ':0'}\n")
-    a = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", tile=64, cluster=Runtime("local", small),
-                 progress=False)
-    b = run_gram(corpus, SST, tmp_path / "b.zarr", rows="0:300", tile=64, cluster="sequential", progress=False)
+    a = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", tile=64, cluster=Runtime("local", small))
+    b = run_gram(corpus, SST, tmp_path / "b.zarr", rows="0:300", tile=64, cluster="sequential")
     assert np.array_equal(a.view().block(), b.view().block())
     assert np.allclose(a.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
     assert _meta_without_times(a) == _meta_without_times(b)
     # the store made under one profile is resumed under another without a mismatch (nothing to do)
-    again = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", cluster="sequential", progress=False)
+    again = run_gram(corpus, SST, tmp_path / "a.zarr", rows="0:300", cluster="sequential")
     assert again.kernel_hash == a.kernel_hash
     ends = [r for r in again.read_log() if r["event"] == "end"]
     assert ends[-1]["tiles_computed"] == 0
 
 
 def test_threads_profile_computes_tiles_in_the_driver_process_with_identical_K(corpus, reference, tmp_path):
-    st = run_gram(corpus, SST, tmp_path / "t.zarr", rows="0:300", tile=64, cluster="threads", progress=False)
-    seq = run_gram(corpus, SST, tmp_path / "s.zarr", rows="0:300", tile=64, cluster="sequential", progress=False)
+    st = run_gram(corpus, SST, tmp_path / "t.zarr", rows="0:300", tile=64, cluster="threads")
+    seq = run_gram(corpus, SST, tmp_path / "s.zarr", rows="0:300", tile=64, cluster="sequential")
     assert np.array_equal(st.view().block(), seq.view().block())  # bitwise, 64 does not divide 300
     assert np.allclose(st.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
     log = st.read_log()
@@ -108,7 +107,7 @@ def test_threads_executor_needs_no_dask_cluster(corpus, tmp_path):
     # the point of the executor: a `threads` run imports neither distributed nor starts a cluster
     code = ("import sys\nfrom gramtile.pipeline.compute.engine import run_gram\n"
             f"run_gram({str(corpus)!r}, {SST!r}, {str(tmp_path / 'g.zarr')!r}, rows='0:120', tile=50, "
-            "cluster='threads', progress=False)\n"
+            "cluster='threads')\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=tmp_path, env={**os.environ, "GRAMTILE_CLUSTER_FILE": ""})
@@ -121,11 +120,11 @@ def test_threads_run_stopped_by_an_error_keeps_its_done_tiles_and_resumes(corpus
     out = tmp_path / "stop.zarr"
     stop_after_three, seen = stop_after(3)
     with pytest.raises(RuntimeError, match="stop here"):
-        run_gram(corpus, SST, out, rows="0:300", tile=40, cluster="threads", progress=False, on_tile=stop_after_three)
+        run_gram(corpus, SST, out, rows="0:300", tile=40, cluster="threads", on_tile=stop_after_three)
     st = GramStore.open(out)
     done = {t for t in st.grid().tiles() if st.done_mask()[t.i, t.j]}
     assert done == set(seen)  # exactly the recorded tiles, nothing the interrupted run left in flight
-    again = run_gram(corpus, SST, out, rows="0:300", cluster="threads", progress=False)
+    again = run_gram(corpus, SST, out, rows="0:300", cluster="threads")
     ends = [r for r in again.read_log() if r["event"] == "end"]
     assert ends[-1]["tiles_computed"] == len(st.grid().tiles()) - 3
     assert np.allclose(again.view().block(), reference[:300, :300], rtol=1e-12, atol=0)
@@ -134,8 +133,7 @@ def test_threads_run_stopped_by_an_error_keeps_its_done_tiles_and_resumes(corpus
 def test_local_profile_with_thread_workers_still_runs_on_dask(corpus, reference, tmp_path):
     f = tmp_path / "cluster.yaml"
     f.write_text("profiles:\n  dask-threads: {type: local, n_workers: 2, processes: false, dashboard_address: ':0'}\n")
-    st = run_gram(corpus, SST, tmp_path / "d.zarr", rows="0:150", tile=64, cluster=Runtime("dask-threads", f),
-                  progress=False)
+    st = run_gram(corpus, SST, tmp_path / "d.zarr", rows="0:150", tile=64, cluster=Runtime("dask-threads", f))
     assert [r["executor"] for r in st.read_log() if r["event"] == "start"] == ["dask"]
     assert np.allclose(st.view().block(), reference[:150, :150], rtol=1e-12, atol=0)
 

@@ -89,8 +89,8 @@ def dask_cluster(tmp_path_factory):
 
 @pytest.mark.parametrize("tile", [100, 77])
 def test_real_scheduler_equals_sequential_and_in_memory(corpus, reference, dask_cluster, tmp_path, tile):
-    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential", progress=False)
-    dist = run_gram(corpus, SST, tmp_path / "dist.zarr", tile=tile, cluster=Runtime("scheduler", dask_cluster["cluster_file"]), progress=False)
+    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=tile, cluster="sequential")
+    dist = run_gram(corpus, SST, tmp_path / "dist.zarr", tile=tile, cluster=Runtime("scheduler", dask_cluster["cluster_file"]))
     assert np.array_equal(seq.view().block(), dist.view().block())
     assert np.array_equal(seq.view().diag()[1], dist.view().diag()[1])
     assert np.allclose(dist.view().block(), reference, rtol=1e-12, atol=0)
@@ -109,12 +109,12 @@ def test_worker_sigkilled_mid_run_changes_nothing(corpus, reference, dask_cluste
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait()
 
-    st = run_gram(corpus, SST, tmp_path / "killed.zarr", tile=50, cluster=Runtime("scheduler", dask_cluster["cluster_file"]), progress=False, on_tile=kill_after_some,
+    st = run_gram(corpus, SST, tmp_path / "killed.zarr", tile=50, cluster=Runtime("scheduler", dask_cluster["cluster_file"]), on_tile=kill_after_some,
                   max_in_flight=4)
     assert victim.returncode == -signal.SIGKILL
     assert st.complete
     assert np.allclose(st.view().block(), reference, rtol=1e-12, atol=0)
-    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=50, cluster="sequential", progress=False)
+    seq = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=50, cluster="sequential")
     assert np.array_equal(st.view().block(), seq.view().block())
     # after the kill, only the surviving worker finished tiles (a couple may have been in flight)
     late = {w.rsplit(":", 1)[1] for w in seen[12:]}

@@ -33,7 +33,7 @@ def stores(tmp_path_factory):
     d = tmp_path_factory.mktemp("ev")
     corpus = corpus_store_of(d / "c.zarr", docs, 64)
     for name, spec in (("sst", SST), ("st", ST)):
-        run_gram(corpus, json.dumps(spec), d / f"{name}.zarr", tile=40, cluster="sequential", progress=False)
+        run_gram(corpus, json.dumps(spec), d / f"{name}.zarr", tile=40, cluster="sequential")
     return d / "sst.zarr", d / "st.zarr"
 
 

@@ -75,7 +75,7 @@ def count(category: str, outcome: str):
 def num(tmp_path_factory):
     d = tmp_path_factory.mktemp("suite")
     corpus = corpus_store_of(d / "num.zarr", num_trees(300), 150)
-    ref_store = run_gram(corpus, SST, d / "ref.zarr", tile=20, cluster="sequential", progress=False)
+    ref_store = run_gram(corpus, SST, d / "ref.zarr", tile=20, cluster="sequential")
     return corpus, ref_store.path, ref_store.view().block()
 
 
@@ -158,7 +158,7 @@ def test_store_damage_is_detected_and_repaired_or_refused_with_the_fix(num, tmp_
     shutil.copytree(ref_path, g)
     if DAMAGE[case] is None:  # same position, another kernel's store: a valid chunk that is wrong here
         other = run_gram(corpus, '{"kind": "sst", "lam": 0.3}', tmp_path / "other.zarr", tile=20,
-                         cluster="sequential", progress=False).path
+                         cluster="sequential").path
         shutil.copy(Path(other) / "K/c/2/6", g / "K/c/2/6")
     else:
         DAMAGE[case](g)

@@ -28,7 +28,7 @@ def test_feature_store_rows_reproduce_the_gram_matrix(corpus, tmp_path, spec):
     assert main(["-q", "features", "--corpus", str(corpus), "--kernel", spec, "--out", str(tmp_path / "f.zarr")]) == 0
     X, labels, meta = open_store(tmp_path / "f.zarr")
     assert X.shape[0] == 400 == len(labels) and meta["n_features"] == X.shape[1]
-    K = run_gram(corpus, spec, tmp_path / "g.zarr", cluster="sequential", progress=False,
+    K = run_gram(corpus, spec, tmp_path / "g.zarr", cluster="sequential",
                  path="pairwise").view().to_numpy()
     G = (X @ X.T).toarray()
     assert np.max(np.abs(G - K)) <= 1e-12 * np.max(np.abs(K))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from reference.smo_grid import smo_fit_predict
 
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.fits import Fit, Setting, fit_blocks, forget_blocks
 from gramtile.pipeline.learn.folds import stratified_kfold
@@ -53,8 +54,8 @@ def test_every_C_on_the_test_parts_equals_the_explicit_fits(seed, solver):
     k = 2 + seed % 2
     K, y = _problem(seed, k)
     splits = stratified_kfold(y, 4, seed)
-    ev = evaluate(ArrayKernelSource(K), y, splits, C=CS, select="test", solver=solver, cache_mb=1.0,
-                  cluster="threads")
+    ev = evaluate(ArrayKernelSource(K), y, splits, C=CS, select="test", solver=solver,
+                  cluster=Runtime("threads", cache_mb=1.0))
     for C in CS:
         idx, pred = ev.predictions[f"svm C={C:g}"]
         want = np.concatenate([_reference(K, y, sp.train, sp.test, C, k, solver) for sp in splits])
@@ -69,7 +70,7 @@ def test_nested_selection_equals_a_plain_loop_over_the_inner_folds(seed, solver)
     K, y = _problem(seed, k)
     splits = stratified_kfold(y, 4, seed)
     ev = evaluate(ArrayKernelSource(K), y, splits, C=CS, select="nested", inner_folds=3, inner_seed=seed,
-                  solver=solver, cache_mb=1.0)
+                  solver=solver, cluster=Runtime("sequential", cache_mb=1.0))
     chosen, pred = [], []
     for sp in splits:
         inner = stratified_kfold(y[sp.train], 3, seed)

@@ -36,7 +36,7 @@ def stores(tmp_path_factory):
     corpus = corpus_store_of(d / "c.zarr", docs, 64)
     for name, spec in (("sst", SST), ("st", ST)):
         for dt in ("float64", "float32"):
-            run_gram(corpus, spec, d / f"{name}-{dt}.zarr", tile=TILE, cluster="sequential", progress=False,
+            run_gram(corpus, spec, d / f"{name}-{dt}.zarr", tile=TILE, cluster="sequential",
                      dtype=dt)
     return d, corpus, np.array([x.label for x in docs])
 
@@ -61,7 +61,7 @@ def test_float32_store_is_the_float64_store_rounded(stores):
 def test_float32_checksums_verify_and_catch_a_swap(stores, tmp_path):
     d, corpus, _ = stores
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=TILE, cluster="sequential", progress=False, dtype="float32")
+    run_gram(corpus, SST, out, tile=TILE, cluster="sequential", dtype="float32")
     st = GramStore.open(out)
     assert verify(st).ok and verify(st).checked == 10
     crc = np.asarray(st.tile_crc[...])
@@ -123,7 +123,7 @@ def test_cli_dtype_resume_mismatch_and_status(stores, tmp_path, capsys):
                  "--folds", "3", "--folds-dir", str(tmp_path)]) == 2
     assert "different dtypes" in capsys.readouterr().err
     with pytest.raises(StoreError, match="--dtype 'float16'"):
-        run_gram(corpus, SST, tmp_path / "h.zarr", cluster="sequential", progress=False, dtype="float16")
+        run_gram(corpus, SST, tmp_path / "h.zarr", cluster="sequential", dtype="float16")
 
 
 def test_evaluate_float32_matches_float64(stores):

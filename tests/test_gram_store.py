@@ -37,7 +37,7 @@ def corpus(docs, tmp_path_factory):
 @pytest.fixture(scope="module")
 def sst_store(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("gram") / "sst.zarr"
-    run_gram(corpus, SST, out, tile=50, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=50, cluster="sequential")
     return out
 
 
@@ -105,13 +105,13 @@ def test_view_blocks_read_each_stored_chunk_once_for_all_pairs(sst_store, docs):
 
 def test_reopen_with_other_kernel_corpus_selection_or_tile_raises(sst_store, corpus):
     with pytest.raises(StoreMismatchError) as e:
-        run_gram(corpus, ST, sst_store, cluster="sequential", progress=False)
+        run_gram(corpus, ST, sst_store, cluster="sequential")
     msg = str(e.value)
     assert as_spec(ST).spec_hash in msg and as_spec(SST).spec_hash in msg and "new --out" in msg
     with pytest.raises(StoreMismatchError, match="row selection"):
-        run_gram(corpus, SST, sst_store, rows="0:100", cluster="sequential", progress=False)
+        run_gram(corpus, SST, sst_store, rows="0:100", cluster="sequential")
     with pytest.raises(StoreMismatchError, match="tile size 50"):
-        run_gram(corpus, SST, sst_store, tile=40, cluster="sequential", progress=False)
+        run_gram(corpus, SST, sst_store, tile=40, cluster="sequential")
     # the store is untouched and still complete
     assert GramStore.open(sst_store).complete
 
@@ -123,7 +123,7 @@ def test_reopen_against_another_corpus_names_both_hashes(sst_store, docs, tmp_pa
     cs.finish()
     cs.close()
     with pytest.raises(StoreMismatchError) as e:
-        run_gram(other, SST, sst_store, cluster="sequential", progress=False)
+        run_gram(other, SST, sst_store, cluster="sequential")
     assert CorpusStore.open(other).content_hash in str(e.value)
     assert GramStore.open(sst_store).corpus_hash in str(e.value)
 
@@ -133,10 +133,10 @@ def test_second_writer_is_refused_and_a_dead_writers_lock_is_taken_over(corpus, 
     out.mkdir()
     with lock_holder(out) as holder:
         with pytest.raises(StoreLockedError, match=f"locked by process {holder.pid}"):
-            run_gram(corpus, SST, out, rows="0:60", cluster="sequential", progress=False)
+            run_gram(corpus, SST, out, rows="0:60", cluster="sequential")
     # the holder died without releasing: its lock is stale and the next run proceeds
     assert (out / "gramtile.lock").exists()
-    st = run_gram(corpus, SST, out, rows="0:60", tile=30, cluster="sequential", progress=False)
+    st = run_gram(corpus, SST, out, rows="0:60", tile=30, cluster="sequential")
     assert st.complete and not (out / "gramtile.lock").exists()
     with store_lock(out):
         with pytest.raises(StoreLockedError):
@@ -155,7 +155,7 @@ def test_unfinished_tiles_cannot_be_read_or_exported(corpus, docs, tmp_path):
             raise Stop
 
     with pytest.raises(Stop):
-        run_gram(corpus, SST, out, tile=50, cluster="sequential", progress=False, on_tile=stop_after_three)
+        run_gram(corpus, SST, out, tile=50, cluster="sequential", on_tile=stop_after_three)
     st = GramStore.open(out)
     assert st.tiles_done() == (3, 15) and not st.complete
     assert seen == [Tile(0, 1), Tile(0, 2), Tile(0, 3)]  # the plan's order: full off-diagonal tiles first
@@ -171,7 +171,7 @@ def test_unfinished_tiles_cannot_be_read_or_exported(corpus, docs, tmp_path):
     with open(out / "log" / "records.jsonl", "a") as f:
         f.write('{"event": "tile", "ru')
     # resuming computes only the 12 missing tiles
-    run_gram(corpus, SST, out, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, cluster="sequential")
     log = GramStore.open(out).read_log()
     runs = [r["run"] for r in log if r["event"] == "start"]
     assert len(runs) == 2
@@ -209,7 +209,7 @@ def test_verify_reports_flipped_bytes_and_repair_restores_them(corpus, sst_store
 
 def test_rectangular_test_by_train_store(corpus, docs, tmp_path):
     out = tmp_path / "rect.zarr"
-    st = run_gram(corpus, SST, out, rows="200:240", cols="0:130", tile=32, cluster="sequential", progress=False)
+    st = run_gram(corpus, SST, out, rows="200:240", cols="0:130", tile=32, cluster="sequential")
     assert not st.symmetric and st.shape == (40, 130) and st.tiles_done() == (10, 10)
     K = st.view().block()
     assert np.allclose(K, gramtile.gram(SST, docs[200:240], docs[0:130]), rtol=1e-12, atol=0)
@@ -220,7 +220,7 @@ def test_rectangular_test_by_train_store(corpus, docs, tmp_path):
 
 def test_composite_from_stored_base_matrices(corpus, sst_store, docs, tmp_path):
     st_out = tmp_path / "st.zarr"
-    run_gram(corpus, ST, st_out, tile=50, cluster="sequential", progress=False)
+    run_gram(corpus, ST, st_out, tile=50, cluster="sequential")
     comp = as_spec({"kind": "sum", "kernels": [
         {"weight": 0.5, "kernel": {"kind": "normalized", "kernel": json.loads(SST)}},
         {"weight": 2.0, "kernel": {"kind": "polynomial", "kernel": json.loads(ST), "degree": 2, "offset": 1}}]})
@@ -241,7 +241,7 @@ def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
     tile_task._shards.clear()
     tile_task._ranges.clear()
     before = dict(tile_task.stats)
-    run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential", progress=False)
+    run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential")
     loads = tile_task.stats["shard_loads"] - before["shard_loads"]
     hits = tile_task.stats["shard_hits"] - before["shard_hits"]
     range_hits = tile_task.stats["range_hits"] - before["range_hits"]
@@ -256,14 +256,14 @@ def test_the_range_cache_holds_at_most_its_byte_budget_and_values_do_not_change(
     from gramtile.pipeline.compute import tile_task
 
     tile_task._ranges.clear()
-    run_gram(corpus, SST, tmp_path / "all.zarr", tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, tmp_path / "all.zarr", tile=20, cluster="sequential")
     n_all, bytes_all = tile_task.cached_ranges()
     per_range = bytes_all / n_all
     assert n_all >= 8 and per_range > 0  # every tile range of the 160 examples stays cached
     # a budget of about two ranges: the LRU keeps at most that many bytes (and always the newest)
     monkeypatch.setattr(tile_task, "RANGE_CACHE_BYTES", int(2.5 * per_range))
     tile_task._ranges.clear()
-    run_gram(corpus, SST, tmp_path / "small.zarr", tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, tmp_path / "small.zarr", tile=20, cluster="sequential")
     n_small, bytes_small = tile_task.cached_ranges()
     assert 1 <= n_small < n_all and bytes_small <= 2.5 * per_range * 1.5
     a, b = GramStore.open(tmp_path / "all.zarr").view(), GramStore.open(tmp_path / "small.zarr").view()
@@ -276,13 +276,13 @@ def test_a_store_whose_creation_was_cut_short_is_finished_by_the_rerun(corpus, d
     from gramtile.pipeline.stores.errors import StoreError
 
     out = tmp_path / "cut.zarr"
-    run_gram(corpus, SST, out, rows="0:40", tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, rows="0:40", tile=20, cluster="sequential")
     # a crash right after the attributes were written: no arrays yet
     for name in ("K", "diag_rows", "diag_cols", "done", "row_index", "col_index"):
         shutil.rmtree(out / name)
     shutil.rmtree(out / "log")
     with pytest.raises(StoreError, match="not fully created"):
         GramStore.open(out)
-    st = run_gram(corpus, SST, out, rows="0:40", cluster="sequential", progress=False)
+    st = run_gram(corpus, SST, out, rows="0:40", cluster="sequential")
     assert st.complete and st.tile == 20
     assert np.array_equal(st.view().block(), gramtile.gram(SST, docs[:40]))

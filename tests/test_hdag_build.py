@@ -161,12 +161,12 @@ def test_prepare_builds_hdags(tmp_path):
     lines = src.read_text(encoding="latin-1").splitlines()[:12]
     inp = tmp_path / "q.txt"
     inp.write_text("\n".join(lines) + "\n", encoding="latin-1")
-    prepare(inp, "trec", tmp_path / "c.zarr", shard_size=5, cluster="sequential", progress=False, hdag=True)
+    prepare(inp, "trec", tmp_path / "c.zarr", shard_size=5, cluster="sequential", hdag=True)
     cs = CorpusStore.open(tmp_path / "c.zarr")
     assert "hdag" in cs.representations and cs.n == 12
     nlp = load_model_ner()
     for doc in cs.documents(0, 12):
         assert doc.structures["hdag"] == hdag_from_doc(_parse(nlp, doc.text))
     # without the option no HDAG is built
-    prepare(inp, "trec", tmp_path / "plain.zarr", shard_size=5, cluster="sequential", progress=False)
+    prepare(inp, "trec", tmp_path / "plain.zarr", shard_size=5, cluster="sequential")
     assert "hdag" not in CorpusStore.open(tmp_path / "plain.zarr").representations

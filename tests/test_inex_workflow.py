@@ -43,7 +43,7 @@ def small_workflow(tmp_path, **options):
 def ran(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("inex")
     path = small_workflow(tmp)
-    rows = run_workflow(load_workflow(path), tmp / "out", cluster="sequential", progress=False)
+    rows = run_workflow(load_workflow(path), tmp / "out", cluster="sequential")
     return path, tmp / "out", rows
 
 
@@ -149,7 +149,7 @@ def test_test_error_matches_an_independent_fit(ran):
 def test_rerun_reuses_stores_and_scores(ran):
     path, out, rows = ran
     logs = {p: len((p / "log" / "records.jsonl").read_text().splitlines()) for p in out.glob("gram-*.zarr")}
-    again = run_workflow(load_workflow(path), out, cluster="sequential", progress=False)
+    again = run_workflow(load_workflow(path), out, cluster="sequential")
     assert [r["test_error"] for r in again] == [r["test_error"] for r in rows]
     for p, n in logs.items():
         events = [json.loads(x) for x in (p / "log" / "records.jsonl").read_text().splitlines()[n:]]
@@ -166,7 +166,7 @@ def test_rerun_reuses_stores_and_scores(ran):
 def test_bad_options_name_the_key(tmp_path, options, key):
     path = small_workflow(tmp_path, **options)
     with pytest.raises(WorkflowError) as e:
-        run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential", progress=False)
+        run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential")
     assert f"'{key}'" in str(e.value) and str(path) in str(e.value)
 
 
@@ -228,5 +228,5 @@ def test_bad_split_options_name_the_key(tmp_path):
     for options, key in [({"split": "random"}, "options.split"), ({"seed": -1}, "options.seed")]:
         path = small_workflow(tmp_path, **options)
         with pytest.raises(WorkflowError) as e:
-            run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential", progress=False)
+            run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential")
         assert f"'{key}'" in str(e.value)

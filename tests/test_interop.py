@@ -32,7 +32,7 @@ def docs():
 def store(docs, tmp_path_factory):
     corpus = corpus_store_of(tmp_path_factory.mktemp("corpus") / "num.zarr", docs, 64)
     out = tmp_path_factory.mktemp("gram") / "sst.zarr"
-    run_gram(corpus, SST, out, tile=40, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=40, cluster="sequential")
     return out
 
 
@@ -181,7 +181,7 @@ def test_an_exported_libsvm_file_trains_libsvm_to_the_accuracy_of_gramtile_evalu
     binary = neg[40:] + [d for pair in zip(neg[:40], pos) for d in pair]  # both classes in train 0:90 and test
     corpus = corpus_store_of(tmp_path / "num.zarr", binary, 64)
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=40, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=40, cluster="sequential")
     assert main(["export", str(out), "--out", str(tmp_path / "train.libsvm"), "--format", "libsvm",
                  "--rows", "0:90", "--cols", "0:90", "--normalized"]) == 0
     assert main(["export", str(out), "--out", str(tmp_path / "test.libsvm"), "--format", "libsvm",

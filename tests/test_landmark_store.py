@@ -30,9 +30,9 @@ def stores(tmp_path_factory):
     docs = [docs[i] for i in np.random.default_rng(5).choice(len(docs), N, replace=False)]
     root = tmp_path_factory.mktemp("lm")
     corpus = corpus_store_of(root / "c.zarr", docs, 64)
-    run_gram(corpus, SST, root / "full.zarr", tile=TILE, cluster="sequential", progress=False)
+    run_gram(corpus, SST, root / "full.zarr", tile=TILE, cluster="sequential")
     # another tile size than the full store's: values must not depend on the tiling
-    run_gram(corpus, SST, root / "lm.zarr", tile=24, cluster="sequential", progress=False, landmarks=M,
+    run_gram(corpus, SST, root / "lm.zarr", tile=24, cluster="sequential", landmarks=M,
              landmark_seed=7)
     return root, corpus, np.array([d.label for d in docs])
 
@@ -122,16 +122,16 @@ def test_landmark_store_resumes_and_repairs(stores, tmp_path):
     out = tmp_path / "r.zarr"
     on_tile, seen = stop_after(3)
     with pytest.raises(RuntimeError, match="stop here"):
-        run_gram(corpus, SST, out, tile=24, cluster="sequential", progress=False, landmarks=M, landmark_seed=7,
+        run_gram(corpus, SST, out, tile=24, cluster="sequential", landmarks=M, landmark_seed=7,
                  on_tile=on_tile)
     assert GramStore.open(out).tiles_done()[0] == 3
-    st = run_gram(corpus, SST, out, cluster="sequential", progress=False, landmarks=M, landmark_seed=7)
+    st = run_gram(corpus, SST, out, cluster="sequential", landmarks=M, landmark_seed=7)
     assert st.complete
     want = GramStore.open(root / "lm.zarr").view().to_numpy().tobytes()
     assert st.view().to_numpy().tobytes() == want
     # a damaged chunk is recomputed as a landmark store (same columns drawn again)
     (out / "K" / "c" / "1" / "0").write_bytes(b"garbage")
-    rep = repair(out, cluster="sequential", progress=False)
+    rep = repair(out, cluster="sequential")
     assert rep.ok and rep.repaired
     assert GramStore.open(out).view().to_numpy().tobytes() == want
 
@@ -141,12 +141,12 @@ def test_uniform_when_labels_missing_and_bad_m(tmp_path):
     for d in docs:
         d.label = None
     corpus = corpus_store_of(tmp_path / "c.zarr", docs, 40)
-    st = run_gram(corpus, SST, tmp_path / "u.zarr", cluster="sequential", progress=False, landmarks=6,
+    st = run_gram(corpus, SST, tmp_path / "u.zarr", cluster="sequential", landmarks=6,
                   landmark_seed=2)
     assert st.landmarks["how"] == "uniform"
     assert st.landmarks["row_positions"] == choose_landmarks(None, np.arange(40), 6, 2).tolist()
     with pytest.raises(StoreError, match="--landmarks 0"):
-        run_gram(corpus, SST, tmp_path / "z.zarr", cluster="sequential", progress=False, landmarks=0)
+        run_gram(corpus, SST, tmp_path / "z.zarr", cluster="sequential", landmarks=0)
 
 
 def test_train_and_predict_nystroem_model_evaluate_only_the_landmarks(stores, tmp_path, capsys):
@@ -199,14 +199,14 @@ def test_landmark_columns_bitwise_for_other_tree_kernels(stores, tmp_path, spec)
     _, corpus, _ = stores
     # a landmark store is computed pair by pair; bitwise equal to the pairwise square store (ST has a
     # feature map: a square store on the product path agrees to rounding, checked below)
-    run_gram(corpus, spec, tmp_path / "full.zarr", rows="0:70", tile=16, cluster="sequential", progress=False,
+    run_gram(corpus, spec, tmp_path / "full.zarr", rows="0:70", tile=16, cluster="sequential",
              path="pairwise")
-    st = run_gram(corpus, spec, tmp_path / "lm.zarr", rows="0:70", tile=20, cluster="sequential", progress=False,
+    st = run_gram(corpus, spec, tmp_path / "lm.zarr", rows="0:70", tile=20, cluster="sequential",
                   landmarks=15, landmark_seed=3)
     pos = np.asarray(st.landmarks["row_positions"])
     full = GramStore.open(tmp_path / "full.zarr").view().to_numpy()
     assert st.view().to_numpy().tobytes() == np.ascontiguousarray(full[:, pos]).tobytes()
-    auto = run_gram(corpus, spec, tmp_path / "auto.zarr", rows="0:70", tile=16, cluster="sequential", progress=False)
+    auto = run_gram(corpus, spec, tmp_path / "auto.zarr", rows="0:70", tile=16, cluster="sequential")
     np.testing.assert_allclose(st.view().to_numpy(), auto.view().to_numpy()[:, pos], rtol=1e-12, atol=0)
 
 
@@ -221,7 +221,7 @@ def test_landmark_tiles_take_their_landmarks_from_one_assembly_per_column_tile(s
     tile_task._shards.clear()
     tile_task._ranges.clear()
     before = tile_task.stats["shard_loads"]
-    st = run_gram(corpus, SST, tmp_path / "lm.zarr", tile=24, cluster="sequential", progress=False, landmarks=M,
+    st = run_gram(corpus, SST, tmp_path / "lm.zarr", tile=24, cluster="sequential", landmarks=M,
                   landmark_seed=7)
     loads = tile_task.stats["shard_loads"] - before
     n_shards, row_tiles, col_tiles = -(-N // 64), -(-N // 24), -(-M // 24)

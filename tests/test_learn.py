@@ -67,7 +67,7 @@ def num_store(num_docs, tmp_path_factory):
         cs.write_shard(k // 100, num_docs[k:k + 100])
     cs.finish()
     cs.close()
-    run_gram(root / "num.zarr", SST, root / "sst.zarr", tile=TILE, cluster="sequential", progress=False)
+    run_gram(root / "num.zarr", SST, root / "sst.zarr", tile=TILE, cluster="sequential")
     return root / "sst.zarr"
 
 

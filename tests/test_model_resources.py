@@ -142,8 +142,8 @@ def test_model_from_corpus_and_gram_store_carries_the_stored_resources(files, da
     spec = SPECS[name]
     train_docs, test_docs = data
     corpus = tmp_path / "c.zarr"
-    prepare(files[0], "senseval", corpus, shard_size=1000, cluster="sequential", progress=False)
-    run_gram(corpus, spec, tmp_path / "g.zarr", tile=32, cluster="sequential", progress=False)
+    prepare(files[0], "senseval", corpus, shard_size=1000, cluster="sequential")
+    run_gram(corpus, spec, tmp_path / "g.zarr", tile=32, cluster="sequential")
     resource_store._loaded.clear()
     tile_task._resources.clear()
     built = resource_store.stats["built"]

@@ -104,7 +104,7 @@ def test_train_predict_cli_from_corpus_and_gram_store(qc, tmp_path, capsys):
         cs.write_shard(k // 100, docs[k:min(k + 100, N_TRAIN)])
     cs.finish()
     cs.close()
-    run_gram(tmp_path / "c.zarr", spec["kernel"], tmp_path / "g.zarr", tile=64, cluster="sequential", progress=False)
+    run_gram(tmp_path / "c.zarr", spec["kernel"], tmp_path / "g.zarr", tile=64, cluster="sequential")
     assert main(["train", "--corpus", str(tmp_path / "c.zarr"), "--gram", str(tmp_path / "g.zarr"),
                  "--kernel", json.dumps(spec), "--C", "2", "--out", str(tmp_path / "m1")]) == 0
     # the same model computed in memory

@@ -31,7 +31,7 @@ def store(tmp_path_factory):
         cs.write_shard(k // 100, docs[k:k + 100])
     cs.finish()
     cs.close()
-    run_gram(root / "c.zarr", SST, root / "g.zarr", tile=TILE, cluster="sequential", progress=False)
+    run_gram(root / "c.zarr", SST, root / "g.zarr", tile=TILE, cluster="sequential")
     return root / "g.zarr", np.array([d.label for d in docs])
 
 

@@ -151,7 +151,7 @@ def test_conllu_gives_pt_sst_route_grams_from_the_cli(tmp_path, capsys):
 
 def test_dp_input_gets_derived_reps(tmp_path):
     (tmp_path / "a.dp").write_text("The\tDT\t2\tNMOD\ndog\tNN\t3\tSBJ\nbarks\tVBZ\t0\tROOT\n\n")
-    s = prepare(tmp_path / "a.dp", "dp", tmp_path / "a.zarr", reps=["tree", "ptree"], progress=False)
+    s = prepare(tmp_path / "a.dp", "dp", tmp_path / "a.zarr", reps=["tree", "ptree"])
     assert set(s.representations) == {"tree", "ptree"}
 
 
@@ -244,8 +244,7 @@ def test_corpus_store_takes_parsed_documents(tmp_path):
     store.write_shard(0, docs, run)
     store.finish()
     store.close()
-    g = run_gram(tmp_path / "c.zarr", {"kind": "route", "lam": 0.5}, tmp_path / "g.zarr", cluster="sequential",
-                 progress=False)
+    g = run_gram(tmp_path / "c.zarr", {"kind": "route", "lam": 0.5}, tmp_path / "g.zarr", cluster="sequential")
     np.testing.assert_allclose(g.view().block(np.arange(4), np.arange(4)),
                                gramtile.gram({"kind": "route", "lam": 0.5}, docs))
 
@@ -332,7 +331,7 @@ def test_workflow_derives_its_representations_from_gold_trees(tmp_path, monkeypa
     (tmp_path / "mine.conllu").write_text(CONLLU * 2)
     (tmp_path / "labels.yaml").write_text("data: {input: mine.conllu, format: conllu, representations: [ptree, tree]}\n"
                                           "kernels: {route: {kind: route}, SST: {kind: sst}}\n")
-    store, parts = build_corpus(load_workflow(tmp_path / "labels.yaml"), tmp_path / "c.zarr", progress=False)
+    store, parts = build_corpus(load_workflow(tmp_path / "labels.yaml"), tmp_path / "c.zarr")
     assert set(store.representations) == {"ptree", "tree"} and parts == {"all": (0, 6)}
     first = store.documents(0, 1)[0].structures
     assert first["ptree"] == PTree.from_tree(first["tree"])
@@ -347,9 +346,8 @@ def test_store_and_in_memory_batches_share_one_compiled_core(tmp_path):
 import gramtile
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
-prepare({str(tmp_path / "t.dat")!r}, "svmlighttk", {str(tmp_path / "c.zarr")!r}, progress=False)
-run_gram({str(tmp_path / "c.zarr")!r}, {{"kind": "sst"}}, {str(tmp_path / "g.zarr")!r}, cluster="sequential",
-         progress=False)
+prepare({str(tmp_path / "t.dat")!r}, "svmlighttk", {str(tmp_path / "c.zarr")!r})
+run_gram({str(tmp_path / "c.zarr")!r}, {{"kind": "sst"}}, {str(tmp_path / "g.zarr")!r}, cluster="sequential")
 gramtile.gram({{"kind": "sst"}}, {TREES!r})
 """
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}

@@ -42,7 +42,7 @@ def num(tmp_path_factory):
     d = tmp_path_factory.mktemp("num")
     corpus = corpus_store_of(d / "c.zarr", docs, 100)
     for name, spec in (("sst", SST), ("st", ST)):
-        run_gram(corpus, json.dumps(spec), d / f"{name}.zarr", tile=100, cluster="sequential", progress=False)
+        run_gram(corpus, json.dumps(spec), d / f"{name}.zarr", tile=100, cluster="sequential")
     (d / "cluster.yaml").write_text(yaml.safe_dump({"profiles": {"two": {"type": "local", "n_workers": 2,
                                                                          "memory_limit": "1.5GiB"}}}))
     return d
@@ -57,7 +57,7 @@ def qc(tmp_path_factory):
         doc.structures = {"grct": doc.structures["grct"]}
     d = tmp_path_factory.mktemp("qc")
     corpus = corpus_store_of(d / "c.zarr", docs, 100)
-    run_gram(corpus, json.dumps(GRCT), d / "g.zarr", tile=100, cluster="sequential", progress=False)
+    run_gram(corpus, json.dumps(GRCT), d / "g.zarr", tile=100, cluster="sequential")
     return d
 
 
@@ -129,8 +129,8 @@ def test_a_worker_killed_during_a_fit_is_retried_with_identical_results(num, tmp
     src = open_gram_source(num / "sst.zarr", normalized=True)
     labels = store_labels(src.store)
     folds = stratified_kfold(labels, 6, seed=0)
-    kw = dict(C=[0.1, 1.0, 10.0], select="nested", inner_folds=2, solver="smo", cache_mb=2.0)
-    serial = evaluate(src, labels, folds, **kw)
+    kw = dict(C=[0.1, 1.0, 10.0], select="nested", inner_folds=2, solver="smo")
+    serial = evaluate(src, labels, folds, cluster=Runtime("sequential", cache_mb=2.0), **kw)
     killed = []
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   memory_limit="1.5GiB") as cluster, distributed.Client(cluster) as client:
@@ -148,7 +148,7 @@ def test_a_worker_killed_during_a_fit_is_retried_with_identical_results(num, tmp
         t = threading.Thread(target=kill_one, daemon=True)
         t.start()
         try:
-            par = evaluate(src, labels, folds, cluster=Runtime(client=client), **kw)
+            par = evaluate(src, labels, folds, cluster=Runtime(client=client, cache_mb=2.0), **kw)
         finally:
             stop.set()
             t.join()
@@ -168,7 +168,7 @@ def test_a_cache_smaller_than_two_rows_is_refused_naming_the_option(num, tmp_pat
 
 def test_an_unfinished_store_is_refused_naming_gramtile_gram(num, tmp_path, capsys):
     corpus = num / "c.zarr"
-    st = run_gram(corpus, json.dumps(SST), tmp_path / "part.zarr", tile=100, cluster="sequential", progress=False)
+    st = run_gram(corpus, json.dumps(SST), tmp_path / "part.zarr", tile=100, cluster="sequential")
     st = GramStore.open(st.path, mode="r+")
     st.clear_done([next(t for t in st.grid().tiles() if t.i == 1 and t.j == 3)])
     for cmd in (["evaluate", "--gram", str(st.path), "--folds", "4", "--no-progress"],
@@ -183,10 +183,10 @@ def test_an_unfinished_store_is_refused_naming_gramtile_gram(num, tmp_path, caps
 def test_a_store_recreated_under_a_running_evaluation_is_refused(num, tmp_path):
     corpus = num / "c.zarr"
     path = tmp_path / "g.zarr"
-    run_gram(corpus, json.dumps(SST), path, tile=100, cluster="sequential", progress=False)
+    run_gram(corpus, json.dumps(SST), path, tile=100, cluster="sequential")
     ref = source_ref(open_gram_source(path))  # what the driver sends with every task
     shutil.rmtree(path)
-    run_gram(corpus, json.dumps(ST), path, tile=100, cluster="sequential", progress=False)
+    run_gram(corpus, json.dumps(ST), path, tile=100, cluster="sequential")
     with pytest.raises(EvaluationError, match="not the store this run started from.*recreated since"):
         ref.open()  # what a worker does
 
@@ -238,10 +238,10 @@ def test_fits_on_threads_and_worker_processes_equal_the_serial_run(num, client, 
     labels = store_labels(src.store)
     splits = [fixed_split(np.arange(0, 350), np.arange(350, 500), 500)] if fixed else \
         stratified_kfold(labels, 3, seed=1)
-    kw = dict(C=[0.1, 1.0, 10.0], select=select, inner_folds=3, solver=solver, cache_mb=2.0)
-    serial = evaluate(src, labels, splits, **kw)
-    _same(serial, evaluate(src, labels, splits, cluster="threads", **kw))
-    _same(serial, evaluate(src, labels, splits, cluster=Runtime(client=client), **kw))
+    kw = dict(C=[0.1, 1.0, 10.0], select=select, inner_folds=3, solver=solver)
+    serial = evaluate(src, labels, splits, cluster=Runtime("sequential", cache_mb=2.0), **kw)
+    _same(serial, evaluate(src, labels, splits, cluster=Runtime("threads", cache_mb=2.0), **kw))
+    _same(serial, evaluate(src, labels, splits, cluster=Runtime(client=client, cache_mb=2.0), **kw))
     if select == "nested":
         assert len(serial.rows) == 1 and len(serial.rows[0]["C_chosen"].split(",")) == len(splits)
     else:
@@ -283,8 +283,8 @@ def test_a_fixed_split_is_many_tasks_each_naming_the_store_not_its_values(num, m
     monkeypatch.setattr(fits_module, "run_tasks", spy)
     for solver, want in (("libsvm", [9, 1]), ("smo", [3, 1])):
         waves.clear()
-        evaluate(src, labels, split, C=[0.1, 1.0, 10.0], select="nested", solver=solver, cache_mb=2.0,
-                 cluster="threads")
+        evaluate(src, labels, split, C=[0.1, 1.0, 10.0], select="nested", solver=solver,
+                 cluster=Runtime("threads", cache_mb=2.0))
         assert [len(w) for w in waves] == want
         for t in waves[0] + waves[1]:
             assert t.ref.local is None and t.ref.stores[0].path == str(src.store.path)
@@ -313,7 +313,7 @@ def test_the_progress_bar_counts_every_fit(num, monkeypatch):
     src = open_gram_source(num / "sst.zarr", normalized=True)
     labels = store_labels(src.store)
     folds = stratified_kfold(labels, 4, seed=0)
-    evaluate(src, labels, folds, C=[0.1, 1.0, 10.0], select="nested", inner_folds=2, bar=True, cluster="threads")
+    evaluate(src, labels, folds, C=[0.1, 1.0, 10.0], select="nested", inner_folds=2, cluster="threads")
     (total, unit, pb), = bars
     assert unit == "fit" and total == 4 * 2 * 3 + 4 and pb.n == total
 
@@ -322,7 +322,7 @@ def test_one_vs_rest_smo_chains_on_worker_processes_equal_the_serial_run(qc, cli
     src = open_gram_source(qc / "g.zarr", normalized=True)
     labels = store_labels(src.store)
     folds = stratified_kfold(labels, 3, seed=0)
-    kw = dict(C=[1.0, 10.0], select="nested", inner_folds=2, solver="smo", cache_mb=1.0)
-    serial = evaluate(src, labels, folds, **kw)
+    kw = dict(C=[1.0, 10.0], select="nested", inner_folds=2, solver="smo")
+    serial = evaluate(src, labels, folds, cluster=Runtime("sequential", cache_mb=1.0), **kw)
     assert len(set(labels)) == 6
-    _same(serial, evaluate(src, labels, folds, cluster=Runtime(client=client), **kw))
+    _same(serial, evaluate(src, labels, folds, cluster=Runtime(client=client, cache_mb=1.0), **kw))

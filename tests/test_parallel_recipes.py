@@ -62,12 +62,12 @@ def test_wsd_results_on_threads_and_worker_processes_equal_the_serial_run(tmp_pa
     wf = tmp_path / "wsd.yaml"
     wf.write_text(yaml.safe_dump(WSD, sort_keys=False))
     out = tmp_path / "run"
-    run_workflow(wf, out, cluster="sequential", progress=False)
+    run_workflow(wf, out, cluster="sequential")
     serial = _untimed(out / "results.json")
     # the stores are reused: only the learning runs again, on each profile
-    run_workflow(wf, out, cluster="threads", progress=False)
+    run_workflow(wf, out, cluster="threads")
     threads = _untimed(out / "results.json")
-    run_workflow(wf, out, cluster=Runtime("two", two), progress=False)
+    run_workflow(wf, out, cluster=Runtime("two", two))
     procs = _untimed(out / "results.json")
     assert [r["kernel"] for r in serial] == ["BOW", "K_Domain", "K_Select"]
     sel = serial[-1]
@@ -100,8 +100,8 @@ def test_wsd_learn_equals_the_fold_by_fold_choice(tmp_path):
 
 def test_qc_hdag_results_on_worker_processes_equal_the_serial_run(tmp_path, two):
     path = small_workflow(tmp_path)
-    run_workflow(load_workflow(path), tmp_path / "serial", cluster="sequential", progress=False)
-    run_workflow(load_workflow(path), tmp_path / "procs", cluster=Runtime("two", two), progress=False)
+    run_workflow(load_workflow(path), tmp_path / "serial", cluster="sequential")
+    run_workflow(load_workflow(path), tmp_path / "procs", cluster=Runtime("two", two))
     serial, procs = _untimed(tmp_path / "serial" / "results.json"), _untimed(tmp_path / "procs" / "results.json")
     assert [r["kernel"] for r in serial] == ["BOW", "HDAG", "HDAG (p=1)", "HDAG (p=2)"]
     assert procs == serial
@@ -109,8 +109,8 @@ def test_qc_hdag_results_on_worker_processes_equal_the_serial_run(tmp_path, two)
 
 def test_inex_selection_on_worker_processes_equals_the_serial_run(tmp_path, two):
     path = small_inex(tmp_path)
-    run_workflow(load_workflow(path), tmp_path / "serial", cluster="sequential", progress=False)
-    run_workflow(load_workflow(path), tmp_path / "procs", cluster=Runtime("two", two), progress=False)
+    run_workflow(load_workflow(path), tmp_path / "serial", cluster="sequential")
+    run_workflow(load_workflow(path), tmp_path / "procs", cluster=Runtime("two", two))
     for f in ("results.json", "selection.json"):
         serial, procs = _untimed(tmp_path / "serial" / f), _untimed(tmp_path / "procs" / f)
         assert procs == serial, f

@@ -120,7 +120,7 @@ def test_killed_prepare_resumes_and_matches_an_uninterrupted_run(trec_train, tre
     assert rc == 0 and f"{SHARD * len(done_at_kill)} examples, INCOMPLETE" in text
     assert f"shards: {len(done_at_kill)} done / 11 expected" in text
 
-    summary = prepare(trec_train, "trec", out, shard_size=SHARD, cluster="sequential", progress=False,
+    summary = prepare(trec_train, "trec", out, shard_size=SHARD, cluster="sequential",
                       reader_options={"encoding": "latin-1"})
     m = _manifest(out)
     assert m["complete"]
@@ -155,7 +155,7 @@ def _tsv_with_bad_records(trec_train, path, n=30, empty_line=17, long_line=23):
 def test_bad_record_raise_keeps_written_shards_then_skip_finishes(trec_train, tmp_path):
     tsv = _tsv_with_bad_records(trec_train, tmp_path / "q.tsv")
     out = tmp_path / "q.zarr"
-    args = dict(shard_size=5, cluster="sequential", max_tokens=40, progress=False)
+    args = dict(shard_size=5, cluster="sequential", max_tokens=40)
     with pytest.raises(CorpusFormatError, match=r"q.tsv, line 17: no tab between label and text"):
         prepare(tsv, "tsv", out, **args)
     store = CorpusStore.open(out)
@@ -188,16 +188,16 @@ def test_bad_record_raise_keeps_written_shards_then_skip_finishes(trec_train, tm
 def test_reopening_with_other_settings_is_refused(trec_train, tmp_path):
     tsv = _tsv_with_bad_records(trec_train, tmp_path / "q.tsv", n=12, empty_line=0, long_line=0)
     out = tmp_path / "q.zarr"
-    prepare(tsv, "tsv", out, shard_size=5, cluster="sequential", progress=False)
+    prepare(tsv, "tsv", out, shard_size=5, cluster="sequential")
     with pytest.raises(StoreMismatchError, match=r"shard size 5 \(this run: 6\).*Fix: rerun with the store's input"):
-        prepare(tsv, "tsv", out, shard_size=6, cluster="sequential", progress=False)
+        prepare(tsv, "tsv", out, shard_size=6, cluster="sequential")
     with pytest.raises(StoreMismatchError, match=r"format 'tsv' \(this run: 'text'\)"):
-        prepare(tsv, "text", out, shard_size=5, cluster="sequential", progress=False)
-    again = prepare(tsv, "tsv", out, shard_size=5, cluster="sequential", progress=False)
+        prepare(tsv, "text", out, shard_size=5, cluster="sequential")
+    again = prepare(tsv, "tsv", out, shard_size=5, cluster="sequential")
     assert again.already_complete and len(_manifest(out)["runs"]) == 1
     # an unknown format fails before any store is made
     with pytest.raises(CorpusFormatError, match="unknown format"):
-        prepare(tsv, "csv", tmp_path / "never.zarr", cluster="sequential", progress=False)
+        prepare(tsv, "csv", tmp_path / "never.zarr", cluster="sequential")
     assert not (tmp_path / "never.zarr").exists()
 
 
@@ -205,15 +205,14 @@ def test_changed_input_under_done_shards_is_detected(trec_train, tmp_path):
     tsv = _tsv_with_bad_records(trec_train, tmp_path / "q.tsv", n=12, empty_line=0, long_line=9)
     out = tmp_path / "q.zarr"
     with pytest.raises(CorpusFormatError):
-        prepare(tsv, "tsv", out, shard_size=4, cluster="sequential", max_tokens=40, progress=False)
+        prepare(tsv, "tsv", out, shard_size=4, cluster="sequential", max_tokens=40)
     assert CorpusStore.open(out).shard_ranges == [(0, 4), (4, 8)]  # line 9 is in the third shard
     # skipping line 3 shifts every later example: the done shard no longer matches the input
     lines = tsv.read_text().splitlines()
     lines[2] = ""
     tsv.write_text("\n".join(lines) + "\n")
     with pytest.raises(StoreMismatchError, match=r"input changed since shard 0 .*'q:3'.*'q:4'"):
-        prepare(tsv, "tsv", out, shard_size=4, cluster="sequential", max_tokens=40, on_error="skip",
-                progress=False)
+        prepare(tsv, "tsv", out, shard_size=4, cluster="sequential", max_tokens=40, on_error="skip")
 
 
 def test_demo_corpus_prepares_and_emits_jsonl(tmp_path):
@@ -237,7 +236,7 @@ def test_demo_corpus_prepares_and_emits_jsonl(tmp_path):
         assert set(b.structures) == {"dep", "tree", "ptree"}  # seq is the dependency tree's columns
         assert all(b.structures[k] == s.structures[k] for k in b.structures)
     # gold structures need no parse: preparing the emitted JSON lines stores them unchanged
-    summary = prepare(jl, "jsonl", tmp_path / "again.zarr", shard_size=128, cluster="sequential", progress=False)
+    summary = prepare(jl, "jsonl", tmp_path / "again.zarr", shard_size=128, cluster="sequential")
     assert summary.shards_parsed == [] and summary.parser is None
     again = CorpusStore.open(tmp_path / "again.zarr")
     assert [d.structures for d in again.documents()] == [d.structures for d in back]
@@ -252,7 +251,7 @@ def test_store_killed_during_creation_is_recreated_but_foreign_groups_are_not(tr
     out = tmp_path / "q.zarr"
     g = zarr.open_group(str(out), mode="w")  # what a kill right after the group was made leaves
     g.create_array("ids", shape=(0,), dtype=str, chunks=(5,))
-    summary = prepare(tsv, "tsv", out, shard_size=5, cluster="sequential", progress=False)
+    summary = prepare(tsv, "tsv", out, shard_size=5, cluster="sequential")
     assert summary.n_examples == 6 and CorpusStore.open(out).complete
     # killed inside a metadata write: Zarr's temporary file is left beside the skeleton
     cut = tmp_path / "cut.zarr"
@@ -261,15 +260,15 @@ def test_store_killed_during_creation_is_recreated_but_foreign_groups_are_not(tr
     g.create_group("reps")
     (cut / "zarr.0123abcd.partial").write_bytes(b'{"zarr_format": 3, "node_ty')
     (cut / "reps" / "zarr.4567ef01.partial").write_bytes(b"{")
-    assert prepare(tsv, "tsv", cut, shard_size=5, cluster="sequential", progress=False).n_examples == 6
+    assert prepare(tsv, "tsv", cut, shard_size=5, cluster="sequential").n_examples == 6
     assert CorpusStore.open(cut).complete and not list(cut.glob("*.partial"))
     # killed before the group's own metadata landed: only the temporary file exists
     bare = tmp_path / "bare.zarr"
     bare.mkdir()
     (bare / "zarr.89abcdef.partial").write_bytes(b"")
-    assert prepare(tsv, "tsv", bare, shard_size=5, cluster="sequential", progress=False).n_examples == 6
+    assert prepare(tsv, "tsv", bare, shard_size=5, cluster="sequential").n_examples == 6
     other = tmp_path / "other.zarr"
     zarr.open_group(str(other), mode="w").create_array("K", shape=(2, 2), dtype="f8")
     with pytest.raises(StoreCorruptError, match="not a corpus store"):
-        prepare(tsv, "tsv", other, shard_size=5, cluster="sequential", progress=False)
+        prepare(tsv, "tsv", other, shard_size=5, cluster="sequential")
     assert (other / "K").exists()

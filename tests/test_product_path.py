@@ -25,8 +25,7 @@ def corpus(tmp_path_factory):
 
 
 def gram(corpus, spec, out, path, **kw):
-    st = run_gram(corpus, spec, out, tile=kw.pop("tile", 128), cluster=kw.pop("cluster", "sequential"),
-                  progress=False, path=path, **kw)
+    st = run_gram(corpus, spec, out, tile=kw.pop("tile", 128), cluster=kw.pop("cluster", "sequential"), path=path, **kw)
     return st, st.view().to_numpy()
 
 
@@ -53,7 +52,7 @@ def test_product_and_pairwise_paths_give_the_same_K(corpus, tmp_path, spec):
     for rec in tiles_logged(sp):
         st_paths = [p for p in rec["paths"] if p["kernel"] == "st"]
         assert len(st_paths) == 1 and {"product", "pairwise"} == set(st_paths[0]["estimate_ns"])
-    pair_log = tiles_logged(run_gram(corpus, spec, tmp_path / "pair.zarr", progress=False, cluster="sequential"))
+    pair_log = tiles_logged(run_gram(corpus, spec, tmp_path / "pair.zarr", cluster="sequential"))
     assert all("paths" not in r for r in pair_log)  # the pairwise run recorded no product choice
 
 
@@ -105,7 +104,7 @@ def test_corrupt_feature_shard_is_reported(tmp_path):
 
 def test_product_path_for_a_kernel_without_a_map_is_refused(corpus, tmp_path, capsys):
     with pytest.raises(KernelSpecError, match="no explicit feature map"):
-        run_gram(corpus, '{"kind": "sst"}', tmp_path / "x.zarr", path="product", progress=False)
+        run_gram(corpus, '{"kind": "sst"}', tmp_path / "x.zarr", path="product")
     assert not (tmp_path / "x.zarr").exists()
     assert main(["-q", "gram", "--corpus", str(corpus), "--kernel", '{"kind": "pt"}', "--out",
                  str(tmp_path / "y.zarr"), "--path", "product", "--cluster", "sequential"]) == 2

@@ -33,7 +33,7 @@ def small_workflow(tmp_path, **options):
 def ran(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("qc")
     path = small_workflow(tmp)
-    rows = run_workflow(load_workflow(path), tmp / "out", cluster="sequential", progress=False)
+    rows = run_workflow(load_workflow(path), tmp / "out", cluster="sequential")
     return path, tmp / "out", rows
 
 
@@ -101,7 +101,7 @@ def test_two_stage_grid(tmp_path):
     raw["kernels"] = {"HDAG": raw["kernels"]["HDAG"]}
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     out = tmp_path / "out"
-    rows = run_workflow(load_workflow(path), out, cluster="sequential", progress=False)
+    rows = run_workflow(load_workflow(path), out, cluster="sequential")
     hd = rows[0]
     grid = {(g["p"], g["lam"]) for g in hd["grid"]}
     stage1 = [g for g in hd["grid"] if g["p"] == 2]
@@ -133,7 +133,7 @@ def test_staged_points():
 def test_bad_options_name_the_key(tmp_path, edit, key):
     path = small_workflow(tmp_path, **edit)
     with pytest.raises(WorkflowError) as e:
-        run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential", progress=False)
+        run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential")
     assert f"'{key}'" in str(e.value)
 
 
@@ -146,4 +146,4 @@ def test_hdag_representation_is_required(tmp_path):
     path = tmp_path / "no_hdag.yaml"
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(WorkflowError, match="data.representations"):
-        run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential", progress=False)
+        run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential")

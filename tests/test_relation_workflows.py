@@ -36,7 +36,7 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     wf = reduced(tmp_path, "conll04_relations.yaml", limit={"train": 200, "dev": 60, "test": 100}, parser="none",
                  protocol=raw["protocol"])
     out = tmp_path / "out"
-    rows = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
+    rows = run_workflow(load_workflow(wf), out, cluster="sequential")
     methods = [(r["relation"], r["kernel"], r["model"]) for r in rows]
     for rel in ("Work_For", "OrgBased_In"):
         assert [m[1:] for m in methods if m[0] == rel] == [
@@ -67,7 +67,7 @@ def test_conll04_reduced_runs_and_resumes(tmp_path):
     assert "## Work_For" in md and "| sparse | svm |" in md
     # rerun: stores reused, same numbers
     stamp = (out / "Work_For" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns
-    again = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
+    again = run_workflow(load_workflow(wf), out, cluster="sequential")
     assert [(r["f1"], r["precision"]) for r in again] == [(r["f1"], r["precision"]) for r in rows]
     assert (out / "Work_For" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns == stamp
 
@@ -88,7 +88,7 @@ def test_conll04_cv_selection_is_the_mean_fold_f1_of_the_grid(tmp_path):
              "feature_learners": ["linear_svm"], "learning_curve": []}
     wf = reduced(tmp_path, "conll04_relations.yaml", limit=limit, parser="none", relations=["Work_For"],
                  kernels=kernels, protocol=proto, scope="sentence")
-    rows = run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    rows = run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential")
     by = {r["model"]: r for r in rows}
     assert set(by) == {"linear_svm", "perceptron", "svm"} and "dev_f1" not in by["svm"]
     corp = read_corp(data / "conll04.corp")
@@ -146,7 +146,7 @@ def test_semeval_reduced_runs(tmp_path, monkeypatch):
     kernels["SUM"] = {"kind": "sum", "kernels": [{"weight": 1, "kernel": raw["kernels"][k]} for k in ("DP", "BOW")]}
     wf = reduced(tmp_path, "semeval2010_relations.yaml", limit=150, kernels=kernels,
                  protocol={"folds": 2, "seed": 0, "C": 1, "multiclass": "ovo"})
-    rows = run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    rows = run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential")
     assert [r["kernel"] for r in rows] == ["DP", "BOW", "SUM"]
     for r in rows:
         assert 0 < r["macro_f1"] < 1 and 0 < r["accuracy"] < 1 and r["folds"] == 2
@@ -156,10 +156,10 @@ def test_semeval_reduced_runs(tmp_path, monkeypatch):
     store = tmp_path / "out" / "corpus.zarr"
     assert CorpusStore.open(store).manifest["options"]["builder"] == relations.builder_digest()
     stamp = (store / "zarr.json").stat().st_mtime_ns
-    run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential")
     assert (store / "zarr.json").stat().st_mtime_ns == stamp
     monkeypatch.setattr(relations, "builder_digest", lambda: "changed builder code")
-    run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+    run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential")
     assert CorpusStore.open(store).manifest["options"]["builder"] == "changed builder code"
 
 
@@ -173,7 +173,7 @@ def test_semeval_reduced_runs(tmp_path, monkeypatch):
 def test_bad_conll04_config_names_the_key(tmp_path, change, key):
     wf = reduced(tmp_path, "conll04_relations.yaml", **change)
     with pytest.raises(WorkflowError, match=f"key '{key}'"):
-        run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential", progress=False)
+        run_workflow(load_workflow(wf), tmp_path / "out", cluster="sequential")
 
 
 def test_bad_recipe_names_the_key(tmp_path):

@@ -49,7 +49,7 @@ def _fresh_process_caches():
 
 
 def _corpus(serve, path):
-    prepare(serve, "senseval", path, shard_size=15, cluster="sequential", progress=False)
+    prepare(serve, "senseval", path, shard_size=15, cluster="sequential")
     return path
 
 
@@ -79,7 +79,7 @@ def test_prepare_resources_flag_builds_them_without_changing_the_corpus_hash(ser
     for spec in (SOFT, LSA, DOMAIN | {"rep": "seq"}):
         _fresh_process_caches()
         st = run_gram(out, spec, tmp_path / f"g{len(list(tmp_path.iterdir()))}.zarr", tile=16,
-                      cluster="sequential", progress=False)
+                      cluster="sequential")
         assert resource_store.stats["built"] == built
         np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
 
@@ -115,7 +115,7 @@ def test_first_use_driver_builds_and_dask_workers_only_load(serve, docs, tmp_pat
     built = resource_store.stats["built"]
     with Runtime("local", cf) as rt, rt.session() as ex:
         client = ex.client
-        st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, cluster=rt, progress=False)
+        st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, cluster=rt)
         worker_stats = client.run(lambda: dict(resource_store.stats))
     assert resource_store.stats["built"] == built + 2  # the driver built both, once
     assert len(worker_stats) == 2
@@ -145,17 +145,17 @@ def _rewrite(corpus, group, change, rehash: bool):
 def test_changed_resource_makes_the_gram_store_mismatch(serve, tmp_path):
     corpus = _corpus(serve, tmp_path / "c.zarr")
     out = tmp_path / "g.zarr"
-    run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential", progress=False)
+    run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential")
     (group,) = GramStore.open(out).meta["resources"]
     # same resource: the rerun resumes (nothing to do)
-    run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential", progress=False)
+    run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential")
 
     def scale(a):
         a *= 2.0
 
     _rewrite(corpus, group, scale, rehash=True)
     with pytest.raises(StoreMismatchError, match="corpus resource content"):
-        run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential", progress=False)
+        run_gram(corpus, DOMAIN, out, tile=16, cluster="sequential")
 
 
 def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
@@ -174,7 +174,7 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
         resource_store.load(corpus, key)
     # a tile task meets it too, as a typed error naming the group
     with pytest.raises(StoreCorruptError, match=key.group):
-        run_gram(corpus, SOFT, tmp_path / "g.zarr", tile=16, cluster="sequential", progress=False)
+        run_gram(corpus, SOFT, tmp_path / "g.zarr", tile=16, cluster="sequential")
 
     # missing on the worker side: an error that says how to build it, never a silent rebuild
     zarr.open_group(str(corpus), mode="r+")[rkeys.GROUP].__delitem__(key.group.split("/", 1)[1])
@@ -237,8 +237,7 @@ def test_space_rep_store_equals_in_memory_gram_and_changes_the_kernel(serve, doc
     stores = {}
     for name, spec in (("own", LSA), ("ctx", LSA_SEQ), ("dom", DOMAIN | {"rep": "wsd", "space_rep": "seq"})):
         _fresh_process_caches()
-        stores[name] = run_gram(corpus, spec, tmp_path / f"{name}.zarr", tile=16, cluster="sequential",
-                                progress=False).view().block()
+        stores[name] = run_gram(corpus, spec, tmp_path / f"{name}.zarr", tile=16, cluster="sequential").view().block()
         np.testing.assert_allclose(stores[name], gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
     assert {r["rep"] for r in resource_store.stored(corpus) if r["name"] == "similarity/lsa/lemmas"} == {"wsd", "seq"}
     # the contexts' space is another space: the soft-matched kernel moves
@@ -262,8 +261,7 @@ def test_bad_space_rep_is_a_spec_error_naming_parameter_and_value(spec, says):
 def test_space_rep_missing_or_conflicting_is_reported(serve, docs, tmp_path):
     corpus = _corpus(serve, tmp_path / "c.zarr")
     with pytest.raises(KernelSpecError, match="representation 'tree'.*does not hold"):
-        run_gram(corpus, LSA | {"space_rep": "tree"}, tmp_path / "g.zarr", tile=16, cluster="sequential",
-                 progress=False)
+        run_gram(corpus, LSA | {"space_rep": "tree"}, tmp_path / "g.zarr", tile=16, cluster="sequential")
     only_wsd = {"wsd": [d.structures["wsd"] for d in docs]}
     with pytest.raises(KernelSpecError, match="built from representation 'seq'.*lack"):
         gramtile.gram(LSA_SEQ, only_wsd)

@@ -11,6 +11,7 @@ from conftest import corpus_store_of
 
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn import rowfile
 from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.errors import EvaluationError
@@ -38,8 +39,8 @@ def stores(tmp_path_factory):
     trees = [random_tree(rng) for _ in range(N)]  # labelled by the root's symbol: a learnable task
     docs = [Document(id=f"d{i}", label=t[1:3], structures={"tree": parse_tree(t)}) for i, t in enumerate(trees)]
     corpus = corpus_store_of(d / "c.zarr", docs, 100)
-    st = run_gram(corpus, {"kind": "st", "lam": 0.4}, d / "st.zarr", tile=64, cluster="sequential", progress=False)
-    sst = run_gram(corpus, {"kind": "sst", "lam": 0.4}, d / "sst.zarr", tile=64, cluster="sequential", progress=False)
+    st = run_gram(corpus, {"kind": "st", "lam": 0.4}, d / "st.zarr", tile=64, cluster="sequential")
+    sst = run_gram(corpus, {"kind": "sst", "lam": 0.4}, d / "sst.zarr", tile=64, cluster="sequential")
     return d, st.path, sst.path, np.array([doc.label for doc in docs])
 
 
@@ -170,7 +171,8 @@ def test_evaluate_through_a_row_file_equals_libsvm(stores, tmp_path, monkeypatch
     n_tr = max(f.train.size for f in folds)
     cache = 8 * n_tr * (n_tr // 10) / 1e6 * (2 if cluster else 1)  # 10 % of the training rows per fit
     kw = dict(C=[0.5, 2.0], select="nested", inner_folds=2)
-    smo = evaluate(src, labels, folds, solver="smo", cache_mb=cache, scratch=tmp_path, cluster=cluster, **kw)
+    smo = evaluate(src, labels, folds, solver="smo", **kw,
+                   cluster=Runtime.of(cluster).with_settings(cache_mb=cache, scratch=str(tmp_path)))
     lib = evaluate(src, labels, folds, solver="libsvm", **kw)
     assert len(written) == 1 and os.path.dirname(written[0]) == str(tmp_path)  # one file for every fold and C
     assert os.listdir(tmp_path) == []  # removed at the end

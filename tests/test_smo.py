@@ -9,6 +9,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
 
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.smo import RowCache, class_C, decision_values, predict_ovr, solve_binary, solve_ovr
 from gramtile.pipeline.learn.sources import ArrayKernelSource, open_gram_source
@@ -50,8 +51,7 @@ def test_on_a_gram_store_with_a_cache_smaller_than_the_matrix(tmp_path):
     every = num_trees(5483)
     docs = [every[i] for i in np.random.default_rng(0).permutation(len(every))[:400]]  # the file is class-sorted
     corpus = corpus_store_of(tmp_path / "c.zarr", docs, 100)
-    st = run_gram(corpus, {"kind": "sst", "lam": 0.4}, tmp_path / "g.zarr", tile=50, cluster="sequential",
-                  progress=False)
+    st = run_gram(corpus, {"kind": "sst", "lam": 0.4}, tmp_path / "g.zarr", tile=50, cluster="sequential")
     y = np.array([1 if d.label in ("1", "+1") else -1 for d in docs])
     tr, te = np.arange(300), np.arange(300, 400)
     src = open_gram_source(st.path, normalized=True)
@@ -114,7 +114,8 @@ def test_evaluate_with_smo_never_reads_more_than_the_cache_at_once():
     folds = stratified_kfold(y, 3, seed=0)
     cache_mb = 8 * 240 * 40 / 1e6  # 40 kernel rows of a 240-example training part
     src = RecordingSource(K)
-    ev = evaluate(src, y, folds, C=[0.5, 2.0], select="nested", inner_folds=2, solver="smo", cache_mb=cache_mb)
+    ev = evaluate(src, y, folds, C=[0.5, 2.0], select="nested", inner_folds=2, solver="smo",
+                  cluster=Runtime("sequential", cache_mb=cache_mb))
     assert ev.solver["used"] == "smo"
     assert max(src.sizes) * 8 <= cache_mb * 1e6  # no K(train, train), no whole K(test, train)
     lib = evaluate(ArrayKernelSource(K), y, folds, C=[0.5, 2.0], select="nested", inner_folds=2, solver="libsvm")
@@ -204,11 +205,11 @@ def test_warm_start_and_shrinking_together():
 
 
 def test_fits_running_at_once_in_one_process_split_the_cache():
-    from gramtile.pipeline.compute.runtime import TaskMemory
     from gramtile.pipeline.learn.crossval import plan_solver
 
-    one, two = TaskMemory(6000, 1, "--memory-mb", False), TaskMemory(6000, 2, "--memory-mb", False)
-    assert plan_solver("smo", 40_000, 10_000, one, cache_mb=3000).cache_mb == 3000
-    assert plan_solver("smo", 40_000, 10_000, two, cache_mb=3000).cache_mb == 1500
+    one = Runtime("sequential", memory_mb=6000, cache_mb=3000)
+    two = Runtime("threads", memory_mb=6000, cache_mb=3000)  # two threads of one process
+    assert plan_solver("smo", 40_000, 10_000, one).cache_mb == 3000
+    assert plan_solver("smo", 40_000, 10_000, two).cache_mb == 1500
     with pytest.raises(EvaluationError, match="fewer than two kernel rows"):
-        plan_solver("smo", 40_000, 10_000, two, cache_mb=1.0)
+        plan_solver("smo", 40_000, 10_000, two.with_settings(cache_mb=1.0))

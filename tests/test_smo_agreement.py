@@ -13,6 +13,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from sklearn.svm import SVC
 
 from gramtile import gram
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.smo import RowCache, class_C, decision_values, solve_binary
@@ -99,7 +100,7 @@ def test_evaluate_smo_equals_libsvm_at_the_default_tolerance(qc_docs, select):
     folds = stratified_kfold(y, 3, seed=0)
     kw = dict(C=[0.5, 2.0], select=select, inner_folds=2)
     lib = evaluate(ArrayKernelSource(K), y, folds, solver="libsvm", **kw)
-    smo = evaluate(ArrayKernelSource(K), y, folds, solver="smo", cache_mb=1.0, **kw)
+    smo = evaluate(ArrayKernelSource(K), y, folds, solver="smo", cluster=Runtime("sequential", cache_mb=1.0), **kw)
     assert lib.solver["used"] == "libsvm" and smo.solver["used"] == "smo"
     for key in lib.predictions:
         a, b = lib.predictions[key][1], smo.predictions[key][1]

@@ -28,10 +28,10 @@ def corpus(tmp_path_factory):
 @pytest.mark.parametrize("lost", ["K/zarr.json", "K", "diag_rows", "diag_cols"])
 def test_rerun_after_a_lost_array_recomputes_instead_of_trusting_done_bits(corpus, tmp_path, lost):
     out = tmp_path / "g.zarr"
-    good = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False).view().block()
+    good = run_gram(corpus, SST, out, tile=20, cluster="sequential").view().block()
     gone = out / lost
     gone.unlink() if gone.is_file() else shutil.rmtree(gone)
-    st = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)  # what `status` advises
+    st = run_gram(corpus, SST, out, tile=20, cluster="sequential")  # what `status` advises
     assert st.complete
     again = GramStore.open(out).view().block()
     assert not np.isnan(again).any()
@@ -41,7 +41,7 @@ def test_rerun_after_a_lost_array_recomputes_instead_of_trusting_done_bits(corpu
 
 def test_a_missing_diagonal_chunk_stops_normalised_reads(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=20, cluster="sequential")
     (out / "diag_rows" / "c" / "1").unlink()  # rows 20:40 lose their self-kernels
     with pytest.raises(GramtileError, match="verify --repair"):
         GramStore.open(out).view().block(normalized=True)
@@ -57,7 +57,7 @@ def flip_byte(path, at=20):
 
 def test_a_flipped_byte_in_the_done_mask_is_reported_and_rebuilt_by_repair(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    good = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False).view().block()
+    good = run_gram(corpus, SST, out, tile=20, cluster="sequential").view().block()
     flip_byte(out / "done" / "c" / "0" / "0")
     with pytest.raises(StoreCorruptError, match="verify --repair"):
         GramStore.open(out).done_mask()
@@ -72,7 +72,7 @@ def test_a_flipped_byte_in_the_done_mask_is_reported_and_rebuilt_by_repair(corpu
 
 def test_verify_finds_infinite_values_and_repair_only_claims_what_verifies(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=20, cluster="sequential")
     K = zarr.open_array(str(out / "K"), mode="r+")
     K[0, 25] = np.inf  # inside done tile (0, 1)
     rep = verify(out)
@@ -83,7 +83,7 @@ def test_verify_finds_infinite_values_and_repair_only_claims_what_verifies(corpu
 
 def test_swapped_chunks_are_caught_by_the_checksum_manifest_and_repaired(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    good = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False).view().block()
+    good = run_gram(corpus, SST, out, tile=20, cluster="sequential").view().block()
     a, b = out / "K" / "c" / "0" / "1", out / "K" / "c" / "0" / "2"
     ab, bb = a.read_bytes(), b.read_bytes()
     a.write_bytes(bb)
@@ -98,12 +98,12 @@ def test_swapped_chunks_are_caught_by_the_checksum_manifest_and_repaired(corpus,
 
 def test_stores_without_a_manifest_still_verify_and_gain_one_on_resume(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=20, cluster="sequential")
     shutil.rmtree(out / "tile_crc")  # as a store made before the manifest existed
     assert GramStore.open(out).tile_crc is None and verify(out).ok
     st = GramStore.open(out, mode="r+")
     st.clear_done([Tile(0, 0)])
-    st = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    st = run_gram(corpus, SST, out, tile=20, cluster="sequential")
     assert st.tile_crc is not None and np.count_nonzero(np.asarray(st.tile_crc[...])) == 1  # the recomputed tile
     assert verify(out).ok
 
@@ -111,7 +111,7 @@ def test_stores_without_a_manifest_still_verify_and_gain_one_on_resume(corpus, t
 @pytest.mark.parametrize("edit", ["n_rows", "row_index", "tile"])
 def test_edited_metadata_fails_verify_and_is_not_repaired(corpus, tmp_path, edit):
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=20, cluster="sequential")
     if edit == "row_index":
         ri = zarr.open_array(str(out / "row_index"), mode="r+")
         ri[3] = 77
@@ -127,7 +127,7 @@ def test_edited_metadata_fails_verify_and_is_not_repaired(corpus, tmp_path, edit
 
 def test_readers_refuse_nan_and_swapped_chunks_instead_of_returning_them(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    run_gram(corpus, SST, out, tile=20, cluster="sequential")
     K = zarr.open_array(str(out / "K"), mode="r+")
     K[0, 25] = np.nan  # a done tile (0, 1) with a NaN, as a lost chunk reads back
     with pytest.raises(StoreCorruptError, match="NaN or infinite.*verify"):
@@ -163,8 +163,8 @@ def test_a_tile_interrupted_between_its_checksum_and_its_done_bit_is_not_damage(
     assert (out / "done" / "c" / "0" / "0").is_file()
     st.tile_crc[0, 0] = 12345  # the checksum of tile (0, 0) recorded, its done bit not yet
     assert verify(out).ok
-    good = run_gram(corpus, SST, tmp_path / "ref.zarr", tile=20, cluster="sequential", progress=False).view().block()
-    done = run_gram(corpus, SST, out, tile=20, cluster="sequential", progress=False)
+    good = run_gram(corpus, SST, tmp_path / "ref.zarr", tile=20, cluster="sequential").view().block()
+    done = run_gram(corpus, SST, out, tile=20, cluster="sequential")
     assert done.complete and np.array_equal(done.view().block(), good)
     # clearing every done bit of a chunk (as a reset does) keeps the chunk's file, so verify still
     # tells a lost done chunk (reported) from one that is all False

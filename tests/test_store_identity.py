@@ -38,10 +38,10 @@ def job_of(corpus, store: GramStore) -> TileJob:
 
 def test_an_old_runs_task_never_writes_into_a_store_recreated_at_its_path(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    old = run_gram(corpus, ST, out, tile=30, cluster="sequential", progress=False)
+    old = run_gram(corpus, ST, out, tile=30, cluster="sequential")
     job = job_of(corpus, old)
     shutil.rmtree(out)
-    new = run_gram(corpus, SST, out, tile=30, cluster="sequential", progress=False)
+    new = run_gram(corpus, SST, out, tile=30, cluster="sequential")
     before = new.view().block()
     grid = TileGrid(new.rows(), new.rows(), new.tile, symmetric=True)
     t = Tile(0, 1)
@@ -53,11 +53,11 @@ def test_an_old_runs_task_never_writes_into_a_store_recreated_at_its_path(corpus
 
 def test_an_interrupted_runs_task_is_fenced_once_a_new_run_owns_the_store(corpus, tmp_path):
     out = tmp_path / "g.zarr"
-    first = run_gram(corpus, ST, out, tile=30, cluster="sequential", progress=False)
+    first = run_gram(corpus, ST, out, tile=30, cluster="sequential")
     job = job_of(corpus, first)
     st = GramStore.open(out, mode="r+")
     st.clear_done([Tile(0, 2)])
-    again = run_gram(corpus, ST, out, tile=30, cluster="sequential", progress=False)  # a new run resumes
+    again = run_gram(corpus, ST, out, tile=30, cluster="sequential")  # a new run resumes
     assert again.meta["run"] != job.run
     grid = TileGrid(again.rows(), again.rows(), again.tile, symmetric=True)
     with pytest.raises(StoreMismatchError, match="has taken the store over"):

@@ -51,8 +51,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_K(corpus, tmp_path_factory):
     """K of the same run on local paths: the value every URL run must reproduce bit for bit."""
-    st = run_gram(corpus, SST, tmp_path_factory.mktemp("local") / "g.zarr", tile=TILE, cluster="sequential",
-                  progress=False)
+    st = run_gram(corpus, SST, tmp_path_factory.mktemp("local") / "g.zarr", tile=TILE, cluster="sequential")
     return st.view().block()
 
 
@@ -107,7 +106,7 @@ def cluster_file(tmp_path_factory):
 @pytest.mark.parametrize("cluster", ["sequential", "threads", "local"])
 def test_file_urls_give_the_local_path_K_with_every_executor(cluster, corpus, local_K, cluster_file, tmp_path):
     corpus_url, out_url = f"file://{corpus}", f"file://{tmp_path}/g.zarr"
-    st = run_gram(corpus_url, SST, out_url, tile=TILE, cluster=Runtime(cluster, cluster_file), progress=False)
+    st = run_gram(corpus_url, SST, out_url, tile=TILE, cluster=Runtime(cluster, cluster_file))
     assert isinstance(st.loc, FsspecLocation) and st.path == out_url
     assert np.array_equal(st.view().block(), local_K)
     assert st.meta["corpus_path"] == corpus_url  # the URL as given, not a resolved local path
@@ -129,7 +128,7 @@ def test_a_stopped_url_run_resumes_computing_only_the_missing_tiles(corpus, loca
     out = f"file://{tmp_path}/stop.zarr"
     stop_after_four, seen = stop_after(4)
     with pytest.raises(RuntimeError, match="stop here"):
-        run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="threads", progress=False, on_tile=stop_after_four)
+        run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="threads", on_tile=stop_after_four)
     st = GramStore.open(out)
     done = {t for t in st.grid().tiles() if st.done_mask()[t.i, t.j]}
     assert done == set(seen)
@@ -140,7 +139,7 @@ def test_a_stopped_url_run_resumes_computing_only_the_missing_tiles(corpus, loca
         st.view().block(slice(missing.i * TILE, missing.i * TILE + 1), slice(missing.j * TILE, missing.j * TILE + 1))
     with pytest.raises(IncompleteTileError, match="incomplete"):
         export(out, tmp_path / "K.npy")
-    again = run_gram(f"file://{corpus}", SST, out, cluster="threads", progress=False)
+    again = run_gram(f"file://{corpus}", SST, out, cluster="threads")
     ends = [r for r in again.read_log() if r["event"] == "end"]
     assert [e["tiles_computed"] for e in ends] == [4, len(st.grid().tiles()) - 4]
     assert np.array_equal(again.view().block(), local_K)
@@ -148,9 +147,9 @@ def test_a_stopped_url_run_resumes_computing_only_the_missing_tiles(corpus, loca
 
 def test_reopening_a_url_store_with_another_kernel_is_a_mismatch(corpus, tmp_path):
     out = f"file://{tmp_path}/g.zarr"
-    run_gram(f"file://{corpus}", SST, out, rows="0:30", tile=TILE, cluster="sequential", progress=False)
+    run_gram(f"file://{corpus}", SST, out, rows="0:30", tile=TILE, cluster="sequential")
     with pytest.raises(StoreMismatchError, match="another kernel spec") as e:
-        run_gram(f"file://{corpus}", ST, out, rows="0:30", cluster="sequential", progress=False)
+        run_gram(f"file://{corpus}", ST, out, rows="0:30", cluster="sequential")
     assert out in str(e.value)
     assert not (tmp_path / "g.zarr" / "gramtile.lock").exists()  # the refused run released the lock
 
@@ -159,22 +158,22 @@ def test_a_second_writer_at_a_url_is_refused_and_a_dead_writers_lock_taken_over(
     out = f"file://{tmp_path}/locked.zarr"
     with lock_holder(out) as holder:
         with pytest.raises(StoreLockedError, match=f"locked by process {holder.pid}") as e:
-            run_gram(f"file://{corpus}", SST, out, rows="0:30", cluster="sequential", progress=False)
+            run_gram(f"file://{corpus}", SST, out, rows="0:30", cluster="sequential")
         assert f"{out}/gramtile.lock" in str(e.value)  # the fix names the lock object to delete
     lock = json.loads((tmp_path / "locked.zarr" / "gramtile.lock").read_text())
     assert lock["pid"] == holder.pid and lock["token"]
     # the holder died without releasing: on this host its lock is stale and the next run proceeds
-    st = run_gram(f"file://{corpus}", SST, out, rows="0:30", tile=TILE, cluster="sequential", progress=False)
+    st = run_gram(f"file://{corpus}", SST, out, rows="0:30", tile=TILE, cluster="sequential")
     assert st.complete and not (tmp_path / "locked.zarr" / "gramtile.lock").exists()
     # a lock from another host is never taken over
     (tmp_path / "locked.zarr" / "gramtile.lock").write_text(json.dumps({"pid": holder.pid, "host": "elsewhere"}))
     with pytest.raises(StoreLockedError, match="on elsewhere"):
-        run_gram(f"file://{corpus}", SST, out, rows="0:30", cluster="sequential", progress=False)
+        run_gram(f"file://{corpus}", SST, out, rows="0:30", cluster="sequential")
 
 
 def test_verify_finds_flipped_bytes_at_a_url_and_repair_restores_them(corpus, tmp_path):
     out = f"file://{tmp_path}/g.zarr"
-    good = run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="sequential", progress=False).view().block()
+    good = run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="sequential").view().block()
     assert verify(out).bad == []
     loc = location(out)
     key = GramStore.chunk_key(Tile(1, 3))
@@ -229,7 +228,7 @@ def test_cli_gram_status_verify_export_with_urls(corpus, local_K, tmp_path):
 
 @pytest.mark.parametrize("cluster", ["sequential", "threads"])
 def test_memory_urls_give_the_local_path_K(cluster, mem, local_K, tmp_path):
-    st = run_gram(f"{mem}/c.zarr", SST, f"{mem}/g.zarr", tile=TILE, cluster=cluster, progress=False)
+    st = run_gram(f"{mem}/c.zarr", SST, f"{mem}/g.zarr", tile=TILE, cluster=cluster)
     assert isinstance(st.loc, FsspecLocation) and st.loc.protocol == "memory"
     assert np.array_equal(st.view().block(), local_K)
     assert _events(st)[0] == "start" and _events(st)[-1] == "end"
@@ -259,8 +258,8 @@ def test_on_an_object_store_each_run_writes_its_own_log_object_and_read_log_merg
             raise RuntimeError("stop here")
 
     with pytest.raises(RuntimeError):
-        run_gram(f"{mem}/c.zarr", SST, out, tile=TILE, cluster="threads", progress=False, on_tile=stop_after_five)
-    st = run_gram(f"{mem}/c.zarr", SST, out, cluster="sequential", progress=False)
+        run_gram(f"{mem}/c.zarr", SST, out, tile=TILE, cluster="threads", on_tile=stop_after_five)
+    st = run_gram(f"{mem}/c.zarr", SST, out, cluster="sequential")
     assert np.array_equal(st.view().block(), local_K)
     fs = fsspec.filesystem("memory")
     root = mem.split("://", 1)[1]
@@ -296,7 +295,7 @@ def test_on_an_object_store_the_lock_is_written_if_absent_and_read_back(object_s
 def test_a_scheme_without_an_installed_filesystem_names_the_url_and_the_package(corpus, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a URL mistaken for a relative path would land here, and be seen
     with pytest.raises(StoreError, match=r"s3://bucket/g\.zarr.*Fix: pip install s3fs"):
-        run_gram(corpus, SST, "s3://bucket/g.zarr", cluster="sequential", progress=False)
+        run_gram(corpus, SST, "s3://bucket/g.zarr", cluster="sequential")
     with pytest.raises(StoreError, match=r"gs://b/c\.zarr.*Fix: pip install gcsfs"):
         CorpusStore.open("gs://b/c.zarr")
     with pytest.raises(StoreError, match="fsspec knows no scheme 'nosuch'"):
@@ -340,15 +339,15 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
 
     serve = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve.pos", 30)
     local = tmp_path / "serve.zarr"
-    prepare(serve, "senseval", local, shard_size=15, cluster="sequential", progress=False)
+    prepare(serve, "senseval", local, shard_size=15, cluster="sequential")
     fsspec.filesystem("memory").put(str(local), f"{mem.split('://', 1)[1]}/serve.zarr", recursive=True)
     spec = {"kind": "syntagmatic", "similarity": "lsa"}
-    want = run_gram(local, spec, tmp_path / "g.zarr", tile=8, cluster="sequential", progress=False)
+    want = run_gram(local, spec, tmp_path / "g.zarr", tile=8, cluster="sequential")
     resource_store._loaded.clear()
     tile_task._resources.clear()
     built = resource_store.stats["built"]
     # the URL corpus lacks the resource: the driver builds it there (under the URL lock)
-    st = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g.zarr", tile=8, cluster="threads", progress=False)
+    st = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g.zarr", tile=8, cluster="threads")
     assert resource_store.stats["built"] == built + 1
     assert [r["group"] for r in resource_store.stored(f"{mem}/serve.zarr")] == list(st.meta["resources"])
     assert st.meta["resources"] == want.meta["resources"]
@@ -357,15 +356,14 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     # a second run (fresh caches, as a new worker) loads it from the URL and builds nothing
     resource_store._loaded.clear()
     tile_task._resources.clear()
-    again = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g2.zarr", tile=8, cluster="sequential", progress=False)
+    again = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g2.zarr", tile=8, cluster="sequential")
     assert resource_store.stats["built"] == built + 1 and resource_store.stats["loaded"] >= 1
     assert np.array_equal(again.view().block(), want.view().block())
 
 
 def test_memory_urls_are_refused_for_worker_processes_before_any_work(mem, cluster_file):
     with pytest.raises(StoreError, match=r"memory:///fsx-\w+/c\.zarr lives in this process's memory.*--cluster threads"):
-        run_gram(f"{mem}/c.zarr", SST, f"{mem}/g.zarr", tile=TILE, cluster=Runtime("local", cluster_file),
-                 progress=False)
+        run_gram(f"{mem}/c.zarr", SST, f"{mem}/g.zarr", tile=TILE, cluster=Runtime("local", cluster_file))
     assert not location(f"{mem}/g.zarr").exists()
 
 
@@ -376,8 +374,8 @@ def test_evaluate_reads_a_url_store_given_a_folds_directory(corpus, tmp_path, ca
     monkeypatch.chdir(tmp_path)  # a URL mistaken for a relative path would land here, and be seen
 
     out = f"file://{tmp_path}/g.zarr"
-    run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="sequential", progress=False)
-    local = run_gram(corpus, SST, tmp_path / "local.zarr", tile=TILE, cluster="sequential", progress=False)
+    run_gram(f"file://{corpus}", SST, out, tile=TILE, cluster="sequential")
+    local = run_gram(corpus, SST, tmp_path / "local.zarr", tile=TILE, cluster="sequential")
     # labels come from the corpus store the provenance names: here its URL
     assert store_labels(GramStore.open(out)) == CorpusStore.open(corpus).labels
     # (the first NUM trees are all negative: k-fold needs two classes, so labels from a file)
@@ -401,8 +399,8 @@ def test_train_from_url_stores_gives_the_local_model(tmp_path):
 
     trees = num_trees(6000)  # the file is sorted by label: take both ends for two classes
     corpus = corpus_store_of(tmp_path / "two.zarr", trees[:50] + trees[-50:], 40)
-    run_gram(f"file://{corpus}", SST, f"file://{tmp_path}/g.zarr", tile=TILE, cluster="sequential", progress=False)
-    run_gram(corpus, SST, tmp_path / "l.zarr", tile=TILE, cluster="sequential", progress=False)
+    run_gram(f"file://{corpus}", SST, f"file://{tmp_path}/g.zarr", tile=TILE, cluster="sequential")
+    run_gram(corpus, SST, tmp_path / "l.zarr", tile=TILE, cluster="sequential")
     assert main(["train", "--corpus", f"file://{corpus}", "--gram", f"file://{tmp_path}/g.zarr", "--kernel", SST,
                  "--out", str(tmp_path / "m")]) == 0
     m_url = SavedModel.load(tmp_path / "m")

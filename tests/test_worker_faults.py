@@ -20,7 +20,7 @@ def corpus(tmp_path_factory):
 
 
 def test_a_sigstopped_worker_is_dropped_and_its_tiles_recomputed_elsewhere(corpus, tmp_path):
-    ref = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=25, cluster="sequential", progress=False).view().block()
+    ref = run_gram(corpus, SST, tmp_path / "seq.zarr", tile=25, cluster="sequential").view().block()
     cfile = tmp_path / "cluster.yaml"
     cfile.write_text(yaml.safe_dump({"profiles": {"ttl": {"type": "local", "n_workers": 2, "worker_ttl": 3,
                                                           "memory_limit": "1GiB"}}}))
@@ -34,8 +34,7 @@ def test_a_sigstopped_worker_is_dropped_and_its_tiles_recomputed_elsewhere(corpu
                 stopped.append(pid)
 
     try:
-        st = run_gram(corpus, SST, tmp_path / "g.zarr", tile=25, cluster=Runtime("ttl", cfile),
-                      progress=False, on_tile=stop_first_worker)
+        st = run_gram(corpus, SST, tmp_path / "g.zarr", tile=25, cluster=Runtime("ttl", cfile), on_tile=stop_first_worker)
     finally:
         for pid in stopped:
             try:

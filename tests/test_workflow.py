@@ -64,7 +64,7 @@ def test_fixed_split_workflow_end_to_end_and_resume(tmp_path, capsys):
 
     # a rerun reuses the corpus and every tile: no tile is computed again, same numbers
     logs = {p: len((p / "log" / "records.jsonl").read_text().splitlines()) for p in out.glob("gram-*.zarr")}
-    rows2 = run_workflow(load_workflow(wf), out, cluster="sequential", progress=False)
+    rows2 = run_workflow(load_workflow(wf), out, cluster="sequential")
     for p, n in logs.items():
         new = [json.loads(ln) for ln in (p / "log" / "records.jsonl").read_text().splitlines()[n:]]
         assert [e["tiles_computed"] for e in new if e["event"] == "end"] == [0]
@@ -88,7 +88,7 @@ def test_kfold_workflow_binary(tmp_path):
           landmarks: 100
         report: {plot: false}
         """)
-    rows = run_workflow(wf, tmp_path / "o", cluster="sequential", progress=False)
+    rows = run_workflow(wf, tmp_path / "o", cluster="sequential")
     assert [r["model"] for r in rows] == ["svm", "nystroem"]
     assert rows[0]["C"] == pytest.approx(1.0)  # 1 / mean K(x, x) of a normalised kernel
     assert rows[0]["splits"] == 3 and rows[0]["n_test"] == 150
@@ -158,7 +158,7 @@ def test_C_selected_inside_the_training_part(tmp_path):
                 .replace("model: [svm, perceptron]", "model: svm")
                 .replace("  BOW: {kind: normalized, kernel: {kind: bow, rep: bow}}\n", "")
                 .replace("  SST: {kind: normalized, kernel: {kind: sst, lam: 0.4, leaves: true, rep: grct}}\n", ""))
-    rows = run_workflow(wf, tmp_path / "o", cluster="sequential", progress=False)
+    rows = run_workflow(wf, tmp_path / "o", cluster="sequential")
     assert len(rows) == 1 and rows[0]["C"] in (0.01, 1.0, 100.0) and rows[0]["C_grid"] == [0.01, 1.0, 100.0]
     # the same choice from the inner folds directly, on the training block only
     from gramtile.pipeline.stores.corpus_store import CorpusStore

@@ -65,7 +65,7 @@ def test_workflow_file_is_valid():
 def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
     require_data("senseval_hard_line_serve")
     out = tmp_path / "run"
-    rows = run_workflow(_write(tmp_path, SMALL), out, progress=False)
+    rows = run_workflow(_write(tmp_path, SMALL), out)
     assert [r["kernel"] for r in rows] == list(SMALL["kernels"])
     assert all(r["word"] == "line" and r["n"] == 150 and r["n_test"] == 150 for r in rows)
     saved = json.loads((out / "results.json").read_text())
@@ -94,7 +94,7 @@ def test_small_run_agrees_with_direct_computation_and_reuses_grams(tmp_path):
     assert all(r["tiles_computed"] > 0 for r in rows)
     # a rerun reuses the corpus store and computes no tile (the stores' logs say so) and gives equal rows
     corpus_stamp = (out / "line" / "corpus.zarr" / "zarr.json").stat().st_mtime_ns
-    again = run_workflow(_write(tmp_path, SMALL), out, progress=False)
+    again = run_workflow(_write(tmp_path, SMALL), out)
     assert [r["accuracy"] for r in again] == [r["accuracy"] for r in rows]
     for st in stores:
         ends = [r["tiles_computed"] for r in GramStore.open(st).read_log() if r["event"] == "end"]
@@ -122,9 +122,9 @@ def test_stored_base_kernels_equal_the_in_memory_path(tmp_path):
     specs = [s for alts in cfg["select"].values() for s in alts]
     src = require_data("senseval_hard_line_serve") / "serve.pos"
     docs = load_word(src, subsample=90)
-    corpus = word_corpus(docs, tmp_path / "corpus.zarr", src, "wordnet", 90, progress=False)
+    corpus = word_corpus(docs, tmp_path / "corpus.zarr", src, "wordnet", 90)
     assert corpus.ids == [d.id for d in docs]
-    stores, _, tiles = gram_stores(specs, corpus, tmp_path / "gram", cluster="threads", progress=False, tile=32)
+    stores, _, tiles = gram_stores(specs, corpus, tmp_path / "gram", cluster="threads", tile=32)
     got = stored_bases(stores)
     want = _in_memory_bases(docs, specs)
     assert set(got) == set(want) and len(want) == 8
@@ -158,7 +158,7 @@ def test_bad_settings_raise_workflow_errors(tmp_path, change, key):
     raw = {**SMALL, **change}
     p = _write(tmp_path, raw)
     with pytest.raises(WorkflowError) as e:
-        run_workflow(p, tmp_path / "out", progress=False)
+        run_workflow(p, tmp_path / "out")
     assert str(p) in str(e.value) and f"'{key}'" in str(e.value)
 
 
@@ -212,12 +212,12 @@ def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
 
     src = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve40.pos", 40)
     corpus = tmp_path / "c.zarr"
-    prepare(src, "senseval", corpus, shard_size=15, cluster="sequential", progress=False)
+    prepare(src, "senseval", corpus, shard_size=15, cluster="sequential")
     docs = list(read_senseval(src))
     for spec in ({"kind": "syntagmatic", "similarity": "wordnet"}, {"kind": "syntagmatic", "similarity": "lsa"},
                  {"kind": "domain", "dims": 10}):
         out = tmp_path / f"g-{spec['kind']}-{spec.get('similarity')}.zarr"
-        run_gram(corpus, spec, out, tile=16, cluster="sequential", progress=False)
+        run_gram(corpus, spec, out, tile=16, cluster="sequential")
         K = open_gram_source(out).block(np.arange(40), np.arange(40))
         v = Vocabularies()
         s = as_spec(spec)

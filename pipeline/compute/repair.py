@@ -11,7 +11,7 @@ from gramtile.pipeline.stores.gram_store import GramStore, VerifyReport, store_l
 from gramtile.pipeline.stores.tiles import Tile
 
 
-def repair(store, cluster="sequential", progress: bool = False) -> VerifyReport:
+def repair(store, cluster="sequential") -> VerifyReport:
     """Verify a Gram store and recompute its bad tiles.
 
     Parameters
@@ -19,8 +19,8 @@ def repair(store, cluster="sequential", progress: bool = False) -> VerifyReport:
     store : GramStore, path or URL
         Needs the corpus store named in its provenance.
     cluster : str or Runtime
-        Where the repair runs (:class:`~gramtile.pipeline.compute.runtime.Runtime`).
-    progress : bool
+        Where the repair runs (:class:`~gramtile.pipeline.compute.runtime.Runtime`, whose
+        ``progress`` shows a bar).
 
     Returns
     -------
@@ -48,7 +48,7 @@ def repair(store, cluster="sequential", progress: bool = False) -> VerifyReport:
         sel = {"landmarks": lm["m"], "landmark_seed": lm["seed"]} if lm else \
             {"cols": None if st.symmetric else st.cols()}
         run_gram(st.meta["corpus_path"], st.spec, st.path, rows=st.rows(), cluster=cluster,
-                 progress=progress, dtype=st.dtype, **sel)
+                 dtype=st.dtype, **sel)
         # a tile is repaired only if it verifies now (a kernel giving inf would give it again)
         after = verify(GramStore.open(st.path))
         still = {Tile(min(t), max(t)) if st.symmetric else t for t, _ in after.bad}

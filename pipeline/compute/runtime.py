@@ -22,6 +22,7 @@ limit the scheduler reports for its workers, or what this machine has available)
 """
 from __future__ import annotations
 
+import copy
 import logging
 import signal
 import threading
@@ -66,6 +67,15 @@ class TaskMemory:
         return self.process_mb / max(1, self.tasks)
 
 
+class _OpenState:
+    """What an entered Runtime holds open: its exit stack, the executor, the ``with`` depth."""
+
+    def __init__(self):
+        self.stack: ExitStack | None = None
+        self.executor: Executor | None = None
+        self.depth = 0  # nested ``with``: the outermost closes
+
+
 class Runtime:
     """Where a command runs its tasks (see the module docstring).
 
@@ -81,10 +91,26 @@ class Runtime:
         (``cluster`` is then ignored).
     client : distributed.Client, optional
         An already connected client to run on (never closed here).
+
+    The run's settings, read by every step instead of travelling through their signatures:
+
+    progress : bool
+        Progress bars (tiles, shards, fits; a plain line every few seconds off a terminal).
+        Messages (plans, summaries) go to the ``gramtile`` logger either way.
+    memory_mb : float, optional
+        The learners' memory budget per process (default: from where the fits run,
+        :meth:`task_memory`).
+    cache_mb : float, optional
+        smo's kernel-row cache per process (default: a share of the budget per fit).
+    scratch : path, optional
+        Local folder for smo's kernel row file (default: the system's temporary folder).
     """
 
-    def __init__(self, cluster="local", cluster_file=None, scheduler_file=None, client=None):
+    def __init__(self, cluster="local", cluster_file=None, scheduler_file=None, client=None, *,
+                 progress: bool = True, memory_mb=None, cache_mb=None, scratch=None):
         self.client = client
+        self.progress, self.memory_mb, self.cache_mb = bool(progress), memory_mb, cache_mb
+        self.scratch = None if scratch is None else str(scratch)
         if client is not None:
             self.profile = Profile("client", "client", {}, "a connected Dask client")
         elif scheduler_file is not None:
@@ -94,17 +120,25 @@ class Runtime:
             self.profile = cluster
         else:
             self.profile = get_profile(cluster or "sequential", cluster_file)
-        self._stack: ExitStack | None = None  # open while the Runtime is entered
-        self._executor: Executor | None = None
-        self._depth = 0  # nested ``with``: the outermost closes
+        self._state = _OpenState()  # shared with the copies of :meth:`with_settings`
 
     @classmethod
-    def of(cls, cluster=None, cluster_file=None) -> Runtime:
+    def of(cls, cluster=None, cluster_file=None, **settings) -> Runtime:
         """``cluster`` as a Runtime: itself when it is one; else a profile name or address
-        (None: ``sequential``)."""
+        (None: ``sequential``) with ``settings`` (``progress``, ``memory_mb``, ...)."""
         if isinstance(cluster, Runtime):
             return cluster
-        return cls(cluster or "sequential", cluster_file)
+        return cls(cluster or "sequential", cluster_file, **settings)
+
+    def with_settings(self, **settings) -> Runtime:
+        """This Runtime with other settings (e.g. ``progress=False`` for a step that runs beside
+        others): the same profile and the same open executor, opened and closed once for both."""
+        other = copy.copy(self)
+        for k, v in settings.items():
+            if k not in ("progress", "memory_mb", "cache_mb", "scratch"):
+                raise TypeError(f"with_settings(): unknown setting {k!r}")
+            setattr(other, k, v)
+        return other
 
     # ---- what planning needs to know -------------------------------------------------------
 
@@ -129,8 +163,8 @@ class Runtime:
     @property
     def slots(self) -> int:
         """Tasks that run at once (the expected count while a cluster is still starting)."""
-        if self._executor is not None:
-            return self._executor.slots
+        if self._state.executor is not None:
+            return self._state.executor.slots
         if self.client is not None:
             return max(1, sum(self.client.nthreads().values()))
         p = self.profile
@@ -155,25 +189,26 @@ class Runtime:
             return free / max(1, p.n_workers)
         return free
 
-    def task_memory(self, share: float, memory_mb=None) -> TaskMemory:
+    def task_memory(self, share: float) -> TaskMemory:
         """What the tasks of one process may plan to use (solver choice, row caches, blocks).
 
         In this process: ``share`` of the memory available now (or ``memory_mb``), split among the
-        tasks that run at once. In worker processes: the worker's limit up to the fraction where
+        tasks that run at once (``memory_mb`` of the Runtime, when set, replaces the figure of
+        one process). In worker processes: the worker's limit up to the fraction where
         Dask pauses it (``distributed.worker.memory.pause``), less what the worker already holds
         (reported by the scheduler; at least :data:`WORKER_BASE_MB`), split among its threads; a
         plan over that would pause the worker for good, so it is refused before it starts. An
         entered Runtime of a running scheduler is connected first, to read its workers' limits.
         """
-        p, o = self.profile, self.profile.options
+        p, o, memory_mb = self.profile, self.profile.options, self.memory_mb
         if self.in_process:
             tasks = self.slots if self.kind != "sequential" else 1
             if memory_mb is not None:
                 return TaskMemory(float(memory_mb), tasks, "--memory-mb", False)
             avail = available_memory_mb()
             return TaskMemory(share * avail, tasks, f"{share:.0%} of the {avail:,.0f} MB available", False)
-        if self._stack is not None and self._executor is None and self.client is None:
-            self._executor = self._stack.enter_context(self._open())
+        if self._state.stack is not None and self._state.executor is None and self.client is None:
+            self._state.executor = self._state.stack.enter_context(self._open())
         metrics = self._worker_metrics()
         tasks = (metrics or {}).get("threads") or (
             int(o.get("threads_per_worker", 1)) if p.type == "local"
@@ -190,7 +225,7 @@ class Runtime:
 
     def _worker_metrics(self) -> dict | None:
         """The connected workers' smallest memory limit, largest memory in use and most threads."""
-        client = self.client or getattr(self._executor, "client", None)
+        client = self.client or getattr(self._state.executor, "client", None)
         if client is None:
             return None
         try:
@@ -208,20 +243,21 @@ class Runtime:
     # ---- opening and closing ----------------------------------------------------------------
 
     def __enter__(self) -> Runtime:
-        if self._stack is None:
-            self._stack = ExitStack()
-        self._depth += 1
+        if self._state.stack is None:
+            self._state.stack = ExitStack()
+        self._state.depth += 1
         return self
 
     def __exit__(self, *exc):
-        self._depth -= 1
-        if self._depth <= 0:
+        self._state.depth -= 1
+        if self._state.depth <= 0:
             self.close()
         return False
 
     def close(self):
         """Close the executor and the cluster this Runtime started (a given client stays open)."""
-        stack, self._stack, self._executor, self._depth = self._stack, None, None, 0
+        st = self._state
+        stack, st.stack, st.executor, st.depth = st.stack, None, None, 0
         if stack is not None:
             stack.close()
 
@@ -229,10 +265,10 @@ class Runtime:
     def session(self):
         """The executor for one step: the open one when the Runtime is entered (opened now if no
         step opened it yet, kept until the Runtime closes), else one opened for this step."""
-        if self._stack is not None:
-            if self._executor is None:
-                self._executor = self._stack.enter_context(self._open())
-            yield self._executor
+        if self._state.stack is not None:
+            if self._state.executor is None:
+                self._state.executor = self._state.stack.enter_context(self._open())
+            yield self._state.executor
             return
         with self._open() as ex:
             yield ex
@@ -240,7 +276,7 @@ class Runtime:
     @property
     def executor(self) -> Executor | None:
         """The open executor, if a step opened one."""
-        return self._executor
+        return self._state.executor
 
     @contextmanager
     def _open(self):

@@ -47,6 +47,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.fits import Fit, Setting, forget_blocks, n_tasks, read_block, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
@@ -63,7 +64,7 @@ from gramtile.pipeline.learn.parallel import (
 from gramtile.pipeline.learn.rowfile import row_file, store_backed
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource
-from gramtile.pipeline.progress import progress_bar
+from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
 
 MODELS = ("svm", "perceptron")
@@ -251,34 +252,33 @@ class SolverPlan:
                 "memory_mb": round(self.memory_mb, 1), "cache_mb": round(self.cache_mb, 1), "tol": self.tol}
 
 
-def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, memory=None, cache_mb=None,
-                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, tol: float = 1e-3,
-                scratch=None) -> SolverPlan:
+def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster=None,
+                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, tol: float = 1e-3) -> SolverPlan:
     """Choose the SVM solver of a run.
 
     Parameters
     ----------
     solver : {"auto", "libsvm", "smo"}
     n_train, n_test : the largest training and test parts of the run's fits
-    memory : TaskMemory, optional
-        What the fits may use where they run (:func:`~gramtile.pipeline.learn.parallel.fit_memory`;
-        default: this process, one fit at a time); the fits running at once in one process split it.
-    cache_mb : float, optional
-        Row cache of smo for one process (default :func:`default_cache_mb` of the per-fit budget);
-        split like the budget.
+    cluster : str or Runtime, optional
+        Where the fits run (default ``sequential``): what they may use there
+        (:func:`~gramtile.pipeline.learn.parallel.fit_memory`; the fits running at once in one
+        process split it), the Runtime's ``cache_mb`` (smo's row cache of one process, split
+        the same way; default :func:`default_cache_mb` of the per-fit budget) and ``scratch``
+        (where smo writes its kernel row file, :mod:`~gramtile.pipeline.learn.rowfile`).
     nested_folds : inner folds of nested C selection (0: none)
-    scratch : directory, optional
-        Where smo writes its kernel row file (:mod:`~gramtile.pipeline.learn.rowfile`).
 
     On worker processes a plan that cannot fit one worker is refused (:func:`too_big`): Dask
     would pause the worker at its memory limit and the run would stall.
     """
     if solver not in SOLVERS:
         raise EvaluationError(f"solver={solver!r}; use one of {list(SOLVERS)} (--solver)")
+    rt = Runtime.of(cluster)
+    cache_mb, scratch = rt.cache_mb, rt.scratch
     if cache_mb is not None and (isinstance(cache_mb, bool) or not isinstance(cache_mb, (int, float, np.number))
                                  or not cache_mb > 0 or not math.isfinite(cache_mb)):
         raise EvaluationError(f"--cache-mb {cache_mb!r} must be a positive number of megabytes, e.g. --cache-mb 2000")
-    memory = memory if memory is not None else fit_memory("sequential")
+    memory = fit_memory(rt)
     budget = memory.per_task_mb
     cache = float(cache_mb) / max(1, memory.tasks) if cache_mb is not None else default_cache_mb(budget)
     need = in_memory_mb(n_train, n_test, nested_folds)
@@ -356,7 +356,7 @@ def solve_problem(task: ProblemTask):
 
 
 def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: SolverPlan | None = None,
-                      cluster=None, bar: bool = False) -> list:
+                      cluster=None) -> list:
     """The decision functions of an smo SVM on all examples of ``source`` (labels ``y``): binary
     (``classes[1]`` positive, as SVC) or one per class (one-vs-rest, class weights as in
     :func:`~gramtile.pipeline.learn.fits.run_chain`). One-vs-rest problems are independent tasks on ``cluster``
@@ -366,7 +366,7 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
     -------
     list of (support positions, coefficients, intercept), one per decision function
     """
-    plan = plan or plan_solver("smo", source.n, 0)
+    plan = plan or plan_solver("smo", source.n, 0, cluster)
     y = np.asarray(y)
     train = np.arange(source.n, dtype=np.int64)
     check_complete(source)
@@ -380,17 +380,16 @@ def fit_smo_functions(source, y, classes, C: float, class_weight=None, plan: Sol
     with smo_row_file(plan, source, train.size) as plan:
         for t in tasks:
             t.row_file = plan.row_file
-        return run_tasks(solve_problem, tasks, cluster=cluster, desc="train", bar=bar)
+        return run_tasks(solve_problem, tasks, cluster=cluster, desc="train", bar=Runtime.of(cluster).progress)
 
 
 # ---- evaluation: every independent fit a task ----------------------------------------------------
 
 def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=None, multiclass: str = "ovr",
              epochs: int = 2, seed=None, kernel: str = "kernel", positive=None,
-             progress=None, select: str = "test", inner_folds: int = 3, inner_seed: int = 0,
-             inner_metric: str = "accuracy", solver: str | SolverPlan = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3,
-             cluster=None, bar: bool = False, announce=None,
-             scratch=None) -> Evaluation:
+             select: str = "test", inner_folds: int = 3, inner_seed: int = 0,
+             inner_metric: str = "accuracy", solver: str | SolverPlan = "auto", tol: float = 1e-3,
+             cluster=None) -> Evaluation:
     """Fit and score a model on each split, reading two kernel blocks per split.
 
     Parameters
@@ -415,17 +414,16 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         Name written into every row.
     positive : label or None
         Positive class of a binary task (default :func:`positive_class`).
-    progress : callable or None
-        Called with one line of text after each split.
     select : {"test", "nested"}
         With several C: score every C on the test parts (``"test"``, one row per C, default),
         or choose C per split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its
         training part only (``"nested"``, one row), by ``inner_metric`` (accuracy, f1, macro_f1).
     solver : {"auto", "libsvm", "smo"} or SolverPlan
         SVM solver (:func:`plan_solver`): scikit-learn's SVC on K(train, train) in memory, or
-        :mod:`~gramtile.pipeline.learn.smo` over kernel rows read through a cache of ``cache_mb``;
-        ``auto``: libsvm when its blocks fit ``memory_mb`` (default: a share of the available
-        memory), else smo. The perceptron always reads its blocks into memory.
+        :mod:`~gramtile.pipeline.learn.smo` over kernel rows read through the Runtime's
+        ``cache_mb``; ``auto``: libsvm when its blocks fit the memory of one fit where the fits
+        run (:func:`~gramtile.pipeline.learn.parallel.fit_memory`), else smo. The perceptron
+        always reads its blocks into memory. The choice is logged as one line.
     tol : float
         smo's stopping tolerance (libsvm keeps SVC's default, also 1e-3).
     cluster : str or Runtime
@@ -433,14 +431,10 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         address or a :class:`~gramtile.pipeline.compute.runtime.Runtime`)
         (:func:`~gramtile.pipeline.learn.parallel.run_tasks`; the tasks of
         :func:`~gramtile.pipeline.learn.fits.split_tasks`); each task opens the stores itself and
-        reads its own blocks. Results are those of the serial run. None: in this process.
-    bar : bool
-        Show one progress bar over every fit (nested: the inner fits and the final ones).
-    announce : callable, optional
-        Called once with the one-line description of the solver chosen (:attr:`SolverPlan.line`).
-    scratch : directory, optional
-        Where smo writes the run's kernel row file when its cache cannot hold every training row of
-        a store source (default: the system's temporary directory; :mod:`~gramtile.pipeline.learn.rowfile`).
+        reads its own blocks. Results are those of the serial run. None: in this process. The
+        Runtime's settings apply: ``progress`` (one bar over every fit), ``memory_mb``,
+        ``cache_mb`` and ``scratch`` (where smo writes the run's kernel row file when its cache
+        cannot hold every training row of a store source; :mod:`~gramtile.pipeline.learn.rowfile`).
 
     Returns
     -------
@@ -463,10 +457,9 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
     else:
         plan = plan_solver(solver if model == "svm" else "libsvm",  # the perceptron reads its blocks into memory
                            max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
-                           fit_memory(cluster, memory_mb), cache_mb, inner_folds if nested else 0, multiclass,
-                           len(classes), tol=tol, scratch=scratch)
-    if announce is not None and model == "svm":
-        announce(plan.line)
+                           cluster, inner_folds if nested else 0, multiclass, len(classes), tol=tol)
+    if model == "svm":
+        log.info(plan.line)
     check_complete(source)
     # in this process, read through the caller's own source; elsewhere, each worker opens the stores
     ref = SourceRef(local=source) if runs_here(cluster) else source_ref(source)
@@ -484,7 +477,7 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
         # one bar over every fit of both waves (nested: the inner fits, then one fit per split)
         n_fits = sum(len(isplits) * n_tasks(plan, grid, cl) for isplits, cl, _ in inner) + \
             len(splits) * n_tasks(plan, [Setting("svm", 1.0)] if nested else grid, classes)
-        pb = progress_bar(n_fits, "fit", "evaluate", disable=not bar or n_fits < 2)
+        pb = progress_bar(n_fits, "fit", "evaluate", disable=not Runtime.of(cluster).progress or n_fits < 2)
         opts = dict(cluster=cluster, bar=pb, desc="evaluate")
         try:
             # every fit is one run of tasks: nested, the inner fits of every split first; as soon as
@@ -535,9 +528,9 @@ def evaluate(source, labels, splits, model: str = "svm", C=(1.0,), class_weight=
                         chosen[i] = choose(i)
                         fit_grid[i] = [Setting("svm", chosen[i])]
                         return final(i)
-                elif progress is not None and todo[i] == 0:
+                elif todo[i] == 0:
                     sp = splits[i]
-                    progress(f"{sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
+                    log.info(f"  {sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
                 return None
 
             results = run_fits(tasks, on_done=done, **opts)  # run_fits copies: final() extends this list
@@ -659,8 +652,7 @@ def nested_order(y_train, seed: int = 0) -> np.ndarray:
 
 def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), model: str = "svm", C=(1.0,),
                    class_weight=None, multiclass: str = "ovr", epochs: int = 2, seed: int = 0,
-                   perceptron_seed=None, kernel: str = "kernel", positive=None, progress=None, cluster=None,
-                   bar: bool = False) -> list[dict]:
+                   perceptron_seed=None, kernel: str = "kernel", positive=None, cluster=None) -> list[dict]:
     """Scores as the training part grows: for each fraction f, train on the first
     ceil(f * n_train) examples of :func:`nested_order` of each split's training part.
 
@@ -709,10 +701,10 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
     def done(j, _):
         i = where[j][0]
         todo[i] -= 1
-        if progress is not None and todo[i] == 0:
-            progress(f"{splits[i].name}: learning curve over {len(fr)} training sizes")
+        if todo[i] == 0:
+            log.info(f"  {splits[i].name}: learning curve over {len(fr)} training sizes")
 
-    pb = progress_bar(len(tasks), "fit", "learning curve", disable=not bar or len(tasks) < 2)
+    pb = progress_bar(len(tasks), "fit", "learning curve", disable=not Runtime.of(cluster).progress or len(tasks) < 2)
     try:
         preds = run_fits(tasks, cluster=cluster, bar=pb, on_done=done,
                          desc="learning curve")

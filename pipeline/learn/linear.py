@@ -37,11 +37,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gramtile.pipeline import optional
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import inner_splits
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import load_or_make_folds, stratified_kfold
 from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
 from gramtile.pipeline.learn.parallel import fit_memory, run_tasks, too_big
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
 
 SOLVERS = ("auto", "liblinear", "sgd")
@@ -91,16 +93,16 @@ def sgd_mb(chunk_nnz: int, n_features: int, n_functions: int) -> float:
     return (24.0 * chunk_nnz + 16.0 * n_functions * n_features) / 1e6
 
 
-def plan_solver(solver: str, fs: FeatureStore, n_train: int, n_classes: int, memory=None,
+def plan_solver(solver: str, fs: FeatureStore, n_train: int, n_classes: int, cluster=None,
                 chunk_rows: int = CHUNK_ROWS) -> dict:
     """The solver a run uses and why: ``{"requested", "used", "liblinear_mb", "sgd_mb", "memory_mb"}``.
 
-    ``memory``: what the fits may use where they run
-    (:func:`~gramtile.pipeline.learn.parallel.fit_memory`; default: this process). On worker
-    processes a solver that cannot fit one worker is refused before the run starts."""
+    ``cluster``: where the fits run (default ``sequential``), which sets what they may use
+    (:func:`~gramtile.pipeline.learn.parallel.fit_memory`). On worker processes a solver that
+    cannot fit one worker is refused before the run starts."""
     if solver not in SOLVERS:
         raise EvaluationError(f"--linear-solver {solver!r}: choose one of {', '.join(SOLVERS)}")
-    memory = memory if memory is not None else fit_memory("sequential")
+    memory = fit_memory(cluster)
     nfun = 1 if n_classes == 2 else n_classes
     per_row = fs.nnz / max(1, fs.n)
     need = liblinear_mb(int(per_row * n_train), n_train, fs.n_features, nfun)
@@ -248,9 +250,8 @@ def parse_rows(text, n: int) -> np.ndarray:
 
 
 def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None, solver: str = "auto",
-                   epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, rows=None, folds_dir=None, memory_mb=None,
-                   loss: str = "squared_hinge", cluster=None, bar: bool = False,
-                   announce=None, select: str = "test", inner_folds: int = 3) -> dict:
+                   epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, rows=None, folds_dir=None,
+                   loss: str = "squared_hinge", cluster=None, select: str = "test", inner_folds: int = 3) -> dict:
     """Stratified ``folds``-fold accuracy of the linear SVM on a feature store (``gramtile
     evaluate --features F.zarr --model linear``), for each C of ``Cs`` or with C chosen per split.
 
@@ -264,8 +265,9 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
 
     ``rows`` (``"A:B"``) evaluates on those rows only (folds over their labels, as ``gramtile
     evaluate`` makes them for a Gram store over the same examples); ``folds_dir`` reuses or
-    saves the folds file there. Every fit is a task on ``cluster`` (a profile name, address or Runtime); results are
-    those of the serial run. Returns ``{"folds", "seed", "rows", "n", "n_features", "kernel",
+    saves the folds file there. Every fit is a task on ``cluster`` (a profile name, address or Runtime,
+    whose ``progress`` and ``memory_mb`` apply); the solver plan is logged; results are those of
+    the serial run. Returns ``{"folds", "seed", "rows", "n", "n_features", "kernel",
     "features", "solver", "C_selection", "C": {C: {"accuracy", "accuracy_std", "per_fold",
     "fit_seconds", "cpu_seconds"}}, "best_C", "predictions": {C: {"row", "predicted", "gold"}}}``;
     nested: ``"C"`` is empty, ``"nested"`` holds the one row (with ``"C_chosen"`` per split and
@@ -286,15 +288,14 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
     nested = select == "nested" and len(Cs) > 1
     splits = load_or_make_folds(folds_dir, labels, folds, seed) if folds_dir else stratified_kfold(labels, folds, seed)
     n_train = max(s.train.shape[0] for s in splits)
-    plan = plan_solver(solver, fs, n_train, len(classes), fit_memory(cluster, memory_mb), chunk_rows)
-    if announce is not None:
-        announce(describe(plan))
+    plan = plan_solver(solver, fs, n_train, len(classes), cluster, chunk_rows)
+    log.info(describe(plan))
 
     def task(train, test, C):
         return FitTask(str(path), fs.uid, idx[train], idx[test], C, plan["used"], class_weight, int(seed),
                        int(epochs), int(chunk_rows), loss)
 
-    common = dict(cluster=cluster, bar=bar, key_prefix="gramtile-linear")
+    common = dict(cluster=cluster, bar=Runtime.of(cluster).progress, key_prefix="gramtile-linear")
     head = {"folds": folds, "seed": seed, "rows": rows or f"0:{fs.n}", "n": int(idx.shape[0]),
             "n_features": fs.n_features, "kernel": fs.meta["spec"], "features": str(path), "solver": plan,
             "class_weight": class_weight, "epochs": epochs if plan["used"] == "sgd" else None,
@@ -375,16 +376,18 @@ def _nested(splits, labels, Cs, inner_folds, seed, class_weight, task, common, f
 
 
 def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str = "auto", epochs: int = EPOCHS,
-                chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, memory_mb=None, loss: str = "squared_hinge",
-                announce=None) -> LinearModel:
+                chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, loss: str = "squared_hinge",
+                cluster=None) -> LinearModel:
     """Fit on every row of a feature store (or ``rows``, ``"A:B"``) and, with ``out``, save the
-    model into that new directory (``gramtile train --features F.zarr --model linear``)."""
+    model into that new directory (``gramtile train --features F.zarr --model linear``). The fit
+    runs in this process; ``cluster`` (a Runtime) gives the run's settings (``memory_mb``)."""
     fs = open_features(path)
     idx = parse_rows(rows, fs.n)
     classes = sorted({fs.labels[i] for i in idx})
-    plan = plan_solver(solver, fs, idx.shape[0], len(classes), fit_memory("sequential", memory_mb), chunk_rows)
-    if announce is not None:
-        announce(describe(plan))
+    settings = Runtime.of(cluster)
+    plan = plan_solver(solver, fs, idx.shape[0], len(classes),
+                       Runtime("sequential", progress=settings.progress, memory_mb=settings.memory_mb), chunk_rows)
+    log.info(describe(plan))
     t0 = time.perf_counter()
     coef, intercept, classes = fit(fs, idx, C, plan["used"], class_weight, seed, epochs, chunk_rows, loss)
     params = {"solver": plan, "C": float(C), "class_weight": class_weight, "seed": int(seed),

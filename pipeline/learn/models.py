@@ -72,13 +72,13 @@ from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources,
 from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
 from gramtile.pipeline.learn.crossval import Setting, fit_smo_functions, plan_solver, read_block
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
-from gramtile.pipeline.learn.parallel import fit_memory
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource, check_labels
 from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import is_spacy_doc, parse_derive_shard
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
 from gramtile.pipeline.representations.encode import encode, kind_of
 from gramtile.pipeline.representations.structures import DepTree, Document
@@ -642,7 +642,7 @@ def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_cla
 
 def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
           epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None,
-          solver: str = "auto", memory_mb=None, cache_mb=None, tol: float = 1e-3, cluster=None, announce=None, scratch=None) -> SavedModel:
+          solver: str = "auto", tol: float = 1e-3, cluster=None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -655,14 +655,12 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
         Gram stores, read only as the solver needs); else computed in memory.
     learner, C, class_weight, multiclass, epochs, seed
         As in :func:`gramtile.pipeline.learn.crossval.evaluate`.
-    solver, memory_mb, cache_mb, tol, cluster, announce
+    solver, tol, cluster
         The SVM solver (:func:`~gramtile.pipeline.learn.crossval.plan_solver`; ``smo`` reads
-        kernel rows from ``K`` through a cache and never holds K(train, train)), where its
-        one-vs-rest problems run, and a callable given the one-line description of the choice.
-        The choice is recorded in the model's ``params["solver"]``.
-    scratch : directory, optional
-        Where smo writes its kernel row file when the cache cannot hold every training row of a
-        store source (default: the system's temporary directory; :mod:`~gramtile.pipeline.learn.rowfile`).
+        kernel rows from ``K`` through a cache and never holds K(train, train)) and where its
+        one-vs-rest problems run (a profile name, address or Runtime, whose ``memory_mb``,
+        ``cache_mb`` and ``scratch`` apply). The choice is logged as one line and recorded in
+        the model's ``params["solver"]``.
     resources : TrainedResources, optional
         The corpus resources ``K`` was computed with (e.g. a corpus store's, see
         :func:`train_from_store`). By default, and always when K is computed here, those
@@ -690,11 +688,9 @@ def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight
     params = {"C": None if learner == "perceptron" else float(C),
               "class_weight": class_weight, "multiclass": multiclass}
     if learner == "svm":
-        plan = plan_solver(solver, len(docs), 0, fit_memory(cluster, memory_mb), cache_mb, 0, multiclass,
-                           len(classes), tol=tol, scratch=scratch)
+        plan = plan_solver(solver, len(docs), 0, cluster, 0, multiclass, len(classes), tol=tol)
         params["solver"] = plan.to_dict()
-        if announce is not None:
-            announce(plan.line)
+        log.info(plan.line)
         if plan.used == "smo":
             funcs = fit_smo_functions(source if source is not None else ArrayKernelSource(K), y, classes.tolist(),
                                       float(C), class_weight, plan, cluster=cluster)
@@ -775,7 +771,7 @@ def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> Sav
     provenance : dict, optional
     **kwargs
         Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed,
-        solver, memory_mb, cache_mb, cluster, ...). K(train, train) is read from the
+        solver, tol, cluster). K(train, train) is read from the
         stores only as the solver needs it: whole for libsvm, row bands through the cache for smo.
     """
 

@@ -179,14 +179,17 @@ def source_ref(source) -> SourceRef:
 MEMORY_SHARE = 0.6
 
 
-def fit_memory(cluster, memory_mb=None) -> TaskMemory:
-    """The memory a run's fits plan for where they run (:meth:`Runtime.task_memory`):
-    ``memory_mb`` (``--memory-mb``, for one process) when given, else :data:`MEMORY_SHARE` of
-    what this machine has available for in-process runs, or what one worker process may hold."""
-    if memory_mb is not None and (isinstance(memory_mb, bool) or not isinstance(memory_mb, (int, float, np.number))
-                                  or not memory_mb > 0 or not np.isfinite(memory_mb)):
-        raise EvaluationError(f"--memory-mb {memory_mb!r} must be a positive number of megabytes, e.g. --memory-mb 2000")
-    return Runtime.of(cluster).task_memory(MEMORY_SHARE, memory_mb)
+def fit_memory(cluster) -> TaskMemory:
+    """The memory a run's fits plan for where they run (:meth:`Runtime.task_memory`): the
+    Runtime's ``memory_mb`` (``--memory-mb``, for one process) when set, else
+    :data:`MEMORY_SHARE` of what this machine has available for in-process runs, or what one
+    worker process may hold."""
+    rt = Runtime.of(cluster)
+    v = rt.memory_mb
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not v > 0
+                          or not np.isfinite(v)):
+        raise EvaluationError(f"--memory-mb {v!r} must be a positive number of megabytes, e.g. --memory-mb 2000")
+    return rt.task_memory(MEMORY_SHARE)
 
 
 def too_big(what: str, need_mb: float, memory: TaskMemory, fix: str) -> EvaluationError:

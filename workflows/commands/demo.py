@@ -22,6 +22,5 @@ def add_parser(sub):
 
 def run(args) -> int:
 
-    run_demo(args.out, cluster=runtime(args), folds=args.folds, seed=args.fold_seed,
-             progress=not args.no_progress)
+    run_demo(args.out, cluster=runtime(args), folds=args.folds, seed=args.fold_seed)
     return 0

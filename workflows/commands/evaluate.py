@@ -275,9 +275,8 @@ def run_features(args, rt) -> int:
     res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,
                          Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                          solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
-                         rows=args.rows, folds_dir=args.folds_dir, memory_mb=args.memory_mb, loss=args.linear_loss,
-                         cluster=rt, bar=not args.no_progress,
-                         announce=log.info, select="test" if args.C_on_test else "nested",
+                         rows=args.rows, folds_dir=args.folds_dir, loss=args.linear_loss,
+                         cluster=rt, select="test" if args.C_on_test else "nested",
                          inner_folds=args.inner_folds)
     text = linear_table(res)
     print(text)
@@ -344,7 +343,6 @@ def run_kernel(args, rt) -> int:
         how = f"{k}-fold (seed {args.fold_seed}; {folds_path(folds_dir, k, args.fold_seed, labels)})"
     common = dict(model=args.model, C=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
                   multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
-    say = lambda line: log.info(f"  {line}")  # noqa: E731
     log.info(f"evaluate {', '.join(map(str, args.gram))}: {source.n} examples, {how}, labels from {label_source}")
     if args.model == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
         log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
@@ -354,11 +352,9 @@ def run_kernel(args, rt) -> int:
     if args.model == "nystroem":
         ev = _nystroem(source, labels, splits, args, common)
     else:
-        ev = evaluate(source, labels, splits, seed=args.perceptron_seed, progress=say,
+        ev = evaluate(source, labels, splits, seed=args.perceptron_seed,
                       select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
-                      inner_seed=args.fold_seed, solver=args.solver, memory_mb=args.memory_mb,
-                      cache_mb=args.cache_mb, cluster=rt, scratch=args.scratch,
-                      bar=not args.no_progress, announce=log.info, **common)
+                      inner_seed=args.fold_seed, solver=args.solver, cluster=rt, **common)
     t_learn = time.perf_counter() - t_learn
     if several_C and args.C_on_test:
         header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
@@ -400,8 +396,7 @@ def run_kernel(args, rt) -> int:
     if args.curve:
         # the fold seed also fixes which nested training subsets the curve uses
         rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.fold_seed,
-                              perceptron_seed=args.perceptron_seed, progress=say, cluster=rt,
-                              bar=not args.no_progress, **common)
+                              perceptron_seed=args.perceptron_seed, cluster=rt, **common)
         print("\nLearning curve\n" + markdown_table(rows))
         out["curve"] = rows
         md += ["\n## Learning curve\n", markdown_table(rows)]

@@ -62,7 +62,7 @@ def add_parser(sub):
     return p
 
 
-def _prepare_input(path: Path, out, cluster, progress: bool):
+def _prepare_input(path: Path, out, cluster):
     """Prepare a JSON-lines input into the corpus store ``OUT.corpus.zarr`` beside ``out``
     (a path, or the URL ``out`` + ``.corpus.zarr`` when ``out`` is a URL).
 
@@ -73,7 +73,7 @@ def _prepare_input(path: Path, out, cluster, progress: bool):
     corpus = beside(out, ".corpus.zarr")
     # every derivable representation (ptree of a bracket tree, tree/ptree/seq of a dependency tree), so
     # any kernel can read the store a rerun with another --kernel reuses
-    prepare(path, "jsonl", corpus, cluster=cluster, progress=progress, reps="all")
+    prepare(path, "jsonl", corpus, cluster=cluster, reps="all")
     return corpus
 
 
@@ -88,9 +88,9 @@ def run(args) -> int:
         raise StoreError("--landmarks chooses the columns itself (landmarks drawn from the rows); drop --cols")
     with runtime(args) as rt:
         if args.input:
-            corpus = _prepare_input(Path(args.input), out, rt, not args.no_progress)
+            corpus = _prepare_input(Path(args.input), out, rt)
         st = run_gram(corpus, args.kernel, out, rows=args.rows, cols=args.cols, tile=args.tile, cluster=rt,
-                      progress=not args.no_progress, path=args.path, dtype=args.dtype, landmarks=args.landmarks,
+                      path=args.path, dtype=args.dtype, landmarks=args.landmarks,
                       landmark_seed=args.landmark_seed)
     done, total = st.tiles_done()
     lm = st.landmarks

@@ -115,7 +115,7 @@ def run(args) -> int:
     try:
         summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=runtime(args),
                           on_error=args.on_error, max_tokens=args.max_tokens,
-                          emit_jsonl=args.emit_jsonl, model=args.spacy_model, progress=not args.no_progress,
+                          emit_jsonl=args.emit_jsonl, model=args.spacy_model,
                           reader_options=reader_options, hdag=args.hdag, reps=args.reps)
     except CorpusFormatError:
         # bad input: the store this command created holds nothing a rerun could resume (the input must

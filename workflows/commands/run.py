@@ -88,9 +88,7 @@ def run(args) -> int:
     path = find_workflow(args.workflow)
     with data_folder(args.data):
         wf = load_workflow(path)
-        rows = run_workflow(wf, args.out, cluster=runtime(args),
-                            progress=not args.no_progress, tile=args.tile, solver=args.solver,
-                            memory_mb=args.memory_mb, cache_mb=args.cache_mb)
+        rows = run_workflow(wf, args.out, cluster=runtime(args), tile=args.tile, solver=args.solver)
     cols = [c for c in ("kernel", "model", "C", "accuracy", "precision", "recall", "f1", "macro_f1")
             if any(r.get(c) is not None for r in rows)]
     print(markdown_table(rows, columns=cols))

@@ -90,7 +90,7 @@ def run(args) -> int:
         with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
             m = train_store(args.features, tmp, C=args.C, class_weight=parse_class_weight(args.class_weight),
                             solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
-                            rows=args.rows, memory_mb=args.memory_mb, loss=args.linear_loss, announce=log.info)
+                            rows=args.rows, loss=args.linear_loss, cluster=runtime(args))
         print(f"{args.out}: linear model ({m.params['solver']['used']}) over {m.n_features} features, classes "
               f"{m.classes} ({time.perf_counter() - t0:.1f} s)")
         return 0
@@ -100,8 +100,7 @@ def run(args) -> int:
     spec = as_spec(args.kernel)
     learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
-                 memory_mb=args.memory_mb, cache_mb=args.cache_mb, cluster=runtime(args),
-                 scratch=args.scratch, announce=log.info)
+                 cluster=runtime(args))
     if args.model == "nystroem":
         if not args.corpus or len(args.gram) != 1:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "

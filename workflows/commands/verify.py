@@ -19,7 +19,7 @@ def add_parser(sub):
 def run(args) -> int:
     if args.repair:
         rt = runtime(args)  # a bad profile fails even when nothing needs repair
-        rep = repair(args.store, cluster=rt, progress=True)
+        rep = repair(args.store, cluster=rt)
     else:
         rep = verify(args.store)
     if rep.metadata:

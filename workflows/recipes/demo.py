@@ -49,7 +49,7 @@ def demo_corpus_path() -> Path:
 
 
 def run_demo(out="demo-out", cluster: str = "local", folds: int = 5, seed: int = 0,
-             tile: int = 64, progress: bool = True) -> list[dict]:
+             tile: int = 64) -> list[dict]:
     """Run the demo end to end; returns the result rows (also written to ``out``)."""
 
     out = Path(out)
@@ -57,13 +57,11 @@ def run_demo(out="demo-out", cluster: str = "local", folds: int = 5, seed: int =
     t0 = time.perf_counter()
     # one cluster for every step: workers stay warm (spaCy model, compiled kernels, shard cache)
     with Runtime.of(cluster) as rt:
-        summary = prepare(demo_corpus_path(), "tsv", out / "corpus.zarr", shard_size=100, cluster=rt,
-                          progress=progress)
+        summary = prepare(demo_corpus_path(), "tsv", out / "corpus.zarr", shard_size=100, cluster=rt)
         print(summary.text())
         stores = {}
         for name, spec in BASE_KERNELS.items():
-            st = run_gram(out / "corpus.zarr", spec, out / f"gram-{name}.zarr", tile=tile, cluster=rt,
-                          progress=progress)
+            st = run_gram(out / "corpus.zarr", spec, out / f"gram-{name}.zarr", tile=tile, cluster=rt)
             stores[st.kernel_hash] = GramStore.open(out / f"gram-{name}.zarr")
     labels = store_labels(next(iter(stores.values())))
     splits = load_or_make_folds(out, labels, folds, seed)

@@ -307,7 +307,7 @@ def _fit_score(K_tr, y_tr, K_te, y_te, C, scale):
     return float(np.mean(m.predict(K_te / scale) == y_te))
 
 
-def run(raw, path, out, cluster="local", progress=True, tile=None) -> list:
+def run(raw, path, out, cluster="local", tile=None) -> list:
     """Run the INEX protocol of a workflow file (see the module docstring); writes ``out/results.*``.
 
     Parameters
@@ -328,18 +328,19 @@ def run(raw, path, out, cluster="local", progress=True, tile=None) -> list:
     """
 
     with Runtime.of(cluster) as rt:
-        return _run(raw, path, out, rt, progress, tile)
+        return _run(raw, path, out, rt, tile)
 
 
-def _run(raw, path, out, cluster, progress, tile):
+def _run(raw, path, out, cluster, tile):
 
     wf, options = load_recipe_workflow(raw, path)
     opts = check_options(wf, options)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    progress = cluster.progress
     say = (lambda s: print(f"inex: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
     t_start = time.perf_counter()
-    corpus, parts = build_corpus(wf, out / "corpus.zarr", progress=progress)
+    corpus, parts = build_corpus(wf, out / "corpus.zarr", cluster)
     if "test" not in parts:
         reject(wf, "data.test", None, "the INEX protocol needs data.train and data.test")
     (a, b), (c, d) = parts["train"], parts["test"]
@@ -372,7 +373,7 @@ def _run(raw, path, out, cluster, progress, tile):
                     continue
                 path = out / f"gram-{bs.kind}-{h[:12]}.zarr"
                 t1 = time.perf_counter()
-                _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster, progress=False)
+                _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster.with_settings(progress=False))
                 gram_seconds[h] = time.perf_counter() - t1
                 stores[h] = GramStore.open(path)
                 sel_blocks[0].add(h, stores[h])

@@ -138,7 +138,7 @@ def variants(spec, g) -> list:
     return out or [(spec if spec.kind == "normalized" else Normalized(kernel=spec), {})]
 
 
-def run(raw, path, out, cluster="local", progress=True, tile=None) -> list:
+def run(raw, path, out, cluster="local", tile=None) -> list:
     """Run the TREC QC HDAG protocol of a workflow file; writes ``out/results.*``.
 
     Parameters
@@ -160,10 +160,10 @@ def run(raw, path, out, cluster="local", progress=True, tile=None) -> list:
     """
 
     with Runtime.of(cluster) as rt:
-        return _run(raw, path, out, rt, progress, tile)
+        return _run(raw, path, out, rt, tile)
 
 
-def _run(raw, path, out, cluster, progress, tile):
+def _run(raw, path, out, cluster, tile):
 
     wf, options = load_recipe_workflow(raw, path)
     opts = check_options(wf, options)
@@ -172,9 +172,10 @@ def _run(raw, path, out, cluster, progress, tile):
               "read), e.g. [seq, dep, tree, ptree, hdag]: it makes prepare build the HDAGs")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    progress = cluster.progress
     say = (lambda s: print(f"qc_hdag: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
     t_start = time.perf_counter()
-    corpus, parts = build_corpus(wf, out / "corpus.zarr", progress=progress)
+    corpus, parts = build_corpus(wf, out / "corpus.zarr", cluster)
     if "test" not in parts:
         reject(wf, "data.test", None, "this protocol needs data.train and data.test")
     (a, b), (c, d) = parts["train"], parts["test"]
@@ -203,7 +204,7 @@ def _run(raw, path, out, cluster, progress, tile):
                     if bs.spec_hash not in stores:
                         t1 = time.perf_counter()
                         p = out / f"gram-{bs.kind}-{bs.spec_hash[:12]}.zarr"
-                        run_gram(corpus, bs, p, tile=tile, cluster=cluster, progress=False)
+                        run_gram(corpus, bs, p, tile=tile, cluster=cluster.with_settings(progress=False))
                         stores[bs.spec_hash] = GramStore.open(p)
                         gram += time.perf_counter() - t1
                         say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")

@@ -115,7 +115,7 @@ def corpus_from_documents(make_docs, out: Path, source: str, options: dict, prog
     return CorpusStore.open(out)
 
 
-def gram_sources(specs: dict, corpus, out: Path, cluster="local", progress=True, tile=None):
+def gram_sources(specs: dict, corpus, out: Path, cluster="local", tile=None):
     """One Gram store per distinct base kernel of ``specs``; returns (name -> kernel source, hash -> seconds)."""
 
     stores, seconds = {}, {}
@@ -125,7 +125,7 @@ def gram_sources(specs: dict, corpus, out: Path, cluster="local", progress=True,
                 continue
             path = out / f"gram-{b.kind}-{b.spec_hash[:12]}.zarr"
             t0 = time.perf_counter()
-            run_gram(corpus, b, path, tile=tile, cluster=cluster, progress=progress)
+            run_gram(corpus, b, path, tile=tile, cluster=cluster)
             seconds[b.spec_hash] = time.perf_counter() - t0
             stores[b.spec_hash] = GramStore.open(path)
     return {name: ViewKernelSource(ComposedView(spec, stores)) for name, spec in specs.items()}, seconds
@@ -270,7 +270,7 @@ def feature_cv(docs, folds, grid, seed=0) -> dict:
     return {c: float(np.mean(v)) for c, v in per.items()}
 
 
-def run_conll04(raw, path, out: Path, cluster="local", progress=True, tile=None) -> list[dict]:
+def run_conll04(raw, path, out: Path, cluster="local", tile=None) -> list[dict]:
     """CoNLL04 recipe (module docstring). With several values of ``protocol.C`` / ``feature_C``,
     each SVM's C is chosen without the test sentences: by F1 on the SpERT dev sentences after
     training on the SpERT train sentences only (``select: dev``), or by the mean F1 of a
@@ -278,6 +278,7 @@ def run_conll04(raw, path, out: Path, cluster="local", progress=True, tile=None)
     the chosen C is then retrained on train + dev and scored once on test."""
 
     _check_keys(path, "", raw, _CONLL)
+    progress = Runtime.of(cluster).progress
     say = _say(progress)
     data = resolve_path(path, "data", raw.get("data", "${SHARED}/conll04"))
     rels = raw.get("relations", ["Work_For", "OrgBased_In"])
@@ -378,7 +379,7 @@ def run_conll04(raw, path, out: Path, cluster="local", progress=True, tile=None)
             rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None,
                          sel_key: None if dev_f1 is None else dict(dev_f1)[c],
                          "seconds": round(time.perf_counter() - t1, 2)})
-        sources, seconds = gram_sources(specs, corpus, d, cluster, progress, tile)
+        sources, seconds = gram_sources(specs, corpus, d, cluster, tile)
         learn = dict(cluster=cluster)  # every fold x C fit a task
         chosen = {}
         for name, src in sources.items():
@@ -422,9 +423,10 @@ def run_conll04(raw, path, out: Path, cluster="local", progress=True, tile=None)
 
 # ---- SemEval-2010 Task 8 -----------------------------------------------------------------
 
-def run_semeval(raw, path, out: Path, cluster="local", progress=True, tile=None) -> list[dict]:
+def run_semeval(raw, path, out: Path, cluster="local", tile=None) -> list[dict]:
 
     _check_keys(path, "", raw, _COMMON)
+    progress = Runtime.of(cluster).progress
     say = _say(progress)
     data = resolve_path(path, "data", raw.get("data", "${SHARED}/semeval2010_task8_train/TRAIN_FILE.TXT"))
     limit = raw.get("limit")
@@ -449,7 +451,7 @@ def run_semeval(raw, path, out: Path, cluster="local", progress=True, tile=None)
     y = np.asarray(labels)
     # stratify on the relation without its direction: Entity-Destination(e2,e1) has one example
     splits = stratified_kfold([y.split("(")[0] for y in labels], folds, seed)
-    sources, seconds = gram_sources(specs, corpus, out, cluster, progress, tile)
+    sources, seconds = gram_sources(specs, corpus, out, cluster, tile)
     rows = []
     for name, src in sources.items():
         t1 = time.perf_counter()
@@ -510,7 +512,7 @@ def plot_curves(curves, png, title):
     plt.close(fig)
 
 
-def run(raw, path, out, cluster="local", progress=True, tile=None) -> list[dict]:
+def run(raw, path, out, cluster="local", tile=None) -> list[dict]:
     """Recipe entry point of ``gramtile run`` for ``task: conll04`` and ``task: semeval2010``.
 
     Gram stores and the learning fits (each fold x C of the SVM evaluations, and each split x
@@ -523,4 +525,4 @@ def run(raw, path, out, cluster="local", progress=True, tile=None) -> list[dict]
         raise_bad_key(path, "task", task, "use conll04 or semeval2010")
     with Runtime.of(cluster) as rt:
         go = run_conll04 if task == "conll04" else run_semeval
-        return go(raw, path, out, rt, progress, tile)
+        return go(raw, path, out, rt, tile)

@@ -60,7 +60,7 @@ from gramtile.pipeline.learn.crossval import assemble, evaluate, plan_solver
 from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_fits, split_tasks
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.metrics import classification_report, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, fit_memory, runs_here, source_ref
+from gramtile.pipeline.learn.parallel import SourceRef, runs_here, source_ref
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.senseval import read_senseval
@@ -216,7 +216,7 @@ def word_corpus(docs, path: Path, source: Path, lemmas: str, subsample, progress
     return corpus_from_documents(lambda: docs, path, str(source), opts, progress, shard_size=max(1, len(docs)))
 
 
-def gram_stores(specs, corpus, gram_dir: Path, cluster="local", progress=True, tile=None,
+def gram_stores(specs, corpus, gram_dir: Path, cluster="local", tile=None,
                 say=lambda s: None) -> tuple[dict, dict, dict]:
     """One Gram store ``gram_dir/<kind>-<hash16>.zarr`` per distinct base kernel of ``specs``.
 
@@ -241,7 +241,7 @@ def gram_stores(specs, corpus, gram_dir: Path, cluster="local", progress=True, t
     for h, b in bases.items():
         path = gram_dir / f"{b.kind}-{h[:16]}.zarr"
         t0 = time.perf_counter()
-        run_gram(corpus, b, path, tile=tile, cluster=cluster, progress=progress)
+        run_gram(corpus, b, path, tile=tile, cluster=cluster)
         secs[h] = time.perf_counter() - t0
         stores[h] = GramStore.open(path)
         ends = [r for r in stores[h].read_log() if r["event"] == "end"]
@@ -266,7 +266,7 @@ def stored_bases(stores: dict) -> dict:
     return out
 
 
-def run(raw, path, out, cluster="local", progress=True, tile=None) -> list[dict]:
+def run(raw, path, out, cluster="local", tile=None) -> list[dict]:
     """Run the WSD workflow (module docstring); return one result row per word and kernel.
 
     The Gram stores and the learning fits run on ``cluster`` (one cluster for the whole
@@ -274,14 +274,15 @@ def run(raw, path, out, cluster="local", progress=True, tile=None) -> list[dict]
     """
 
     with Runtime.of(cluster) as rt:
-        return _run(raw, path, out, rt, progress, tile)
+        return _run(raw, path, out, rt, tile)
 
 
-def _run(raw, path, out, cluster, progress, tile) -> list[dict]:
+def _run(raw, path, out, cluster, tile) -> list[dict]:
     path = Path(path)
     cfg = _config(raw, path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    progress = cluster.progress
     say = (lambda s: print(f"gramtile run wsd: {s}", file=sys.stderr, flush=True)) if progress else (lambda s: None)
     p = cfg["protocol"]
     # threads and sequential learn in this process from matrices read once; worker processes read
@@ -301,7 +302,7 @@ def _run(raw, path, out, cluster, progress, tile) -> list[dict]:
         corpus = word_corpus(docs, wdir / "corpus.zarr", src, cfg["lemmas"], cfg["subsample"], progress)
         if corpus.ids != [d.id for d in docs]:
             raise WorkflowError(f"corpus store {corpus.path} holds other examples than {src}; delete it and rerun")
-        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, progress, tile, say)
+        stores, secs, tiles = gram_stores(every, corpus, wdir / "gram", cluster, tile, say)
         splits = stratified_kfold(labels, p["folds"], p["seed"])
         counts = {lab: labels.count(lab) for lab in set(labels)}
         majority = max(counts.values()) / len(labels)
@@ -314,7 +315,7 @@ def _run(raw, path, out, cluster, progress, tile) -> list[dict]:
         else:
             systems = {name: [ViewKernelSource(ComposedView(spec, stores)) for spec in alts]
                        for name, alts in cfg["select"].items()}
-        got = learn(systems, labels, splits, p, cluster=cluster, bar=progress)
+        got = learn(systems, labels, splits, p, cluster=cluster)
         del systems
         learn_s = round(time.perf_counter() - t0, 2)
         for name, alts in cfg["select"].items():
@@ -377,7 +378,7 @@ def nested_evaluate(source, labels, splits, p, name, cluster=None) -> dict:
     return learn({name: sources}, labels, splits, p, cluster=cluster)[name]
 
 
-def learn(systems: dict, labels, splits, p, cluster=None, bar: bool = False) -> dict:
+def learn(systems: dict, labels, splits, p, cluster=None) -> dict:
     """:func:`nested_evaluate` of every system ``{name: [kernel source per alternative]}`` at once,
     each independent fit a task on ``cluster``
     (:func:`~gramtile.pipeline.learn.parallel.run_tasks`).
@@ -400,7 +401,7 @@ def learn(systems: dict, labels, splits, p, cluster=None, bar: bool = False) -> 
     positive = positive_class(classes) if len(classes) == 2 else None
     grid = [Setting("svm", float(c)) for c in p["C"]]
     plan = plan_solver("auto", max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
-                       fit_memory(cluster), multiclass=p["multiclass"], n_classes=len(classes))
+                       cluster, multiclass=p["multiclass"], n_classes=len(classes))
     local = runs_here(cluster)
     refs = {name: [SourceRef(local=s) if local else source_ref(s) for s in srcs] for name, srcs in systems.items()}
     run = uuid.uuid4().hex
@@ -422,7 +423,7 @@ def learn(systems: dict, labels, splits, p, cluster=None, bar: bool = False) -> 
                     tasks += t
                 inner.append((name, f, a, parts, reads))
     n_final = len(refs) * len(splits) * n_tasks(plan, grid[:1], classes)
-    pb = progress_bar(len(tasks) + n_final, "fit", "learn", disable=not bar)
+    pb = progress_bar(len(tasks) + n_final, "fit", "learn", disable=not Runtime.of(cluster).progress)
     opts = dict(cluster=cluster, bar=pb, desc="learn")
     try:
         results = run_fits(tasks, key_prefix="gramtile-inner", **opts) if tasks else []
