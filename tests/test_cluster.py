@@ -253,3 +253,18 @@ def test_fits_plan_for_the_memory_of_one_worker_not_the_driver(no_env):
             plan_solver("smo", 6000, 1500, rt.with_settings(cache_mb=5000))
     # in this process, a solver asked for is used as asked
     assert plan_solver("libsvm", 6000, 1500, Runtime("sequential", memory_mb=10.0)).used == "libsvm"
+
+
+def test_tiles_are_sized_from_the_memory_of_one_worker(no_env):
+    """A new store's tile edge follows the profile's memory per worker process, not the driver's."""
+    from gramtile.pipeline.compute.engine import TILE_BUDGET, tile_budget
+    from gramtile.pipeline.stores.tiles import choose_tile
+
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  small: {type: local, n_workers: 1, memory_limit: 600MiB}\n"
+                 "  jobs: {type: slurm, cores: 2, processes: 2, memory: 1GiB, walltime: '01:00:00'}\n")
+    assert tile_budget(Runtime("sequential")) == TILE_BUDGET  # this machine: the default
+    assert tile_budget(Runtime("small", f)) == 600 * 2**20 // 4
+    assert tile_budget(Runtime("jobs", f)) == 2**30 // 2 // 4  # memory per job over its processes
+    big, small = (choose_tile(20_000, 20_000, tile_budget(Runtime(p, f))) for p in ("sequential", "small"))
+    assert small < big and 8 * small * small * 6 <= 600 * 2**20 // 4

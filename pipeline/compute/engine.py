@@ -83,8 +83,18 @@ def _check_out(out):
                              f"choose another --out")
 
 
+#: Bytes of tile-sized arrays one tile task may hold, when a worker has more than four times that.
+TILE_BUDGET = 256 * 2**20
+
+
+def tile_budget(rt: Runtime) -> int:
+    """The tile task's memory budget on ``rt``: :data:`TILE_BUDGET`, or a quarter of one worker's
+    memory when that is less (a worker also holds its shard cache and the kernel's inputs)."""
+    return int(min(TILE_BUDGET, rt.worker_memory_mb() * 1e6 / 4))
+
+
 def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local",
-             memory_budget: int = 256 * 2**20, max_in_flight: int | None = None,
+             memory_budget: int | None = None, max_in_flight: int | None = None,
              on_tile=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
              landmark_seed: int = 0) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
@@ -107,8 +117,10 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
         cluster.yaml (``"sequential"`` runs in-process without Dask), a scheduler address, or a
         Runtime a caller made (its cluster is reused across calls while it is open). Its
         ``progress`` shows a bar over tiles; the timing summary is logged either way.
-    memory_budget : int
-        Bytes per task for :func:`~gramtile.pipeline.stores.tiles.choose_tile`.
+    memory_budget : int, optional
+        Bytes per task for :func:`~gramtile.pipeline.stores.tiles.choose_tile` (new stores only):
+        default :data:`TILE_BUDGET`, or a quarter of one worker's memory when that is less (the
+        profile's memory per worker process; :meth:`Runtime.worker_memory_mb`).
     max_in_flight : int, optional
         Tasks submitted at a time (Dask: default 2 x worker threads, at least 4; ``threads``:
         2 x threads).
@@ -201,7 +213,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             rows=r_idx, cols=c_idx, tile=tile, symmetric=symmetric,
             row_ids=None if ids is None else ids[0], col_ids=None if ids is None else ids[1],
             dtype=dtype, landmarks=lm,
-            default_tile=choose_tile(len(r_idx), len(c_idx), memory_budget, len(spec.base_specs())))
+            default_tile=choose_tile(len(r_idx), len(c_idx), memory_budget or tile_budget(rt), len(spec.base_specs())))
         grid = TileGrid(r_idx, c_idx, store.tile, symmetric=symmetric)
         done = store.done_mask()
         todo = plan(grid, done)
