@@ -27,7 +27,7 @@ __version__ = version("gramtile")
 
 __all__ = ["__version__", "gram", "parse"]
 
-# ---- scikit-learn estimators (issue 17), imported on first use: `import gramtile` stays fast ----
+# ---- scikit-learn estimators, imported on first use: `import gramtile` stays fast ----
 _ESTIMATORS = {"KernelSVC": "gramtile.pipeline.learn.estimator", "GramTransformer": "gramtile.pipeline.learn.estimator",
                "VotedPerceptron": "gramtile.pipeline.learn.perceptron", "SavedModel": "gramtile.pipeline.learn.models"}
 __all__ += list(_ESTIMATORS)

@@ -252,7 +252,7 @@ class Batch:
         Numba compiles a core once per argument signature, and an array's read-only flag is part
         of it: batches from a corpus store's shard cache are read-only, freshly encoded or
         concatenated ones are not, so handing the cores either kind compiled every core twice
-        (17 s more for the tree kernels; BENCHMARKS.md, issue 16). The cores get only read-only
+        (17 s more for the tree kernels; bench/compile_times.py). The cores get only read-only
         batches (``pipeline/compute/inmemory.batch_for``).
         """
 

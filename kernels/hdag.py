@@ -57,7 +57,7 @@ rounding (bitwise at lam = 1/2 on the TREC questions).
 Speed (``bench/trec_qc_hdag.py --compare``, spaCy HDAGs of TREC questions): 166 node pairs per
 evaluation, 14.6 with Gamma > 0, 25 active (first 100 questions); the core runs one call per
 block row (passing the ~40 prepared arrays per pair cost ~0.37 us alone), and for p >= 2 is
-compiled once per p. See BENCHMARKS.md, "Issue 18: the HDAG core (session 7)".
+compiled once per p. See bench/hdag.py and BENCHMARKS.md.
 """
 from __future__ import annotations
 

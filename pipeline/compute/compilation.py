@@ -20,7 +20,7 @@ from pathlib import Path
 import numba
 
 #: Seconds a cold first call of each kernel module takes (compile + first evaluation, on 8 small
-#: examples; bench/compile_times.py, BENCHMARKS.md "issue 16", 2-CPU machine), rounded up. The
+#: examples; bench/compile_times.py, BENCHMARKS.md, 2-CPU machine), rounded up. The
 #: tree kernels compile one core per path (ST and SST share one, PT has its own): 5-11 s measured
 #: under load 9-12, the larger (PT) figure rounded up here.
 COMPILE_SECONDS = {

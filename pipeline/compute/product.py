@@ -30,7 +30,7 @@ from gramtile.pipeline.stores.feature_store import FeatureVocab, rows_of
 PATHS = ("auto", "pairwise", "product")
 
 #: Cost constants of the estimates, in ns of one core's CPU time, measured with
-#: ``bench/features.py`` and a 1000 x 1000 block of the NUM trees (BENCHMARKS.md, "Issue 18"):
+#: ``bench/features.py`` and a 1000 x 1000 block of the NUM trees (BENCHMARKS.md):
 #: one multiply-add of the sparse part, one of the dense (BLAS) part, one entry of a block
 #: (allocation, the scatter's pass, the dense part's sum, the mirror), one stored row entry
 #: gathered for the block.

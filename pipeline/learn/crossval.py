@@ -306,7 +306,7 @@ def needs_row_file(plan: SolverPlan, source, n_train: int) -> bool:
     """Whether smo under ``plan`` reads its rows from a row file: a store-backed source (and no row
     file written yet). Even when the cache holds every training row, the file pays: each fold
     would otherwise decompress again every store chunk its rows and its test block cross
-    (BENCHMARKS.md, issue 15, session 7)."""
+    (bench/smo_scale.py, BENCHMARKS.md)."""
     return plan.used == "smo" and plan.row_file is None and store_backed(source) and n_train > 0
 
 

@@ -220,8 +220,8 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     ``m``, the feature ``rank`` (smallest over splits), ``cutoff``, ``converged`` (every
     one-vs-rest fit of every split met ``tol``), the largest ``iterations`` and ``loss``).
     ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
-    ``loss``: ``"squared_hinge"`` (the default since session 7) or ``"hinge"`` (the model of
-    earlier sessions, whose dual often stops at ``max_iter``; see docs/learning.md).
+    ``loss``: ``"squared_hinge"`` (the default) or ``"hinge"`` (the kernel SVC's loss, whose
+    dual often stops at ``max_iter`` here; see docs/learning.md).
     """
     grid = settings_for("svm", C)
     if protocol not in PROTOCOLS:

@@ -4,8 +4,8 @@ A k-fold evaluation with nested C selection reads K(train, train) and K(test, tr
 training part: on the 5,483 NUM trees (10 folds, 3 inner folds) that is 40 pairs of blocks, each
 touching every one of the store's 21 stored chunks, i.e. 840 chunk reads of 21 chunks. Zarr v3
 decodes every chunk on its one event-loop thread (the crc32c check runs there, holding the GIL),
-so two learning threads reading at once got 1.14x the speed of one (BENCHMARKS.md, issue 15,
-5c). With a budget set, readers of :meth:`~gramtile.pipeline.stores.gram_store.GramView.blocks` keep
+so two learning threads reading at once got 1.14x the speed of one (bench/learn_parallel.py,
+BENCHMARKS.md). With a budget set, readers of :meth:`~gramtile.pipeline.stores.gram_store.GramView.blocks` keep
 the chunks they read, checked (finite, manifest checksum) and read-only, in this process-wide cache
 up to :func:`budget_mb` megabytes, least recently used first out. Only stores whose chunks all
 fit the budget are cached (a learner sweeps every chunk of a training part in turn, so a smaller
@@ -23,8 +23,8 @@ local chunk files are read directly (:mod:`.chunk_files`: GIL-free, 2.45x on two
 operating system's page cache serves repeated reads nearly as fast: on that NUM evaluation the
 cache saved 1.1 s of 16.7 s serial, both variants reached 1.74x on two threads, and it cost
 138 MB of peak RSS (677 against 539 MB) beside the learner's one copy of K(train, train) and one
-fold's block, which is all the in-memory path is meant to hold (BENCHMARKS.md, issue 15, session
-10). Set it (say ``1024``) to trade that memory for the second. Each process has its own cache;
+fold's block, which is all the in-memory path is meant to hold (bench/learn_memory.py,
+BENCHMARKS.md). Set it (say ``1024``) to trade that memory for the second. Each process has its own cache;
 a process with a memory limit of its own (a Dask worker: ``memory_limit`` of its profile) caps it
 with :func:`cap_budget` (the learners' tasks cap it at an eighth of the worker's limit).
 """

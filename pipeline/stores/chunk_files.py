@@ -7,7 +7,7 @@ crc32c of those bytes. Zarr v3 decodes every chunk on its one event-loop thread,
 checksum and the copies hold the GIL: a 1000 x 1000 float64 chunk, every check included, took
 6.5 ms serially and ran 1.19x faster on two threads, against 4.7 ms and 2.45x here
 (``open``/``readinto``, the crc32c check and NumPy's views, which all release the GIL for a
-buffer this size; BENCHMARKS.md, issue 15, session 10). The check is the one Zarr makes: a file whose trailing checksum does not match
+buffer this size; bench/learn_memory.py in BENCHMARKS.md). The check is the one Zarr makes: a file whose trailing checksum does not match
 its bytes is refused.
 
 :func:`local_chunk_reader` says whether a store's ``K`` has exactly that layout on a local

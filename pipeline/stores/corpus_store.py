@@ -83,7 +83,7 @@ from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, Store
 from gramtile.pipeline.stores.storage import check_metadata, location
 
 #: 2: the ``prod`` column of ordered trees holds label-only productions (a node's label and its
-#: children's labels, issue 19); version 1 stores told leaf children from internal ones there, and
+#: children's labels); version 1 stores told leaf children from internal ones there, and
 #: are refused rather than read with the old keys
 FORMAT_VERSION = 2
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())

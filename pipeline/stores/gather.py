@@ -4,7 +4,7 @@
 the tiles the positions fall in. NumPy's ``out[np.ix_(ri, ci)] = chunk[np.ix_(lr, lc)]`` makes a
 temporary of the gathered values and scatters it again, holding the GIL; on a 3,290 x 3,290 block
 of a 1,000-tile store it was half of the read's time and kept two learning threads from reading
-at once (BENCHMARKS.md, issue 15, 5c). :func:`gather` writes each value once, straight from the
+at once (bench/learn_parallel.py, BENCHMARKS.md). :func:`gather` writes each value once, straight from the
 chunk, and releases the GIL. A tile below the diagonal of a symmetric store is read from its
 mirror above it without materialising the transpose. :func:`gather_scaled` divides by the row
 and column norms on the way (the cosine normalisation), in the order and arithmetic of

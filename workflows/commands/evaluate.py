@@ -87,8 +87,7 @@ def add_linear_options(p):
                         "in memory); auto (default) = liblinear when its estimated peak fits --memory-mb, else sgd")
     p.add_argument("--linear-loss", choices=LOSSES, default="squared_hinge",
                    help="the linear SVM's loss for --model linear with --linear-solver liblinear (LinearSVC) and "
-                        "for --model nystroem (dcd): squared_hinge (default) or hinge (the kernel SVC's; Nystroem's "
-                        "default before session 7); sgd always uses the hinge loss")
+                        "for --model nystroem (dcd): squared_hinge (default) or hinge (the kernel SVC's); sgd always uses the hinge loss")
     p.add_argument("--sgd-epochs", type=positive_int, default=EPOCHS, metavar="E",
                    help=f"--linear-solver sgd: passes over the training rows (default {EPOCHS})")
     p.add_argument("--sgd-chunk-rows", type=positive_int, default=CHUNK_ROWS, metavar="R",
