@@ -421,3 +421,42 @@ def test_export_npy_writes_the_matrix_without_a_memory_map(work, tmp_path, capsy
     rc, _, err = run_cli(["export", work["dir"] / "g.zarr", "--out", tmp_path / "n.npy", "--rows", "5:40"], capsys)
     assert rc == 0, err
     assert np.array_equal(np.load(tmp_path / "n.npy"), want[5:40][:, 5:40])
+
+
+# ---- learners: input they cannot represent, labels, fold files -------------------------------------
+
+CONLLU = ("# sent_id = t0\n1\tthe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_\n"
+          "3\thome\thome\tVERB\tVB\t_\t0\troot\t_\t_\n\n# sent_id = t1\n1\tcat\tcat\tNOUN\tNN\t_\t2\tnsubj\t_\t_\n"
+          "2\train\train\tVERB\tVB\t_\t0\troot\t_\t_\n\n")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_learner_refuses_input_it_cannot_represent(work, kind, tmp_path, capsys):
+    """CoNLL-U given to a constituency-tree model: before, the linear model predicted its intercept
+    for every example with exit 0 ("0 known non-zeros") where the kernel models refused it."""
+    (tmp_path / "t.conllu").write_text(CONLLU)
+    rc, out, err = run_cli(["predict", "--model-dir", work["models"][kind], "--input", tmp_path / "t.conllu",
+                            "--format", "conllu", "-q"], capsys)
+    assert rc == 2 and out == "" and one_line(err, "tree"), err
+
+
+def test_evaluate_features_refuses_labels_it_would_ignore(work, tmp_path, capsys):
+    (tmp_path / "labels.txt").write_text("".join("AB"[i % 2] + "\n" for i in range(60)))
+    rc, out, err = run_cli(["evaluate", "--features", work["dir"] / "f.zarr", "--model", "linear", "--folds", "2",
+                            "--labels", tmp_path / "labels.txt", "-q"], capsys)
+    assert rc == 2 and out == "" and one_line(err, "--labels", "Fix:"), err
+
+
+def test_concurrent_fold_writers_never_share_a_temporary_name(tmp_path):
+    """Two evaluations sharing --folds-dir raced on a fixed `.tmp` name ("No such file")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gramtile.pipeline.learn.folds import load_folds, save_folds, stratified_kfold
+
+    labels = ["AB"[i % 2] for i in range(40)]
+    splits = stratified_kfold(labels, 2, 0)
+    path = tmp_path / "folds.json"
+    with ThreadPoolExecutor(8) as ex:
+        list(ex.map(lambda _: save_folds(path, splits, labels, 2, 0), range(400)))
+    assert [s.to_dict() for s in load_folds(path, labels)] == [s.to_dict() for s in splits]
+    assert [p.name for p in tmp_path.iterdir()] == ["folds.json"]

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 
 from gramtile.kernels.maps import weights
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
 from gramtile.pipeline.learn.models import DAMAGED_FIX, LEGACY_FIX, as_documents
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.representations.encode import encode
@@ -151,6 +151,15 @@ class LinearModel:
             val = val / np.where(norms > 0, norms, 1.0)[row]
         col = gid[lf.idx]
         keep = col >= 0
+        if lf.idx.size and not keep.any():
+            # not one feature of any example is a training feature: input of another representation
+            # (e.g. trees derived from a dependency parse given to a constituency-tree model), which
+            # would predict the intercept for every example
+            raise PredictInputError(
+                f"LinearModel.predict: none of the {int(lf.idx.size)} features of the {n} example(s) occurs in the "
+                f"model's training features: the input cannot be represented as the model's {rep!r} "
+                f"({self.meta.get('rep_kind', base.reads)}) structures. Fix: give input in the format the feature "
+                f"store's corpus was prepared from")
         m = sp.csr_matrix((val[keep], (row[keep], col[keep])), shape=(n, self.n_features))
         m.sort_indices()
         return m

@@ -498,8 +498,13 @@ def write_store(corpus_path, spec, out) -> dict:
 
 
 def strings_sha256(values) -> str:
-    """sha256 of a list of strings as stored in a feature store (its JSON, UTF-8)."""
-    return hashlib.sha256(json.dumps([str(x) for x in values], ensure_ascii=False).encode("utf-8")).hexdigest()
+    """sha256 of a list of strings as stored in a feature store: their lengths (int64 little endian),
+    then the strings concatenated in UTF-8 (about 0.2 s per million short strings, a tenth of
+    reading them from the store)."""
+    values = [str(x) for x in values]
+    h = hashlib.sha256(np.fromiter(map(len, values), "<i8", len(values)).tobytes())
+    h.update("".join(values).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def _write_strings(g, name, values) -> str:
