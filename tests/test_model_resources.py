@@ -29,6 +29,7 @@ from gramtile.pipeline.resources import keys as rkeys
 from gramtile.pipeline.stores import resource_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.integrity import write_manifest
 from gramtile.workflows.cli import main
 from gramtile.workflows.recipes.wsd import subsample_indices
 
@@ -175,6 +176,7 @@ def _make_v1(directory):
     (directory / entry["file"]).unlink()
     (directory / entry["strings_file"]).unlink()
     (directory / "model.json").write_text(json.dumps(meta))
+    (directory / "manifest.json").unlink()  # format 1 had no checksums of its files
 
 
 def test_format_1_models_load_or_say_why_not(data, tmp_path):
@@ -184,6 +186,9 @@ def test_format_1_models_load_or_say_why_not(data, tmp_path):
     wn = train(train_docs, WORDNET)
     wn.save(tmp_path / "wn")
     _make_v1(tmp_path / "wn")
+    with pytest.raises(StoreCorruptError, match=r"no manifest.json.*gramtile verify --repair"):
+        SavedModel.load(tmp_path / "wn")
+    write_manifest(tmp_path / "wn")  # what `gramtile verify --repair` records
     old = SavedModel.load(tmp_path / "wn")
     assert old.resources is None
     np.testing.assert_allclose(old.kernel_to_support(test_docs), wn.kernel_to_support(test_docs), rtol=0,
@@ -191,6 +196,7 @@ def test_format_1_models_load_or_say_why_not(data, tmp_path):
     lsa = train(train_docs, LSA)
     lsa.save(tmp_path / "lsa")
     _make_v1(tmp_path / "lsa")
+    write_manifest(tmp_path / "lsa")
     with pytest.raises(StoreError, match=r"format version 1.*does not carry the resource 'similarity/lsa/lemmas'"
                                          r".*train the model again"):
         SavedModel.load(tmp_path / "lsa")
@@ -204,6 +210,9 @@ def test_damaged_or_foreign_resources_are_reported(data, tmp_path):
         arrays = {k: z[k] for k in z.files}
     arrays["r0.value"] = arrays["r0.value"] * 1.5
     np.savez(tmp_path / "m" / "resources.npz", **arrays)
+    with pytest.raises(StoreCorruptError, match=r"resources.npz does not match its sha256 in manifest.json"):
+        SavedModel.load(tmp_path / "m")
+    write_manifest(tmp_path / "m")  # the manifest rewritten too: the resource's own content hash still refuses it
     with pytest.raises(StoreCorruptError, match=r"resource 'domain/lsa/10' does not match its content hash"):
         SavedModel.load(tmp_path / "m")
     # a WordNet model whose saved synonymy disagrees with this WordNet (another database)

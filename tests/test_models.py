@@ -18,6 +18,7 @@ from gramtile.pipeline.learn.models import SavedModel, train
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.integrity import write_manifest
 from gramtile.workflows.cli import main
 
 N_TRAIN, N_TEST = 150, 60
@@ -164,6 +165,9 @@ def test_bad_model_dir_and_missing_representation(qc, tmp_path):
     meta = json.loads((tmp_path / "m" / "model.json").read_text())
     meta["kernel"]["kernels"][0]["weight"] = 2.0
     (tmp_path / "m" / "model.json").write_text(json.dumps(meta))
+    with pytest.raises(StoreError, match="model.json does not match its sha256"):  # the manifest catches the edit
+        SavedModel.load(tmp_path / "m")
+    write_manifest(tmp_path / "m")  # an edit that also rewrites the manifest: the kernel hash still catches it
     with pytest.raises(StoreError, match="kernel hash"):
         SavedModel.load(tmp_path / "m")
     bare = [type(d)(id=d.id, label=d.label, structures={"grct": d.structures["grct"]}) for d in docs[:3]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.stores.gram_store import GramStore, VerifyReport, store_lock, verify
+from gramtile.pipeline.stores.integrity import attr_intact
 from gramtile.pipeline.stores.tiles import Tile
 
 
@@ -29,10 +30,13 @@ def repair(store, cluster="sequential") -> VerifyReport:
         ``bad`` what is still bad after the recomputation, and ``rebuilt`` the tiles kept when
         a damaged done mask was rebuilt from the stored chunks.
     """
-    st = store if isinstance(store, GramStore) else GramStore.open(store, mode="r+")
+    st = store if isinstance(store, GramStore) else GramStore.open(store, mode="r+", check=False)
     rep = verify(st)
     if rep.metadata:
         return rep  # nothing a recomputation can fix: the message says what to do
+    if attr_intact(st.meta) is None:  # a store made before its attributes had a checksum: record it
+        with store_lock(st.path):
+            st.touch()
     if rep.done_damaged:
         with store_lock(st.path):
             kept = st.rebuild_done()

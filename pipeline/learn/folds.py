@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,9 +164,13 @@ def save_folds(path, splits, labels, k: int, seed: int) -> None:
     path = Path(path)
     doc = {"k": int(k), "seed": int(seed), "n": int(len(labels)), "labels_sha256": labels_hash(labels),
            "folds": [s.to_dict() for s in splits]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, path)
+    # a unique temporary name: runs sharing --folds-dir never rename each other's file
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_folds(path, labels) -> list[Split]:

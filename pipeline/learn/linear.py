@@ -377,10 +377,11 @@ def _nested(splits, labels, Cs, inner_folds, seed, class_weight, task, common, f
 
 def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str = "auto", epochs: int = EPOCHS,
                 chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, loss: str = "squared_hinge",
-                cluster=None) -> LinearModel:
+                cluster=None, overwrite: bool = False) -> LinearModel:
     """Fit on every row of a feature store (or ``rows``, ``"A:B"``) and, with ``out``, save the
-    model into that new directory (``gramtile train --features F.zarr --model linear``). The fit
-    runs in this process; ``cluster`` (a Runtime) gives the run's settings (``memory_mb``)."""
+    model into that new directory, or over the model there when ``overwrite`` (``gramtile train
+    --features F.zarr --model linear``). The fit runs in this process; ``cluster`` (a Runtime)
+    gives the run's settings (``memory_mb``)."""
     fs = open_features(path)
     idx = parse_rows(rows, fs.n)
     classes = sorted({fs.labels[i] for i in idx})
@@ -397,7 +398,7 @@ def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str =
     meta = {k: v for k, v in fs.meta.items() if k != "shards"}
     model = LinearModel(coef, intercept, classes, meta, params, fs.vocab_arrays(), fs.strings())
     if out is not None:
-        model.save(out)
+        model.save(out, overwrite=overwrite)
     return model
 
 

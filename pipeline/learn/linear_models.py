@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -34,14 +33,22 @@ import scipy.sparse as sp
 
 from gramtile.kernels.maps import weights
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.models import as_documents
+from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
+from gramtile.pipeline.learn.models import DAMAGED_FIX, LEGACY_FIX, as_documents
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.representations.vocab import Vocabularies
-from gramtile.pipeline.stores.errors import StoreError
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.pipeline.stores.feature_store import FeatureVocab, map_of
+from gramtile.pipeline.stores.integrity import (
+    MANIFEST,
+    check_manifest,
+    clean_stale,
+    publish_dir,
+    temp_sibling,
+    write_manifest,
+)
 
 FORMAT = "gramtile-linear-model"
 FORMAT_VERSION = 2
@@ -144,20 +151,32 @@ class LinearModel:
             val = val / np.where(norms > 0, norms, 1.0)[row]
         col = gid[lf.idx]
         keep = col >= 0
+        if lf.idx.size and not keep.any():
+            # not one feature of any example is a training feature: input of another representation
+            # (e.g. trees derived from a dependency parse given to a constituency-tree model), which
+            # would predict the intercept for every example
+            raise PredictInputError(
+                f"LinearModel.predict: none of the {int(lf.idx.size)} features of the {n} example(s) occurs in the "
+                f"model's training features: the input cannot be represented as the model's {rep!r} "
+                f"({self.meta.get('rep_kind', base.reads)}) structures. Fix: give input in the format the feature "
+                f"store's corpus was prepared from")
         m = sp.csr_matrix((val[keep], (row[keep], col[keep])), shape=(n, self.n_features))
         m.sort_indices()
         return m
 
     # ---- files ------------------------------------------------------------------------------
 
-    def save(self, directory) -> Path:
-        """Write the model into the new or empty directory ``directory``, whole or not at all
-        (files go to a sibling temporary directory renamed into place)."""
+    def save(self, directory, overwrite: bool = False) -> Path:
+        """Write the model into the new or empty directory ``directory`` (or over a model there when
+        ``overwrite``), whole or not at all: the files and their checksums (``manifest.json``,
+        written last) go to a sibling temporary directory renamed into place, a rename that fails if
+        ``directory`` was filled meanwhile (:func:`~gramtile.pipeline.stores.integrity.publish_dir`)."""
         final = Path(directory)
-        if final.exists() and (not final.is_dir() or any(final.iterdir())):
+        if final.exists() and (not final.is_dir() or (any(final.iterdir()) and not overwrite)):
             raise StoreError(f"{final} exists and is not empty; pass a new directory")
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        clean_stale(final)
+        tmp = temp_sibling(final)
         tmp.mkdir()
         try:
             arrays = {"coef": self.coef, "intercept": self.intercept, **(self.vocab_arrays or {})}
@@ -165,9 +184,8 @@ class LinearModel:
             info = {"format": FORMAT, "format_version": FORMAT_VERSION, "classes": self.classes,
                     "params": self.params, "features": self.meta, "strings": self.strings}
             (tmp / MODEL_FILE).write_text(json.dumps(info), encoding="utf-8")
-            if final.exists():
-                final.rmdir()
-            tmp.rename(final)
+            write_manifest(tmp)
+            publish_dir(tmp, final, overwrite, "model directory")
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -175,20 +193,29 @@ class LinearModel:
 
     @classmethod
     def load(cls, directory) -> LinearModel:
+        """Read a model directory written by :meth:`save`, every file checked against its sha256
+        first (one line naming a damaged file and the fix, never a decode error)."""
         d = Path(directory)
-        if not (d / MODEL_FILE).is_file() or not (d / ARRAYS_FILE).is_file():
+        if not (d / MANIFEST).is_file() and (not (d / MODEL_FILE).is_file() or not (d / ARRAYS_FILE).is_file()):
             raise EvaluationError(f"{d} holds no linear model ({MODEL_FILE} and {ARRAYS_FILE}); train one with "
                                   f"`gramtile train --features F.zarr --model linear --out {d}`")
+        check_manifest(d, "model directory", LEGACY_FIX.format(d=d), DAMAGED_FIX, required=(MODEL_FILE, ARRAYS_FILE))
         try:
             info = json.loads((d / MODEL_FILE).read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise StoreError(f"{d / MODEL_FILE} is not readable JSON ({e}); train the model again") from None
+            if not isinstance(info, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            raise StoreCorruptError(f"{d / MODEL_FILE} is not readable JSON ({e}). Fix: {DAMAGED_FIX}") from None
         if info.get("format") != FORMAT or info.get("format_version") != FORMAT_VERSION:
             raise StoreError(f"{d / MODEL_FILE} is not a {FORMAT} of version {FORMAT_VERSION} (format "
                              f"{info.get('format')!r}, version {info.get('format_version')!r}); train it again")
-        with np.load(d / ARRAYS_FILE) as a:
-            vocab = {k: a[k] for k in ("key_ptr", "key_items", "order")} if "key_ptr" in a.files else None
-            coef, intercept = a["coef"], a["intercept"]
+        try:
+            with np.load(d / ARRAYS_FILE, allow_pickle=False) as a:
+                vocab = {k: a[k] for k in ("key_ptr", "key_items", "order")} if "key_ptr" in a.files else None
+                coef, intercept = a["coef"], a["intercept"]
+        except Exception as e:  # noqa: BLE001  (a damaged archive: BadZipFile, EOFError, ValueError, ...)
+            raise StoreCorruptError(f"{d / ARRAYS_FILE} cannot be read ({type(e).__name__}: {e}). Fix: "
+                                    f"{DAMAGED_FIX}") from None
         return cls(coef, intercept, info["classes"], info["features"], info.get("params"), vocab,
                    info.get("strings"))
 

@@ -56,7 +56,6 @@ import hashlib
 import json
 import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from itertools import islice
@@ -88,6 +87,14 @@ from gramtile.pipeline.resources.keys import keys_of, resource_reps
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.integrity import (
+    MANIFEST,
+    check_manifest,
+    clean_stale,
+    publish_dir,
+    temp_sibling,
+    write_manifest,
+)
 from gramtile.pipeline.stores.resource_store import load
 
 FORMAT_VERSION = 2
@@ -95,6 +102,12 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 RESOURCES_FILE = "resources.npz"
 STRINGS_FILE = "resource-strings.json"
+#: the fix named when a model directory's files do not match their checksums
+DAMAGED_FIX = ("train the model again (`gramtile train ... --out DIR --overwrite`), or restore the directory from a "
+               "copy")
+#: the fix named for a model directory written before its files had checksums
+LEGACY_FIX = ("run `gramtile verify --repair {d}` to record the checksums of its files as they are now (if you trust "
+              "them), or train the model again")
 
 
 def kernel_reps(spec, spaces: bool = True) -> list:
@@ -349,26 +362,25 @@ class SavedModel:
 
     # ---- files ------------------------------------------------------------------------------
 
-    def save(self, directory) -> Path:
-        """Write the model directory, atomically: the files go to a temporary directory beside it,
-        renamed to ``directory`` once complete (an earlier model there is replaced; a directory
-        holding anything but a model is refused), so an interrupted save leaves no half model."""
+    def save(self, directory, overwrite: bool = True) -> Path:
+        """Write the model directory, atomically: the files and their checksums (``manifest.json``,
+        written last) go to a temporary directory beside it, renamed to ``directory`` once complete,
+        so an interrupted save leaves no half model. An earlier model there is replaced when
+        ``overwrite``, else refused, also when it appears while this one is written
+        (:func:`~gramtile.pipeline.stores.integrity.publish_dir`); a directory holding anything but
+        a model is refused."""
         final = Path(directory)
         if final.exists() and (not final.is_dir() or (any(final.iterdir()) and not (final / "model.json").exists())):
             raise StoreError(f"{final} exists and is not a model directory (no model.json); pass a new or empty "
                              "directory to --out, or remove it")
         final.parent.mkdir(parents=True, exist_ok=True)
-        d = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        clean_stale(final)
+        d = temp_sibling(final)
         d.mkdir()
         try:
             self._write(d)
-            if final.exists():
-                old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
-                final.rename(old)
-                d.rename(final)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                d.rename(final)
+            write_manifest(d)
+            publish_dir(d, final, overwrite, "model directory")
         finally:
             if d.exists():
                 shutil.rmtree(d, ignore_errors=True)
@@ -393,11 +405,16 @@ class SavedModel:
         """Read a model directory written by :meth:`save`."""
 
         d = Path(directory)
+        if not (d / MANIFEST).is_file() and not (d / "model.json").is_file():
+            raise StoreError(f"{d} holds no model.json; pass a directory written by `gramtile train --out`")
+        # every file against its checksum before any is parsed (the manifest names a lost one)
+        check_manifest(d, "model directory", LEGACY_FIX.format(d=d), DAMAGED_FIX, required=("model.json",))
         try:
-            meta = json.loads((d / "model.json").read_text())
-        except OSError:
-            raise StoreError(f"{d} holds no model.json; pass a directory written by `gramtile train --out`") \
-                from None
+            meta = json.loads((d / "model.json").read_text(encoding="utf-8"))
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            raise StoreCorruptError(f"{d / 'model.json'} is not readable JSON ({e}). Fix: {DAMAGED_FIX}") from None
         if meta.get("format") != "gramtile-model" or meta.get("format_version") not in READABLE_VERSIONS:
             raise StoreError(f"{d / 'model.json'} is not a gramtile model of format version "
                              f"{' or '.join(map(str, READABLE_VERSIONS))} "

@@ -83,6 +83,7 @@ from gramtile.pipeline.stores.chunk_files import chunk_file_bytes, local_chunk_r
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
 from gramtile.pipeline.stores.gather import gather, gather_scaled
+from gramtile.pipeline.stores.integrity import attr_intact, sealed
 from gramtile.pipeline.stores.storage import check_metadata, jsonl_log, location, read_jsonl_log
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
@@ -195,8 +196,12 @@ class GramStore:
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, path, mode: str = "r") -> GramStore:
-        """Open an existing store (``mode`` "r" or "r+") at a path or URL."""
+    def open(cls, path, mode: str = "r", check: bool = True) -> GramStore:
+        """Open an existing store (``mode`` "r" or "r+") at a path or URL.
+
+        ``check`` (the default) refuses attributes that do not match their recorded sha256 and,
+        for reading, a landmark store whose columns are not its rows at the recorded positions
+        (:class:`StoreCorruptError`); :func:`verify` opens without it and reports them."""
         loc = location(path)
         p = loc.path
         check_metadata(loc, "Gram store", f"its description is lost; delete {p} and rerun the `gramtile gram` "
@@ -216,6 +221,14 @@ class GramStore:
         if st.K is None and mode == "r":
             raise StoreError(f"Gram store {p} was not fully created (missing {st._missing_arrays()}); rerun the "
                              f"`gramtile gram` command that created it")
+        if check and attr_intact(st.meta) is False:
+            raise StoreCorruptError(f"the attributes of Gram store {p} ({p}/zarr.json: kernel, sizes, ids, landmark "
+                                    f"positions) do not match their recorded sha256 (edited or damaged). Fix: they "
+                                    f"cannot be repaired by recomputing tiles; recompute the store into a new --out")
+        if check and mode == "r" and st.K is not None and st.landmarks is not None:
+            problem = st.landmark_problem()
+            if problem:
+                raise StoreCorruptError(problem)
         return st
 
     @classmethod
@@ -277,7 +290,7 @@ class GramStore:
         }
         # metadata first: attributes, then the arrays (their creation is idempotent on resume)
         # create_group keeps files already in the directory (the lock taken before creation)
-        st = cls(loc, zarr.create_group(loc.zarr_store(), attributes={"gramtile": meta}))
+        st = cls(loc, zarr.create_group(loc.zarr_store(), attributes={"gramtile": sealed(meta)}))
         st._ensure_arrays(rows, cols)
         return st
 
@@ -371,11 +384,57 @@ class GramStore:
         return spec_from_dict(self.meta["kernel"])
 
     def rows(self) -> np.ndarray:
-        """Corpus indices of the row examples."""
-        return np.asarray(self.group["row_index"][:], dtype=np.int64)
+        """Corpus indices of the row examples, checked once per open against the row selection's
+        sha256 recorded at creation (a read-only array).
+
+        Raises
+        ------
+        StoreCorruptError
+            ``row_index`` cannot be read or does not match (damaged or edited).
+        """
+        return self._index("row_index", "rows_sha256", "row")
 
     def cols(self) -> np.ndarray:
-        return np.asarray(self.group["col_index"][:], dtype=np.int64)
+        """Corpus indices of the column examples, checked as :meth:`rows`."""
+        return self._index("col_index", "cols_sha256", "column")
+
+    def _index(self, name: str, key: str, what: str) -> np.ndarray:
+        got = self.__dict__.get(f"_{name}")
+        if got is not None:
+            return got
+        try:
+            got = np.asarray(self.group[name][:], dtype=np.int64)
+        except Exception as e:  # noqa: BLE001  (a failed checksum, a lost chunk file, a damaged zarr.json)
+            raise StoreCorruptError(f"{self.path}/{name} cannot be read ({type(e).__name__}: {e}). Fix: the {what} "
+                                    f"selection cannot be recomputed from the tiles; recompute the store into a new "
+                                    f"--out") from None
+        if selection_hash(got) != self.meta.get(key):
+            raise StoreCorruptError(f"{self.path}/{name} does not match the {what} selection sha256 recorded when the "
+                                    f"store was created (damaged or edited). Fix: recompute the store into a new --out")
+        got.flags.writeable = False
+        self.__dict__[f"_{name}"] = got
+        return got
+
+    def landmark_problem(self) -> str | None:
+        """For a landmark store: what breaks the identity col_index = row_index[row_positions]
+        (the landmarks are the rows at their recorded positions), else None."""
+        lm = self.landmarks
+        if lm is None:
+            return None
+        try:
+            pos = np.asarray(lm.get("row_positions"), dtype=np.int64)
+            rows, cols = self.rows(), self.cols()
+            ok = (pos.ndim == 1 and pos.size == cols.size and (pos.size == 0 or (pos.min() >= 0 and
+                  pos.max() < rows.size)) and np.array_equal(rows[pos], cols) and int(lm.get("taken", -1)) == pos.size)
+        except StoreCorruptError as e:
+            return str(e)
+        except (TypeError, ValueError):
+            ok = False
+        if ok:
+            return None
+        return (f"landmark store {self.path}: its landmark columns (col_index) are not the rows at the positions its "
+                f"attributes record (row_positions); the store was edited or damaged. Fix: recompute it into a new "
+                f"--out")
 
     def grid(self) -> TileGrid:
         r = self.rows()
@@ -386,6 +445,7 @@ class GramStore:
         """Update the ``updated`` time (and any extra provenance) in the attributes."""
         self.meta.update(extra)
         self.meta["updated"] = _now()
+        self.meta = sealed(self.meta)  # the attributes bound to themselves (a store made before gets it here)
         self.group.attrs["gramtile"] = self.meta
 
     # -- tiles -----------------------------------------------------------------------------
@@ -783,7 +843,14 @@ class GramView:
         """(diag over the row positions, diag over the column positions)."""
         nr, nc = self.shape
         r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
-        return np.asarray(self.store.diag_rows[...])[r], np.asarray(self.store.diag_cols[...])[c]
+        return self._diag("diag_rows")[r], self._diag("diag_cols")[c]
+
+    def _diag(self, name: str) -> np.ndarray:
+        try:
+            return np.asarray(getattr(self.store, name)[...])
+        except Exception as e:  # noqa: BLE001  (a chunk failing its crc32c, truncated, ...)
+            raise StoreCorruptError(f"{self.store.path}/{name} cannot be read ({type(e).__name__}: {e}); run "
+                                    f"`gramtile verify {self.store.path} --repair`") from None
 
     def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
         """K[rows][:, cols] as a dense array of the store's dtype (float64, or float32).
@@ -953,23 +1020,30 @@ class GramView:
         out = Path(out_npy)
         tmp = out.with_name(out.name + ".partial")  # the output appears only when complete
         try:
-            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=self.store.dtype, shape=(nr, nc))
             dr, dc = self.diag() if normalized else (None, None)
-            for a in range(-(-nr // t)):
-                r0, r1 = a * t, min((a + 1) * t, nr)
-                for b in range(-(-nc // t)):
-                    c0, c1 = b * t, min((b + 1) * t, nc)
-                    blk = self._read_chunk(a, b)
-                    if normalized:
-                        blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
-                    mm[r0:r1, c0:c1] = blk
-            mm.flush()
-            del mm
+            with open(tmp, "wb") as f:  # written in order, no memory map: a full disk is an OSError here
+                write_npy_header(f, self.store.dtype, (nr, nc))
+                for a in range(-(-nr // t)):
+                    r0, r1 = a * t, min((a + 1) * t, nr)
+                    band = np.empty((r1 - r0, nc), dtype=self.store.dtype)
+                    for b in range(-(-nc // t)):
+                        c0, c1 = b * t, min((b + 1) * t, nc)
+                        blk = self._read_chunk(a, b)
+                        if normalized:
+                            blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
+                        band[:, c0:c1] = blk
+                    f.write(memoryview(band).cast("B"))
             tmp.replace(out)
         finally:
             if tmp.exists():
                 tmp.unlink()
         return out
+
+
+def write_npy_header(f, dtype, shape):
+    """The .npy header of a C-order array of ``dtype`` and ``shape`` (its values follow in order)."""
+    np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype).newbyteorder("<")),
+                                             "fortran_order": False, "shape": tuple(int(x) for x in shape)})
 
 
 def export(store, out_npy, normalized: bool = False):
@@ -1050,11 +1124,11 @@ def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normali
     try:
         t = st.tile
         if fmt == "npy":
-            mm = np.lib.format.open_memmap(str(tmp), mode="w+", dtype=st.dtype, shape=(r.size, c.size))
-            for k in range(0, r.size, t):
-                mm[k:k + t] = v.block(r[k:k + t], c, normalized=normalized)
-            mm.flush()
-            del mm
+            with open(tmp, "wb") as f:  # written in order, no memory map: a full disk is an OSError here
+                write_npy_header(f, st.dtype, (r.size, c.size))
+                for k in range(0, r.size, t):
+                    blk = np.ascontiguousarray(v.block(r[k:k + t], c, normalized=normalized), dtype=st.dtype)
+                    f.write(memoryview(blk).cast("B"))
         else:
             codes, classes = numeric_labels(row_labels)
             first = 1 if fmt == "libsvm" else 0
@@ -1195,7 +1269,7 @@ def metadata_problem(st: GramStore) -> str | None:
     longer says which examples its rows and columns are."""
     m = st.meta
     try:
-        rows, cols = st.rows(), st.cols()
+        rows, cols = (np.asarray(st.group[n][:], dtype=np.int64) for n in ("row_index", "col_index"))
         kshape, kchunks, kdtype = tuple(st.K.shape), tuple(st.K.chunks), np.dtype(st.K.dtype).name
     except Exception as e:  # noqa: BLE001
         return f"row_index / col_index / K cannot be read ({type(e).__name__}: {e})"
@@ -1211,6 +1285,10 @@ def metadata_problem(st: GramStore) -> str | None:
         (kdtype == m.get("dtype", "float64"), f"dtype {m.get('dtype', 'float64')} recorded but K holds {kdtype}"),
     ]
     bad = [why for ok, why in checks if not ok]
+    if attr_intact(m) is False:
+        bad.append("the attributes do not match their recorded sha256")
+    if not bad and st.landmarks is not None:
+        return st.landmark_problem()
     if not bad:
         return None
     return (f"metadata of Gram store {st.path} is inconsistent: {'; '.join(bad)}. Fix: it was edited or damaged "
@@ -1230,7 +1308,7 @@ def verify(store) -> VerifyReport:
     -------
     VerifyReport
     """
-    st = store if isinstance(store, GramStore) else GramStore.open(store)
+    st = store if isinstance(store, GramStore) else GramStore.open(store, check=False)
     rep = VerifyReport(str(st.path))
     problem = metadata_problem(st)
     if problem:

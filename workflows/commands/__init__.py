@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.progress import log
+from gramtile.pipeline.stores.integrity import clean_stale, publish_dir, temp_sibling
 from gramtile.workflows.errors import UsageError
 
 #: ``--cluster`` help of the commands that compute Gram stores (``gram``, ``run``).
@@ -129,23 +130,20 @@ def check_output_dir(path, option: str = "--out", overwrite: bool = False, owned
 
 
 @contextmanager
-def replacing_dir(path: Path):
+def replacing_dir(path: Path, overwrite: bool = True):
     """Write a folder whole or not at all: yields a fresh sibling folder to fill; on success it
-    replaces ``path`` (an old one is removed only after the new one is complete), on failure it is
-    removed and ``path`` is left as it was."""
+    takes ``path``'s place by a rename (an old one is removed only after the new one is in place;
+    without ``overwrite`` one that appeared meanwhile is kept and the new one refused), on failure
+    it is removed and ``path`` is left as it was. Temporary folders of killed runs beside ``path``
+    are removed first."""
     path = Path(path)
-    tmp = path.with_name(f"{path.name}.partial-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    clean_stale(path)
+    tmp = temp_sibling(path)
     try:
         yield tmp
-    except BaseException:
+        publish_dir(tmp, path, overwrite, "folder")
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = path.with_name(f"{path.name}.old-{os.getpid()}")
-    if path.exists():
-        path.rename(old)
-    tmp.rename(path)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_text_atomic(path: Path, text: str):

@@ -149,7 +149,8 @@ def add_parser(sub):
                         "use a seed when the data are sorted by label)")
     p.add_argument("--positive", default=None, help="positive class of a binary task (default: +1 / 1 / larger)")
     p.add_argument("--normalized", action="store_true", help="use K(x,y)/sqrt(K(x,x)K(y,y))")
-    p.add_argument("--labels", metavar="FILE", help="one label per line for the store's rows, instead of the corpus")
+    p.add_argument("--labels", metavar="FILE", help="one label per line for the store's rows, instead of the corpus "
+                                                       "(not with --features: a feature store holds its labels)")
     p.add_argument("--folds-dir", metavar="DIR", help="where fold files are kept (default: beside the Gram store)")
     p.add_argument("--curve", metavar="F1,F2,...", default=None,
                    help="also a learning curve over these fractions of each training part, e.g. 0.1,0.25,0.5,1")
@@ -269,6 +270,10 @@ def run_features(args, rt) -> int:
                               "needs --features (write one with `gramtile features`)")
     if args.split:
         raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
+    if args.labels:
+        raise EvaluationError("--labels is not read with --features: a feature store holds its examples' labels "
+                              "(checked by their sha256). Fix: drop --labels, or prepare a corpus store with those "
+                              "labels and write its feature store with `gramtile features`")
     if args.out:
         check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,

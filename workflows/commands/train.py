@@ -30,7 +30,6 @@ from gramtile.workflows.commands import (
     overwrite_flag,
     positive_float,
     positive_int,
-    replacing_dir,
     runtime,
     seed_int,
 )
@@ -87,10 +86,11 @@ def run(args) -> int:
                                   "names its kernel); --model linear needs --features")
         out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.json", "linear.npz"),
                                kind="model directory")
-        with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
-            m = train_store(args.features, tmp, C=args.C, class_weight=parse_class_weight(args.class_weight),
-                            solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
-                            rows=args.rows, loss=args.linear_loss, cluster=runtime(args))
+        # a model directory is written whole or not at all, and never over one that appeared meanwhile
+        m = train_store(args.features, out, overwrite=args.overwrite, C=args.C,
+                        class_weight=parse_class_weight(args.class_weight), solver=args.linear_solver,
+                        epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows, rows=args.rows,
+                        loss=args.linear_loss, cluster=runtime(args))
         print(f"{args.out}: linear model ({m.params['solver']['used']}) over {m.n_features} features, classes "
               f"{m.classes} ({time.perf_counter() - t0:.1f} s)")
         return 0
@@ -124,8 +124,8 @@ def run(args) -> int:
             prov.update(input=str(args.input), format=args.format)
         # K in memory; resources built from these examples, as gramtile.gram builds them
         m = train(docs, spec, provenance=prov, **learn)
-    with replacing_dir(out) as tmp:  # a model directory is written whole or not at all
-        m.save(tmp)
+    # a model directory is written whole or not at all, and never over one that appeared meanwhile
+    m.save(out, overwrite=args.overwrite)
     log.info(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
           f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
