@@ -251,15 +251,18 @@ class Runtime:
     def __exit__(self, *exc):
         self._state.depth -= 1
         if self._state.depth <= 0:
-            self.close()
+            return self.close(*exc)
         return False
 
-    def close(self):
-        """Close the executor and the cluster this Runtime started (a given client stays open)."""
+    def close(self, *exc):
+        """Close the executor and the cluster this Runtime started (a given client stays open).
+        An exception the command ends with passes through what was opened, which may put it in
+        its own words (a lost scheduler becomes one :class:`ClusterLostError` line)."""
         st = self._state
         stack, st.stack, st.executor, st.depth = st.stack, None, None, 0
-        if stack is not None:
-            stack.close()
+        if stack is None:
+            return False
+        return stack.__exit__(*(exc or (None, None, None)))
 
     @contextmanager
     def session(self):
@@ -302,12 +305,13 @@ class Runtime:
                     memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
                     dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
             with cluster, distributed.Client(cluster) as client:
-                _announce(p, client)
+                _announce(p, client, level=logging.DEBUG)
                 yield DaskExecutor(client, in_process=p.in_process, slots=p.n_workers, **waits)
         elif p.type == "scheduler":
             address, client = self._connect(p, distributed)
             with lost_scheduler(client, address):
-                _announce(p, client)
+                # the scheduler is the user's (its dashboard too): only -v says where we connected
+                log.debug(f"gramtile: connected to the Dask scheduler at {address} (profile {p.name!r})")
                 yield DaskExecutor(client, slots=None, **waits)
         elif p.type == "slurm":
             SLURMCluster = optional.dask_jobqueue().SLURMCluster
@@ -367,9 +371,11 @@ class Runtime:
         return f"Runtime({self.profile.name!r}, type={self.profile.type!r})"
 
 
-def _announce(p: Profile, client, extra: str = ""):
+def _announce(p: Profile, client, extra: str = "", level: int = logging.INFO):
+    """The cluster a run started, and its dashboard: said for batch clusters (their jobs take time
+    to start), a debugging line (``-v``) for a LocalCluster."""
     link = getattr(client, "dashboard_link", None)
-    log.info(f"gramtile: Dask cluster {p.name!r}" + (f" ({extra})" if extra else "")
+    log.log(level, f"gramtile: Dask cluster {p.name!r}" + (f" ({extra})" if extra else "")
              + (f", dashboard {link}" if link else ""))
 
 
