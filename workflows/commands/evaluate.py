@@ -270,6 +270,9 @@ def run_features(args, rt) -> int:
                               "needs --features (write one with `gramtile features`)")
     if args.split:
         raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
+    if args.labels:
+        raise EvaluationError("--labels is not available with --features: a feature store holds its corpus's labels; "
+                              "prepare the corpus with --labels FILE and write the feature store from it")
     if args.out:
         check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,
