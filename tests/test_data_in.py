@@ -370,6 +370,12 @@ def test_train_evaluate_and_export_take_labels_from_a_file(tmp_path, capsys):
     # train from --input with --labels; a count that differs names both counts, for every command
     assert main(["train", "--input", str(jsonl), "--kernel", spec, "--labels", str(labels), "--out",
                  str(tmp_path / "m2")]) == 0
+    # predict reads a table's chosen columns (raw text, parsed by spaCy)
+    table = write(tmp_path, "new.csv", "key,sentence\nn1,the dog barks\nn2,what is the time\n")
+    capsys.readouterr()
+    assert main(["predict", "--model-dir", str(model), "--input", str(table), "--format", "csv", "--text-col",
+                 "sentence", "--id-col", "key"]) == 0
+    assert [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()[-2:]] == ["n1", "n2"]
     short = write(tmp_path, "short.txt", "S\nQ\n")
     capsys.readouterr()
     for argv in (["export", str(gram), "--out", str(tmp_path / "x.npy"), "--labels", str(short)],
