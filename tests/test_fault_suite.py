@@ -263,6 +263,10 @@ SPECIFIC = [
     ("trec", "no label", "How many dogs bark ?\n"),
     ("tsv", "no tab", "the dog barks\n"),
     ("tsv", "empty text", "A\t \n"),
+    ("tsv", "tab inside the text", "A\tthe dog\tbarks\n"),
+    ("tsv", "header line", "label\ttext\nA\tthe dog barks\n"),
+    ("tsv", "blank line inside", "A\tthe dog barks\n\nB\ta cat sleeps\n"),
+    ("csv", "no text column chosen", "the dog barks,A\n"),
     ("text", "too many tokens", " ".join(["w"] * 1200) + "\n"),
 ]
 

@@ -159,7 +159,7 @@ def test_unavailable_representation_is_refused_with_what_can_be_made(tmp_path, c
     (tmp_path / "mine.conllu").write_text(CONLLU)
     assert main(["prepare", "--input", str(tmp_path / "mine.conllu"), "--format", "conllu",
                  "--out", str(tmp_path / "x.zarr"), "--reps", "dep,bow", "--no-progress"]) == 2
-    assert "'bow' cannot be made from ['dep'] Fix: ask for some of ['dep', 'ptree', 'seq', 'tree']" \
+    assert "'bow' cannot be made from ['dep']. Fix: ask for some of ['dep', 'ptree', 'seq', 'tree']." \
         in capsys.readouterr().err
     assert not (tmp_path / "x.zarr").exists()
 

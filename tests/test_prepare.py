@@ -156,7 +156,7 @@ def test_bad_record_raise_keeps_written_shards_then_skip_finishes(trec_train, tm
     tsv = _tsv_with_bad_records(trec_train, tmp_path / "q.tsv")
     out = tmp_path / "q.zarr"
     args = dict(shard_size=5, cluster="sequential", max_tokens=40)
-    with pytest.raises(CorpusFormatError, match=r"q.tsv, line 17: no tab between label and text"):
+    with pytest.raises(CorpusFormatError, match=r"q.tsv, line 17: empty sentence: the line is blank"):
         prepare(tsv, "tsv", out, **args)
     store = CorpusStore.open(out)
     assert not store.complete
@@ -197,7 +197,7 @@ def test_reopening_with_other_settings_is_refused(trec_train, tmp_path):
     assert again.already_complete and len(_manifest(out)["runs"]) == 1
     # an unknown format fails before any store is made
     with pytest.raises(CorpusFormatError, match="unknown format"):
-        prepare(tsv, "csv", tmp_path / "never.zarr", cluster="sequential")
+        prepare(tsv, "xml", tmp_path / "never.zarr", cluster="sequential")
     assert not (tmp_path / "never.zarr").exists()
 
 
@@ -272,3 +272,20 @@ def test_store_killed_during_creation_is_recreated_but_foreign_groups_are_not(tr
     with pytest.raises(StoreCorruptError, match="not a corpus store"):
         prepare(tsv, "tsv", other, shard_size=5, cluster="sequential")
     assert (other / "K").exists()
+
+
+def test_quiet_prepare_prints_its_result_line_only(tmp_path):
+    tsv = tmp_path / "q.tsv"
+    tsv.write_text("A\t(S (NN a))\nB\t(S (NN b))\n", encoding="utf-8")
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text('{"tree": "(S (NN a))"}\n{"tree": "(S (NN b)"}\n{"tree": "(S (NN c))"}\n', encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "gramtile", "-q", "prepare", "--input", str(jsonl), "--format", "jsonl",
+                        "--out", str(tmp_path / "q.zarr"), "--on-error", "skip", "--no-progress"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"corpus store {tmp_path / 'q.zarr'}: 2 examples in 1 shard(s)"]
+    assert "1 record(s) skipped" in r.stderr and "q.jsonl, line 2" in r.stderr  # the skipped one is a warning
+    r = subprocess.run([sys.executable, "-m", "gramtile", "prepare", "--input", str(jsonl), "--format", "jsonl",
+                        "--out", str(tmp_path / "v.zarr"), "--on-error", "skip", "--no-progress"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and len(r.stdout.splitlines()) >= 5 and "content hash" in r.stdout

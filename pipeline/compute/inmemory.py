@@ -14,6 +14,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline.compute.compilation import announce, mark_compiled
 from gramtile.pipeline.parsing.convert import parse
+from gramtile.pipeline.readers.table import table_kind
 from gramtile.pipeline.representations.encode import KIND_OF_TYPE, encode, kind_of
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
@@ -97,6 +98,8 @@ def _structures(items):
     """
     if isinstance(items, dict):
         return {k: list(v) for k, v in items.items()}
+    if table_kind(items) in ("frame", "series", "arrow", "dataset"):  # a table's texts (list of dicts: bags)
+        items = parse(items, what="gramtile.gram")
     if isinstance(items, (str, bytes)):
         raise TypeError("gramtile.gram() takes a list of examples, got a single string; wrap it: [text]")
     items = list(items)

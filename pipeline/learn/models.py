@@ -79,6 +79,8 @@ from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import is_spacy_doc, parse_derive_shard
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
+from gramtile.pipeline.readers.labels import read_label_file
+from gramtile.pipeline.readers.table import table_kind
 from gramtile.pipeline.representations.encode import encode, kind_of
 from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.representations.vocab import Vocabularies
@@ -775,7 +777,17 @@ def stored_resources(corpus_path, spec, stores) -> TrainedResources | None:
     return TrainedResources(list(CorpusStore.open(corpus_path).vocabs.sym.strings), values)
 
 
-def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> SavedModel:
+def relabel(docs, labels_file, what: str) -> list:
+    """``docs`` with the labels of ``labels_file`` (one per line, one per document, in order) instead
+    of their own; ``docs`` as they are when ``labels_file`` is None."""
+    if labels_file is None:
+        return docs
+    for d, label in zip(docs, read_label_file(labels_file, len(docs), what)):
+        d.label = label
+    return docs
+
+
+def train_from_store(corpus_path, grams, spec, provenance=None, labels_file=None, **kwargs) -> SavedModel:
     """Train on a corpus store's examples with K read from its Gram stores (``gramtile train
     --corpus C --gram G ...``); the model carries the corpus store's stored resources.
 
@@ -786,6 +798,8 @@ def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> Sav
         Square Gram stores of the corpus, one per base kernel of ``spec``.
     spec : KernelSpec, dict or JSON
     provenance : dict, optional
+    labels_file : path, optional
+        One label per line for the corpus's examples (in corpus order), instead of the stored ones.
     **kwargs
         Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed,
         solver, tol, cluster). K(train, train) is read from the
@@ -795,7 +809,7 @@ def train_from_store(corpus_path, grams, spec, provenance=None, **kwargs) -> Sav
     spec = as_spec(spec)
     cs = CorpusStore.open(corpus_path)
     source, rows, stores = stored_source(spec, grams, cs.content_hash)
-    docs = cs.documents()
+    docs = relabel(cs.documents(), labels_file, f"examples of {corpus_path}")
     if len(rows) != source.n or (len(rows) and (int(np.min(rows)) < 0 or int(np.max(rows)) >= len(docs))):
         raise StoreMismatchError(f"the Gram store's {source.n} rows are not examples of {corpus_path} ({len(docs)} "
                                  "examples); pass the corpus store the Gram store was computed from")
@@ -816,6 +830,8 @@ def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") 
     it (``dep``, ``seq``, ``tree``, ``ptree``); another bare structure fills its kind's default
     representation. Raises :class:`PredictInputError` naming the example and the fix.
     """
+    if table_kind(X) in ("frame", "series", "arrow", "dataset"):
+        X = parse(X, model=spacy_model, what=who)  # the rows' texts (a list of dicts stays bags of features)
     if isinstance(X, (str, Document)) or not hasattr(X, "__iter__"):
         X = [X]
     X = list(X)
@@ -848,12 +864,13 @@ def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") 
 
 
 def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool | None = None,
-                   limit: int | None = None) -> list:
-    """Documents of a file, parsing with spaCy those that carry only text (raw text, tsv, trec,
-    text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``)."""
+                   limit: int | None = None, **options) -> list:
+    """Documents of a file, parsing with spaCy those that carry only text (raw text, tables, trec,
+    text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``).
+    ``options`` are the reader's (:func:`gramtile.pipeline.parsing.formats.read`: ``labels``,
+    ``text_col``, ...)."""
 
-
-    docs = list(islice(read(path, fmt), limit) if limit else read(path, fmt))
+    docs = list(islice(read(path, fmt, **options), limit) if limit else read(path, fmt, **options))
     todo = [d for d in docs if needs_parse(d)]
     if todo:
 

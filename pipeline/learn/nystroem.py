@@ -48,6 +48,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.models import SavedModel, kernel_reps, stored_resources
 from gramtile.pipeline.learn.sources import store_labels
+from gramtile.pipeline.readers.labels import read_label_file
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.gram_store import GramStore
@@ -283,7 +284,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
 
 def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = CUTOFF,
                    max_iter: int = MAX_ITER, provenance=None, tol: float = TOL,
-                   loss: str = LOSS) -> SavedModel:
+                   loss: str = LOSS, labels_file=None) -> SavedModel:
     """Train the Nystroem linear SVM on every row of a landmark store and return it as a
     :class:`~gramtile.pipeline.learn.models.SavedModel` over the landmarks.
 
@@ -301,6 +302,8 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
         A landmark store (``gramtile gram --landmarks M``).
     spec : KernelSpec
         The store's kernel, or ``normalized`` of it.
+    labels_file : path, optional
+        One label per line for the store's rows, in row order, instead of the corpus store's.
 
     Raises
     ------
@@ -319,7 +322,8 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
         raise EvaluationError(f"landmark store {st.path} was computed from another corpus (content hash "
                               f"{st.corpus_hash[:12]}), not {corpus_path} ({str(cs.content_hash)[:12]}); pass its "
                               f"corpus store ({st.meta.get('corpus_path')})")
-    y = np.asarray([str(v) for v in store_labels(st)])
+    y = np.asarray([str(v) for v in (store_labels(st) if labels_file is None else
+                                     read_label_file(labels_file, src.n, f"rows of {st.path}"))])
     classes = sorted(np.unique(y).tolist())
     if len(classes) < 2:
         raise EvaluationError(f"the rows of {st.path} have one class only ({classes!r}); training needs two")

@@ -26,6 +26,11 @@ How an item is read:
   left out), tags from ``pos`` (``upos`` or ``xpos``);
 * a structure (``Tree``, ``DepTree``, ``TokenSeq``, ``PTree``, ``WSDInstance``) or a ``Document``:
   as it is, with the derivable representations added.
+
+A table is read row by row (:func:`~gramtile.pipeline.readers.table.table_documents`): a pandas
+DataFrame or Series, a pyarrow Table, a Hugging Face ``datasets.Dataset`` or a list of dicts, with
+the text, label and id in the columns ``text=``, ``label=``, ``id=`` (default the columns so named;
+a table of one column holds the texts). Each row's text is parsed (or read as a bracket tree).
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from conllu.models import TokenList
 from gramtile.pipeline.parsing.derive import dep_to_seq, dep_to_tree, tree_to_ptree
 from gramtile.pipeline.parsing.parse import doc_to_dep, is_spacy_doc, load_model, parse_deps
 from gramtile.pipeline.readers.base import head_problem
+from gramtile.pipeline.readers.table import table_documents, table_kind
 from gramtile.pipeline.representations.brackets import BracketError, parse_tree
 from gramtile.pipeline.representations.encode import KIND_OF_TYPE
 from gramtile.pipeline.representations.errors import CorpusFormatError
@@ -119,15 +125,24 @@ def _bracket_tree(text: str):
         return None
 
 
+def _table_item(doc):
+    """A table row's Document, its text read as a bracket tree when it is one (as a string item is)."""
+    tree = _bracket_tree(doc.text)
+    if tree is not None:
+        return Document(id=doc.id, label=doc.label, structures={"tree": tree}, source=doc.source)
+    return doc
+
+
 def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bool = False,
-          pos: str = "upos", what: str = "gramtile.parse") -> list:
+          pos: str = "upos", what: str = "gramtile.parse", text=None, label=None, id=None) -> list:
     """Documents for a user's own examples (see the module docstring for what each item may be).
 
     Parameters
     ----------
-    items : iterable
+    items : iterable or table
         Raw text, bracket strings, spaCy Docs, conllu TokenLists, Documents or structures;
-        kinds may be mixed.
+        kinds may be mixed. Or a table: a pandas DataFrame or Series, a pyarrow Table, a
+        ``datasets.Dataset``, or a list of dicts (one per example).
     reps : list of str, optional
         The representations every Document gets (e.g. ``["tree", "ptree"]``); default every one
         derivable from the item. An unavailable one raises, naming those that can be made.
@@ -140,12 +155,21 @@ def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bo
         Raw text is whitespace-tokenised: parse its tokens as given.
     pos : {"upos", "xpos"}
         The TokenList column that fills ``DepTree.pos``.
+    text, label, id : str, optional
+        A table's columns holding the texts, the labels and the ids (default: the columns named
+        ``text``, ``label``, ``id``; a table of one column holds the texts).
 
     Returns
     -------
     list of Document
         ``id`` ``"0"``, ``"1"``, ... (a Document keeps its own), ``text`` for raw text.
     """
+    if table_kind(items) is not None:
+        items = [_table_item(d) for d in table_documents(items, text, label, id, what=f"{what}()")]
+    elif (text, label, id) != (None, None, None):
+        raise TypeError(f"{what}(): text=, label= and id= name the columns of a table (a pandas DataFrame or "
+                        f"Series, a pyarrow Table, a datasets.Dataset, a list of dicts), not of a "
+                        f"{type(items).__name__}")
     if isinstance(items, (str, bytes)) or is_spacy_doc(items) or isinstance(items, TokenList):
         raise TypeError(f"{what}() takes a list of examples, got a single {type(items).__name__}; wrap it: [x]")
     items = list(items)

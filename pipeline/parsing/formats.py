@@ -21,7 +21,10 @@ format         input                                                  Document
 ``dp``         Malt-TAB ``.dp`` file or directory                     ``"dep"``
 ``trec``       ``COARSE:fine question`` (Latin-1)                     label, text
 ``text``       one sentence/document per line                         text
-``tsv``        ``label<TAB>text``                                     label, text
+``tsv``        ``label<TAB>text``, or chosen columns (table options)   label, text, id
+``csv``        CSV with chosen columns (table options)                label, text, id
+``parquet``    parquet with chosen columns (needs pyarrow)            label, text, id
+``files``      a folder of text files, class subfolders               label (folder), text, id
 ``conll04``    CoNLL04 SpERT split file (option ``relation``)         label, ``"relation"``
 ``semeval``    SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)   label, text, 4 structures
 ``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
@@ -37,14 +40,18 @@ from gramtile.pipeline.parsing.conll04 import read_conll04
 from gramtile.pipeline.parsing.semeval import read_semeval2010
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy, make_policy
 from gramtile.pipeline.readers.conll import read_conllu
+from gramtile.pipeline.readers.folder import read_files
 from gramtile.pipeline.readers.inex import read_inex
 from gramtile.pipeline.readers.jsonl import read_jsonl, write_jsonl
 from gramtile.pipeline.readers.kelp import read_kelp
+from gramtile.pipeline.readers.labels import read_label_file, with_labels
 from gramtile.pipeline.readers.malt import read_dp
-from gramtile.pipeline.readers.plain import read_text, read_trec, read_tsv
+from gramtile.pipeline.readers.parquet import read_parquet
+from gramtile.pipeline.readers.plain import read_text, read_trec
 from gramtile.pipeline.readers.ptb import read_ptb
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.readers.svmlighttk import read_svmlighttk
+from gramtile.pipeline.readers.table import read_csv, read_tsv
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.structures import Document
 
@@ -58,17 +65,25 @@ FORMATS = {
     "trec": read_trec,
     "text": read_text,
     "tsv": read_tsv,
+    "csv": read_csv,
+    "parquet": read_parquet,
+    "files": read_files,
     "conll04": read_conll04,
     "semeval": read_semeval2010,
     "inex": read_inex,
     "senseval": read_senseval,
 }
 
+#: Formats whose records always carry labels of their own (``labels=`` would replace them).
+LABELLED_FORMATS = ("svmlighttk", "kelp", "trec", "conll04", "semeval", "inex", "senseval")
+#: Formats that take the table options ``text_col``, ``label_col``, ``id_col`` (and ``header``).
+TABLE_FORMATS = ("tsv", "csv", "parquet", "jsonl")
+
 __all__ = ["FORMATS", "ErrorPolicy", "read", "write_jsonl"] + [f.__name__ for f in FORMATS.values()]
 
 
 def read(path, fmt: str, on_error: str = "raise", max_tokens: int | None = DEFAULT_MAX_TOKENS,
-         policy: ErrorPolicy | None = None, **options) -> Iterator[Document]:
+         policy: ErrorPolicy | None = None, labels=None, **options) -> Iterator[Document]:
     """Stream the Documents of a corpus file (or directory, for ``ptb`` and ``dp``).
 
     Parameters
@@ -82,8 +97,13 @@ def read(path, fmt: str, on_error: str = "raise", max_tokens: int | None = DEFAU
         Records with more tokens (leaves, words) are malformed; None disables the limit.
     policy : ErrorPolicy, optional
         Pass one to read its ``skipped`` list and ``report()`` afterwards.
+    labels : path, optional
+        A file of one label per line, one per record in order (:mod:`gramtile.pipeline.readers.labels`),
+        for records that carry none of their own.
     **options
-        Format options: ``encoding`` (all), ``strip`` (ptb), ``pos`` (conllu), ``label`` (trec).
+        Format options: ``encoding`` (all but parquet), ``strip`` (ptb), ``pos`` (conllu), ``label``
+        (trec); ``text_col``, ``label_col``, ``id_col`` (tsv, csv, parquet, jsonl) and ``header``
+        (tsv, csv), :mod:`gramtile.pipeline.readers.table`.
 
     Raises
     ------
@@ -99,4 +119,12 @@ def read(path, fmt: str, on_error: str = "raise", max_tokens: int | None = DEFAU
         if key not in known:
             raise CorpusFormatError(f"format {fmt!r} has no option {key!r}", path=path,
                                     fix=f"its options are {sorted(known)}")
-    return reader(path, policy=make_policy(on_error, policy), max_tokens=max_tokens, **options)
+    policy = make_policy(on_error, policy)
+    if labels is None:
+        return reader(path, policy=policy, max_tokens=max_tokens, **options)
+    if fmt in LABELLED_FORMATS:
+        raise CorpusFormatError(f"format {fmt!r} carries labels of its own; --labels (labels=) would replace them",
+                                path=labels, fix="drop --labels")
+    values = read_label_file(labels)
+    return with_labels(lambda pol: reader(path, policy=pol, max_tokens=max_tokens, **options), values, labels, path,
+                       policy)

@@ -36,6 +36,7 @@ from gramtile.pipeline.readers.base import (
     record_id,
     source,
 )
+from gramtile.pipeline.readers.table import record_document
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.hdag import HDAG, hdag_from_obj, hdag_to_obj
@@ -58,7 +59,8 @@ NAMES = {"tree": Tree, "dep": DepTree, "seq": TokenSeq, "wsd": WSDInstance, "ptr
 _WORD_LEVEL = ("dep", "seq", "wsd")
 
 
-def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8"):
+def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8",
+               text_col=None, label_col=None, id_col=None):
     """Read a JSON-lines file (plain or gzip) into Documents.
 
     Parameters
@@ -69,6 +71,10 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
     max_tokens : int or None
         Largest number of tokens (tree leaves, words) a structure may have.
     encoding : str
+    text_col, label_col, id_col : str, optional
+        Read objects of your own instead of the interchange format: the text, label and id are the
+        values of these fields (``text_col`` default ``"text"``; ``label`` and ``id`` when present),
+        and other fields are ignored. Labels may be strings, integers or lists of strings.
 
     Yields
     ------
@@ -76,6 +82,13 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         ``id`` from the object or ``"<stem>:<record number>"``; ``source`` = ``"path:line"``.
     """
     policy = make_policy(on_error, policy)
+    fields = None
+    if (text_col, label_col, id_col) != (None, None, None):
+        for c in (text_col, label_col, id_col):
+            if c is not None and (not isinstance(c, str) or c.isdigit()):
+                raise CorpusFormatError(f"JSON-lines fields are chosen by name, not {c!r}", path=path,
+                                        fix="give --text-col/--label-col/--id-col a field name")
+        fields = {"text": text_col or "text", "label": label_col, "id": id_col}
     ids = set()
     number = 0
     for line, text in lines(path, policy, encoding):
@@ -85,12 +98,15 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         if not text.strip():
             continue
         number += 1
-        doc = guarded(policy, _document, text, path, line, number, max_tokens, ids)
+        if fields is not None:
+            doc = guarded(policy, _fields_document, text, path, line, number, max_tokens, ids, fields)
+        else:
+            doc = guarded(policy, _document, text, path, line, number, max_tokens, ids)
         if doc is not None:
             yield doc
 
 
-def _document(text, path, line, number, max_tokens, ids):
+def _json_object(text, path, line):
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
@@ -102,6 +118,29 @@ def _document(text, path, line, number, max_tokens, ids):
     if not isinstance(obj, dict):
         raise CorpusFormatError(f"expected a JSON object, got {type(obj).__name__}", path=path,
                                 line=line, fix='write one object per line, e.g. {"id": "s1", "tokens": ["hi"]}')
+    return obj
+
+
+def _fields_document(text, path, line, number, max_tokens, ids, fields):
+    obj = _json_object(text, path, line)
+    chosen = dict(fields)
+    for role in ("label", "id"):  # the fields named label and id by default, where an object has them
+        if chosen[role] is None and role in obj:
+            chosen[role] = role
+
+    def get(name):
+        if name not in obj:
+            raise CorpusFormatError(f"no field {name!r} (the object has {sorted(obj)[:8]})", path=path, line=line,
+                                    fix=f"give every object the field {name!r}, or choose another with "
+                                        "--text-col/--label-col/--id-col")
+        return obj[name]
+
+    return record_document(get, chosen, number, ids, lambda name: f"field {name!r}", record_id(path, number),
+                           path=path, line=line, max_tokens=max_tokens)
+
+
+def _document(text, path, line, number, max_tokens, ids):
+    obj = _json_object(text, path, line)
     for key in obj:
         if key not in KEYS:
             raise CorpusFormatError(f"unknown key {key!r}", path=path, line=line,

@@ -1,7 +1,7 @@
-"""Raw-text formats, one record a line, for spaCy to parse later: ``text``, ``tsv`` and ``trec``.
+"""Raw-text formats, one record a line, for spaCy to parse later: ``text`` and ``trec`` (``tsv``
+and ``csv`` are tables: :mod:`gramtile.pipeline.readers.table`).
 
 * ``text``: one sentence or document per line, no label;
-* ``tsv``: ``label<TAB>text`` (the first tab separates; the text may hold further tabs);
 * ``trec``: the TREC/UIUC question-classification files, ``COARSE:fine question``, Latin-1.
   ``label="coarse"`` (default) gives ``"DESC"``; ``label="fine"`` gives ``"DESC:manner"``
   (the fine name alone is ambiguous: ``other`` exists under ENTY, LOC and NUM).
@@ -42,9 +42,18 @@ def _records(path, policy, encoding):
         yield line, text
 
 
+def blank_line(path, line):
+    """The error of a blank line inside a one-record-per-line file: an empty sentence."""
+    return CorpusFormatError("empty sentence: the line is blank", path=path, line=line,
+                             fix="remove the blank line, or write the sentence on it")
+
+
 def _read(path, policy, encoding, make):
     for line, text in _records(path, policy, encoding):
         if text is None:
+            continue
+        if not text.strip():
+            policy.handle(blank_line(path, line))
             continue
         doc = guarded(policy, make, text, path, line)
         if doc is not None:
@@ -72,38 +81,6 @@ def read_text(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise"
     def make(text, path, line):
         check_tokens(len(text.split()), max_tokens, path, line, "line")
         return Document(id=record_id(path, line), text=text, source=source(path, line))
-
-    yield from _read(path, policy, encoding, make)
-
-
-def read_tsv(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8"):
-    """Read ``label<TAB>text`` lines.
-
-    Parameters
-    ----------
-    path : str or Path
-    policy : ErrorPolicy, optional
-    max_tokens : int or None
-        Largest number of whitespace-separated tokens per text.
-    encoding : str
-
-    Yields
-    ------
-    Document
-        ``id`` = ``"<stem>:<line>"``, ``label``, ``text``.
-    """
-    policy = make_policy(on_error, policy)
-
-    def make(text, path, line):
-        label, sep, body = text.partition("\t")
-        if not sep:
-            raise CorpusFormatError("no tab between label and text", path=path, line=line,
-                                    fix="write label<TAB>text (use format 'text' for unlabelled lines)")
-        if not label.strip():
-            raise CorpusFormatError("empty label before the tab", path=path, line=line,
-                                    fix="write a label before the tab")
-        check_tokens(len(body.split()), max_tokens, path, line, "text")
-        return Document(id=record_id(path, line), label=label.strip(), text=body, source=source(path, line))
 
     yield from _read(path, policy, encoding, make)
 

@@ -23,5 +23,11 @@ class CorpusFormatError(GramtileError, ValueError):
             where += ": "
         text = where + message
         if fix:
-            text += f" Fix: {fix}"
+            text = f"{sentence(text)} Fix: {sentence(fix)}"
         super().__init__(text)
+
+
+def sentence(text: str) -> str:
+    """``text`` ending in a full stop (kept as it is when it already ends a sentence)."""
+    text = str(text).rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."

