@@ -408,5 +408,8 @@ def slurm_job_script(profile, cluster_file=None) -> str:
         SLURMCluster = optional.dask_jobqueue().SLURMCluster
     except ImportError:
         raise ClusterConfigError("dask-jobqueue is not installed. Fix: pip install 'gramtile[slurm]'") from None
-    with SLURMCluster(**slurm_cluster_options(profile)) as cluster:
+    opts = slurm_cluster_options(profile)
+    # the scheduler started for this look serves no dashboard (a run's would warn that port 8787 is taken)
+    opts["scheduler_options"] = {**opts.get("scheduler_options", {}), "dashboard": False}
+    with SLURMCluster(**opts) as cluster:
         return cluster.job_script()
