@@ -33,6 +33,8 @@ _END = object()
 
 #: Seconds between two looks of the watchdog while no task finishes.
 POLL_SECONDS = 1.0
+#: Seconds the first fetch of a finished task's result may take (doubled on each retry).
+FETCH_SECONDS = 5.0
 
 
 class TaskQueue:
@@ -247,6 +249,7 @@ class DaskExecutor(Executor):
         token = uuid.uuid4().hex[:12]
         it = iter(items)
         pending: dict = {}
+        fetch: dict = {}  # future -> seconds its next fetch may take
         count = 0
         watch = Watchdog(self.client, self.worker_wait, self.stall_timeout, self.jobs)
         try:
@@ -262,19 +265,26 @@ class DaskExecutor(Executor):
                     finished, _ = distributed.wait(list(pending), timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 except (TimeoutError, distributed.TimeoutError):
                     finished = ()
-                if finished:
-                    watch.progressed()
                 watch.look(status, what)
                 for f in finished:
-                    tag = pending.pop(f)
                     try:
-                        res = f.result()
+                        # bounded: a result lost with its worker between the wait and this fetch (a job
+                        # ended at its time limit) is computed again only when a worker comes, and an
+                        # unbounded fetch would wait for that without the watchdog looking
+                        res = f.result(timeout=fetch.get(f, FETCH_SECONDS))
+                    except (TimeoutError, distributed.TimeoutError):
+                        if f.status == "finished":  # still there: a large result, given longer next time
+                            fetch[f] = min(2 * fetch.get(f, FETCH_SECONDS), 300.0)
+                        break  # lost (computed again when a worker comes): the watchdog looks, then wait again
                     except distributed.KilledWorker as e:
                         raise TaskLostError(
                             f"a {what} task was lost with its worker more often than the scheduler allows ({e}); a "
                             "worker that dies on every attempt usually runs out of memory. Fix: "
                             + (hint or "give the workers more memory, or use fewer workers per machine")
                             + ", then rerun the same command") from None
+                    tag = pending.pop(f)
+                    fetch.pop(f, None)
+                    watch.progressed()
                     f.release()
                     yield tag, res
         finally:

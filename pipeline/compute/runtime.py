@@ -217,7 +217,9 @@ class Runtime:
         elif p.type == "slurm":
             SLURMCluster = optional.dask_jobqueue().SLURMCluster
             try:
-                cluster = SLURMCluster(**slurm_cluster_options(p))
+                # its scheduler runs in this process: its log (workers lost at their time limit, results
+                # fetched again) is the run's business, reported in one line when it cannot go on
+                cluster = SLURMCluster(silence_logs=logging.CRITICAL, **slurm_cluster_options(p))
             except (OSError, ValueError, RuntimeError) as e:
                 raise ClusterConfigError(f"profile {p.name!r}: cannot start the SLURM cluster ({e}). Fix: check the "
                                          "profile's keys (`gramtile profiles --job-script NAME` shows the job "
