@@ -21,6 +21,7 @@ the same tasks: an executor changes speed, never a number.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
 import uuid
 from collections import deque
@@ -212,6 +213,19 @@ class Watchdog:
             return {}
 
 
+class _OrphanedWaits(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" for the Dask client's internal ``AllExit``:
+    a fetch given up on (:data:`FETCH_SECONDS`) leaves the client's inner wait behind, which ends
+    with that exception when the client closes. It is no error of the run."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return type(exc).__name__ != "AllExit"
+
+
+_ORPHANS = _OrphanedWaits()
+
+
 class DaskExecutor(Executor):
     """Tasks on a Dask cluster through ``client``.
 
@@ -232,6 +246,7 @@ class DaskExecutor(Executor):
     def __init__(self, client, *, in_process: bool = False, worker_wait: float = 300.0,
                  stall_timeout: float = 1800.0, jobs=None, slots: int | None = None):
         self.client, self.in_process = client, in_process
+        logging.getLogger("asyncio").addFilter(_ORPHANS)  # once per logger: filters are a set
         self.worker_wait, self.stall_timeout, self.jobs = worker_wait, stall_timeout, jobs
         self._slots = slots
 
