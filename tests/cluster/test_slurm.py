@@ -245,17 +245,28 @@ def _jobs_end(name, timeout) -> bool:
 
 # ---- walltime: jobs replaced before SLURM kills them ----------------------------------------------
 
+def job_state(job_id: str) -> str:
+    r = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30)
+    m = re.search(r"JobState=(\S+)", r.stdout)
+    return m.group(1) if m else "unknown"
+
+
 @pytest.mark.timeout(600)
-def test_a_run_three_times_longer_than_the_walltime_finishes_on_replacement_jobs(slurm, jobs, tmp_path):
-    """Walltime 1 minute, workers retiring at 40-45 s, a run of about 3 minutes on two jobs: it
-    finishes on replacement jobs (before, jobs killed at their time limit left the run waiting
-    forever). K is checked bitwise against the sequential reference on the first row of every
-    row of tiles, over the columns the symmetric run computes (i <= j): every stored tile."""
-    n = 2400
+@pytest.mark.parametrize("ending", ["retired", "killed"])
+def test_a_run_longer_than_the_walltime_finishes_on_replacement_jobs(slurm, jobs, tmp_path, ending):
+    """Walltime 1 minute on two jobs. ``retired``: a run of about 3 minutes, workers retiring at
+    40-45 s (their lifetime) and their jobs replaced. ``killed``: workers that outlive the
+    walltime, killed by SLURM at their time limit (state TIMEOUT), their jobs replaced. Before,
+    either run waited forever once its first jobs ended.
+
+    K is checked bitwise against the sequential reference on the first row of every row of
+    tiles, over the columns the symmetric run computes (i <= j): every stored tile."""
+    n = 2400 if ending == "retired" else 1800
     d = tmp_path
-    corpus = corpus_store_of(d / "c.zarr", num_trees(n), 300)
-    cfile = profiles_file(d, short=slurm_profile(d, slurm, jobs, walltime="00:01:00", lifetime="40s",
-                                                 lifetime_stagger="5s", worker_wait=60))
+    corpus = corpus_store_of(d / "c.zarr", num_trees(n), 200)
+    life = ({"lifetime": "40s", "lifetime_stagger": "5s"} if ending == "retired"
+            else {"worker_extra_args": ["--lifetime", "600s"]})  # past the walltime: SLURM ends the jobs
+    cfile = profiles_file(d, short=slurm_profile(d, slurm, jobs, walltime="00:01:00", worker_wait=90, **life))
     out = d / "g.zarr"
     t0 = time.monotonic()
     rc, _, err = run(gram_argv(corpus, out, "short", cfile), d, 480, "gram with a walltime of 1 minute")
@@ -263,9 +274,12 @@ def test_a_run_three_times_longer_than_the_walltime_finishes_on_replacement_jobs
     assert rc == 0, err
     assert verify_store(out).ok
     workers = {r["worker"] for r in log_records(out) if r.get("event") == "tile"}
-    submitted = {p.stem.rsplit("-", 1)[-1] for p in (d / "job-logs").glob(f"{jobs}-*.out")}
-    print(f"run {took:.0f} s; {len(submitted)} jobs submitted, tiles computed by {len(workers)} workers")
-    assert len(submitted) >= 4 and len(workers) >= 4, (submitted, workers)  # each of the 2 jobs replaced
+    submitted = sorted({p.stem.rsplit("-", 1)[-1] for p in (d / "job-logs").glob(f"{jobs}-*.out")}, key=int)
+    states = {i: job_state(i) for i in submitted}
+    print(f"run {took:.0f} s; jobs {states}; tiles computed by {len(workers)} workers")
+    assert len(submitted) >= 4 and len(workers) >= 4, (states, workers)  # each of the 2 jobs replaced
+    if ending == "killed":
+        assert list(states.values()).count("TIMEOUT") >= 2, states
     assert took > 90, "the run did not outlive the walltime: the test exercised nothing"
 
     rows = list(range(0, n, 20))  # the first row of each row of tiles
