@@ -466,7 +466,6 @@ def test_evaluate_solver_auto_plans_for_workers_of_600_mib(slurm, jobs, tmp_path
     assert rc == 0, err
     plan = json.loads((res / "results.json").read_text())["solver"]
     assert plan["memory_mb"] <= 600 * 2**20 / 1e6 + 1, plan  # the worker's memory, not the driver's
-    assert plan["used"] == "smo", plan
 
 
 # ---- the job script shown is the one SLURM runs ---------------------------------------------------
