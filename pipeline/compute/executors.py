@@ -239,16 +239,20 @@ class DaskExecutor(Executor):
         The job watch of a dask-jobqueue cluster.
     slots : int, optional
         Tasks at once, when no worker is connected yet (jobs still queued); default 1.
+    capacity : int, optional
+        Tasks at once when the cluster is at its largest (an adaptive dask-jobqueue cluster's
+        ``max_jobs``): the default window keeps twice that many in flight, so that the cluster's
+        adaptive scaling sees the work waiting and asks for more jobs.
     """
 
     name = "dask"
 
     def __init__(self, client, *, in_process: bool = False, worker_wait: float = 300.0,
-                 stall_timeout: float = 1800.0, jobs=None, slots: int | None = None):
+                 stall_timeout: float = 1800.0, jobs=None, slots: int | None = None, capacity: int | None = None):
         self.client, self.in_process = client, in_process
         logging.getLogger("asyncio").addFilter(_ORPHANS)  # once per logger: filters are a set
         self.worker_wait, self.stall_timeout, self.jobs = worker_wait, stall_timeout, jobs
-        self._slots = slots
+        self._slots, self.capacity = slots, capacity
 
     @property
     def slots(self) -> int:
@@ -260,7 +264,8 @@ class DaskExecutor(Executor):
 
     def imap(self, fn, items, *, window=None, key=None, retries=0, status=None, what="task", hint=""):
         distributed = optional.distributed()
-        window = window or max(4, 2 * self.slots)
+        # the window follows the workers as they come and go (jobs start late, are replaced, scale)
+        fixed, window, sized = window, 4, float("-inf")
         token = uuid.uuid4().hex[:12]
         it = iter(items)
         pending: dict = {}
@@ -269,7 +274,9 @@ class DaskExecutor(Executor):
         watch = Watchdog(self.client, self.worker_wait, self.stall_timeout, self.jobs)
         try:
             while True:
-                while len(pending) < window and (x := _take(it)) is not _END:
+                if not fixed and time.monotonic() - sized >= POLL_SECONDS:
+                    window, sized = max(4, 2 * max(self.slots, self.capacity or 0)), time.monotonic()
+                while len(pending) < (fixed or window) and (x := _take(it)) is not _END:
                     tag, args = x
                     k = key(tag) if key is not None else f"gramtile-{what}-{token}-{count}"
                     count += 1

@@ -243,6 +243,22 @@ def _jobs_end(name, timeout) -> bool:
     return False
 
 
+@pytest.mark.timeout(300)
+def test_min_and_max_jobs_scale_up_while_tasks_wait(slurm, jobs, num700, tmp_path):
+    """min_jobs 1, max_jobs 2: the run starts one job and asks for the second while its tasks wait
+    (before, a run kept 4 tasks queued and Dask's adaptive target of 5 s never asked for a second
+    job: every run stayed on min_jobs)."""
+    corpus, ref = num700
+    cfile = profiles_file(tmp_path, grow=slurm_profile(tmp_path, slurm, jobs, min_jobs=1, max_jobs=2))
+    out = tmp_path / "g.zarr"
+    rc, _, err = run(gram_argv(corpus, out, "grow", cfile, tile=100), tmp_path, 240, "gram on min 1, max 2 jobs")
+    assert rc == 0, err
+    submitted = list((tmp_path / "job-logs").glob(f"{jobs}-*.out"))
+    workers = {r["worker"] for r in log_records(out) if r.get("event") == "tile"}
+    assert len(submitted) == 2 and len(workers) == 2, (submitted, workers)
+    assert K(out).tobytes() == K(ref).tobytes()
+
+
 # ---- walltime: jobs replaced before SLURM kills them ----------------------------------------------
 
 def job_state(job_id: str) -> str:
