@@ -380,6 +380,10 @@ def slurm_cluster_options(profile: Profile) -> dict:
     return o
 
 
+#: Dask's adaptive target_duration for slurm profiles with min_jobs < max_jobs.
+ADAPT_TARGET = "1s"
+
+
 def start_jobs(profile: Profile, cluster) -> tuple:
     """Ask a dask-jobqueue cluster for the profile's jobs: a fixed number (``jobs``, or equal
     ``min_jobs``/``max_jobs``) or adaptively between ``min_jobs`` and ``max_jobs``."""
@@ -387,7 +391,10 @@ def start_jobs(profile: Profile, cluster) -> tuple:
     if low == high:
         cluster.scale(jobs=low)
     else:
-        cluster.adapt(minimum_jobs=low, maximum_jobs=high)
+        # Dask asks for workers to finish the queued work within target_duration: a run keeps only a
+        # window of its tasks queued (twice the threads of max_jobs), so the default of 5 s would
+        # never add a job for tasks shorter than a few seconds
+        cluster.adapt(minimum_jobs=low, maximum_jobs=high, target_duration=ADAPT_TARGET)
     return low, high
 
 
@@ -408,5 +415,8 @@ def slurm_job_script(profile, cluster_file=None) -> str:
         SLURMCluster = optional.dask_jobqueue().SLURMCluster
     except ImportError:
         raise ClusterConfigError("dask-jobqueue is not installed. Fix: pip install 'gramtile[slurm]'") from None
-    with SLURMCluster(**slurm_cluster_options(profile)) as cluster:
+    opts = slurm_cluster_options(profile)
+    # the scheduler started for this look serves no dashboard (a run's would warn that port 8787 is taken)
+    opts["scheduler_options"] = {**opts.get("scheduler_options", {}), "dashboard": False}
+    with SLURMCluster(**opts) as cluster:
         return cluster.job_script()
