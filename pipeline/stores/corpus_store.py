@@ -65,7 +65,8 @@ import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from importlib.metadata import version
 
@@ -80,7 +81,7 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.storage import check_metadata, location
+from gramtile.pipeline.stores.storage import FsspecLocation, check_metadata, location
 
 #: 2: the ``prod`` column of ordered trees holds label-only productions (a node's label and its
 #: children's labels, issue 19); version 1 stores told leaf children from internal ones there, and
@@ -145,6 +146,27 @@ def _split_source(src):
     return src, None
 
 
+def _ahead(fn, items, depth: int = 16):
+    """``fn(item)`` for each of ``items``, in order, computed up to ``depth`` items ahead on a few
+    threads: a store at a URL answers many small reads at once, not one after the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        window = deque()
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= depth:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+
+def _writer_store(loc):
+    """The writer's Zarr store at a URL (:meth:`~gramtile.pipeline.stores.storage.FsspecLocation.writer_store`);
+    None at a path, where Zarr gets the path string as always."""
+    return loc.writer_store() if isinstance(loc, FsspecLocation) else None
+
+
 class CorpusStore:
     """A corpus store on disk (layout, manifest and write order in the module docstring).
 
@@ -153,8 +175,10 @@ class CorpusStore:
     :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
     """
 
-    def __init__(self, group, path, writable: bool, lock=None):
+    def __init__(self, group, path, writable: bool, lock=None, cache=None):
         self._g = group
+        #: the writer's :class:`~gramtile.pipeline.stores.storage.WriterCache` at a URL, else None
+        self._writer = cache
         self.path = path
         self.writable = writable
         self._lock = lock
@@ -200,7 +224,8 @@ class CorpusStore:
             raise StoreError(f"shard_size={shard_size!r} must be a positive integer. Fix: pass e.g. --shard-size 1000")
         if loc.exists() and not overwrite:
             raise StoreMismatchError(f"{path} already exists. Fix: open it to resume, or choose another --out")
-        group = zarr.open_group(loc.zarr_store(), mode="w" if overwrite else "w-")
+        cache = _writer_store(loc)
+        group = zarr.open_group(cache or loc.zarr_store(), mode="w" if overwrite else "w-")
         manifest = {
             "format_version": FORMAT_VERSION, "gramtile_version": version("gramtile"),
             "source": None if source is None else str(source), "input_format": input_format,
@@ -217,7 +242,7 @@ class CorpusStore:
         group.attrs["manifest"] = manifest
         lock = loc.lock(".lock", f"corpus store {path}")
         lock.acquire()
-        return cls(group, path, True, lock)
+        return cls(group, path, True, lock, cache)
 
     @classmethod
     def open(cls, path, mode: str = "r") -> CorpusStore:
@@ -233,13 +258,14 @@ class CorpusStore:
             raise StoreError(f"no corpus store at {path}. Fix: create it with `gramtile prepare --out {path}`")
         redo = f"delete {path} and rerun the `gramtile prepare` command that made it"
         check_metadata(loc, "corpus store", f"its description is lost; {redo}", redo)
-        group = zarr.open_group(loc.zarr_store(), mode=mode)
-        lock = None
+        lock = cache = None
         if mode == "r+":
             lock = loc.lock(".lock", f"corpus store {path}")
             lock.acquire()
+            cache = _writer_store(loc)
+        group = zarr.open_group(cache or loc.zarr_store(), mode=mode)
         try:
-            return cls(group, path, mode == "r+", lock)
+            return cls(group, path, mode == "r+", lock, cache)
         except Exception:
             if lock:
                 lock.release()
@@ -247,6 +273,8 @@ class CorpusStore:
 
     def close(self):
         """Release the writer's lock (reading needs no close)."""
+        if self._writer is not None:
+            self._writer.close()  # what it remembers is current only while the lock is held
         if self._lock:
             self._lock.release()
 
@@ -489,29 +517,27 @@ class CorpusStore:
             raise
         entry = {"index": index, "start": start, "stop": stop, "done": False, "vocab_sizes": None, "run": run}
         shards = self._manifest["shards"]
+        fresh = len(shards) == index  # no entry yet, so nothing of this shard was ever written
         del shards[index:]  # a stale not-done entry of a killed run
         shards.append(entry)
         self._save_manifest()
+        cache = self._writer
+        groups = [f"reps/{rep}/{index}" for rep in batches]
         try:
-            rg = self._g["reps"]
-            for rep, batch in batches.items():
-                sg = rg.require_group(rep).require_group(str(index))
-                for name, arr in batch.arrays().items():
-                    sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
-                                    compressors=_COMPRESSORS, overwrite=True)
-            for name, values in cols.items():
-                a = self._g[name]
-                a.resize((stop,))
-                a[start:stop] = np.array(values, dtype=object)
-            after = vocabs.sizes()
-            for name in Vocabularies.NAMES:
-                a = self._g["vocab"][name]
-                a.resize((after[name],))
-                if after[name] > before[name]:
-                    a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
+            if cache is not None:
+                # at a URL: what the shard's groups hold now (nothing for a fresh shard, else one
+                # listing each, concurrently), then every object of the shard sent together when
+                # the block ends, before the done flag
+                cache.assume_empty(groups) if fresh else cache.learn(groups)
+            with cache.batch() if cache is not None else nullcontext():
+                self._write_arrays(index, batches, cols, vocabs, before, start, stop)
         except BaseException:
             vocabs.truncate(before)
             raise
+        finally:
+            if cache is not None:
+                cache.unlearn(groups)
+        after = vocabs.sizes()
         entry.update(done=True, vocab_sizes=after)
         if not self._manifest["representations"]:
             self._manifest["representations"] = dict(reps)
@@ -519,6 +545,25 @@ class CorpusStore:
         if rec is not None and parsed:
             rec["parsed_shards"].append(index)
         self._save_manifest()
+
+    def _write_arrays(self, index, batches, cols, vocabs, before, start, stop):
+        """Shard ``index``'s arrays, its text columns and the vocabulary strings it added."""
+        rg = self._g["reps"]
+        for rep, batch in batches.items():
+            sg = rg.require_group(rep).require_group(str(index))
+            for name, arr in batch.arrays().items():
+                sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
+                                compressors=_COMPRESSORS, overwrite=True)
+        for name, values in cols.items():
+            a = self._g[name]
+            a.resize((stop,))
+            a[start:stop] = np.array(values, dtype=object)
+        after = vocabs.sizes()
+        for name in Vocabularies.NAMES:
+            a = self._g["vocab"][name]
+            a.resize((after[name],))
+            if after[name] > before[name]:
+                a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
 
     def note_reused(self, run: int, count: int):
         """Record in the run log how many done shards this run found and did not redo."""
@@ -586,6 +631,8 @@ class CorpusStore:
             raise StoreError(f"corpus store {self.path} cannot be completed: not every shard is done")
         self._manifest["skipped"] = list(skipped)
         self._manifest["n_examples"] = self.n
+        if self._writer is not None:
+            self._writer.forget_values()  # the hash reads the stored bytes back, not what this writer remembers
         self._manifest["content_hash"] = self.compute_content_hash()
         self._manifest["complete"] = True
         self._manifest["completed"] = now()
@@ -611,11 +658,14 @@ class CorpusStore:
             parts[f"vocab/{name}"] = hashlib.sha256(json.dumps(strings, ensure_ascii=False).encode()).hexdigest()
         for rep, kind in sorted(self._manifest["representations"].items()):
             hs = {c: hashlib.sha256() for c in ("sizes",) + KIND_COLUMNS[kind]}
-            for s in self._done():
-                g = self._g["reps"][rep][str(s["index"])]
-                hs["sizes"].update(np.diff(g["offsets"][:]).astype("<i8").tobytes())
-                for c in KIND_COLUMNS[kind]:
-                    a = g[c][:]
+
+            def read(index, rep=rep, kind=kind):
+                g = self._g["reps"][rep][str(index)]
+                return [g[c][:] for c in ("offsets",) + KIND_COLUMNS[kind]]
+
+            for offsets, *cols in _ahead(read, [s["index"] for s in self._done()]):
+                hs["sizes"].update(np.diff(offsets).astype("<i8").tobytes())
+                for c, a in zip(KIND_COLUMNS[kind], cols):
                     hs[c].update(a.astype(a.dtype.newbyteorder("<")).tobytes())
             parts[f"reps/{rep}"] = {"kind": kind, **{c: h.hexdigest() for c, h in hs.items()}}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

@@ -36,8 +36,11 @@ start() {
   fi
   # a free port on the loopback interface
   port="$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-  # its own session, so that neither a Ctrl-C in the terminal nor the end of `make` stops it
-  setsid "$py" -m moto.server -H 127.0.0.1 -p "$port" >"$state/moto.log" 2>&1 < /dev/null &
+  # its own session, so that neither a Ctrl-C in the terminal nor the end of `make` stops it.
+  # TCP_NODELAY on the server's sockets: werkzeug writes a response's headers and body apart, and on
+  # loopback the body then waits for the client's delayed ACK, 40 ms on every GET (13 ms with it)
+  setsid "$py" -c 'import sys, werkzeug.serving as s; s.WSGIRequestHandler.disable_nagle_algorithm = True
+from moto.server import main; main(sys.argv[1:])' -H 127.0.0.1 -p "$port" >"$state/moto.log" 2>&1 < /dev/null &
   echo $! >"$pidfile"
   url="http://127.0.0.1:$port"
   for _ in $(seq 1 300); do  # at most 30 s
