@@ -24,8 +24,14 @@ Filesystems differ in two capabilities the stores need:
     ``log/<run>.jsonl`` (:class:`RunObjectLog`), and :func:`read_jsonl_log` merges both forms.
 
 Credentials and options of remote filesystems come from their usual environment variables and
-config files (e.g. ``AWS_PROFILE`` for s3fs); chained URLs (``simplecache::s3://...``) are not
-supported.
+config files (e.g. ``AWS_PROFILE``, ``AWS_ENDPOINT_URL`` for s3fs), and from the storage options
+of :func:`set_storage_options` (a cluster profile's ``storage_options``, ``--storage-options``),
+which travel to worker processes in ``$GRAMTILE_STORAGE_OPTIONS``. Chained URLs
+(``simplecache::s3://...``) are refused (:func:`location`): a cache in front of a store that is
+being written would serve stale objects. The first location of an ``s3://`` bucket in a process
+asks the endpoint about the bucket once (:func:`check_reachable`), so an unreachable endpoint,
+missing credentials or a missing bucket stop a command at once with one line; errors met later
+are worded by :func:`object_store_message`.
 """
 from __future__ import annotations
 
@@ -51,6 +57,7 @@ from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.pipeline.stores.locks import StoreLock, UrlLock
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_CHAINED = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)::")
 
 #: Protocols whose fsspec filesystem creates files exclusively ("xb") and appends ("ab").
 #: Anything else is handled as an object store (no conditional create, no append).
@@ -63,9 +70,204 @@ _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "abfs":
              "dropbox": "dropboxdrivefs", "box": "boxfs", "lakefs": "lakefs-spec"}
 
 
+#: The environment variable that carries the storage options of a run to every process it starts
+#: (a JSON object; :func:`set_storage_options`).
+OPTIONS_ENV = "GRAMTILE_STORAGE_OPTIONS"
+_S3 = ("s3", "s3a")
+#: Options gramtile gives a filesystem unless the storage options set them: s3fs asks for an
+#: object's size (a HEAD request) before every whole-object read, to split reads larger than a
+#: block (50 MB) into concurrent ranges; a store's objects are far smaller, so every read cost two
+#: requests.
+_DEFAULT_OPTIONS = {p: {"max_concurrency": 1} for p in _S3}
+_OPTIONS_EXAMPLE = '{"endpoint_url": "http://127.0.0.1:9000", "profile": "lab"}'
+
+
+def parse_storage_options(text, what: str = "--storage-options") -> dict:
+    """The JSON object ``text`` as a dict. A :class:`StoreError` naming ``what`` and the fix when it
+    is not valid JSON or not an object."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise StoreError(f"{what} {text!r} is not valid JSON ({getattr(e, 'msg', e)} at character "
+                         f"{getattr(e, 'pos', '?')}). Fix: give a JSON object in single quotes, e.g. "
+                         f"{what} '{_OPTIONS_EXAMPLE}'") from None
+    if not isinstance(value, dict):
+        raise StoreError(f"{what} {text!r} is a JSON {type(value).__name__}, not an object. Fix: give a JSON "
+                         f"object of the filesystem's options, e.g. {what} '{_OPTIONS_EXAMPLE}'")
+    return value
+
+
+_parsed: dict = {}
+
+
+def storage_options() -> dict:
+    """The storage options in force for object stores: ``$GRAMTILE_STORAGE_OPTIONS``, which
+    :func:`set_storage_options` sets (and a user may set, e.g. for ``dask worker`` processes)."""
+    text = os.environ.get(OPTIONS_ENV)
+    if not text:
+        return {}
+    if text not in _parsed:
+        _parsed[text] = parse_storage_options(text, f"${OPTIONS_ENV}")
+    return dict(_parsed[text])
+
+
+def set_storage_options(options: dict | None):
+    """Give every object store that this process, and the worker processes it starts afterwards,
+    opens these fsspec options (s3fs: ``endpoint_url``, ``profile``, ``anon``, ``key``, ``secret``,
+    ``client_kwargs``, ...); None or ``{}`` clears them. They are kept in ``$GRAMTILE_STORAGE_OPTIONS``,
+    which Dask's local worker processes and SLURM jobs (``sbatch`` exports the environment) inherit;
+    workers started by hand (``dask worker``) need it set in their own environment."""
+    if not options:
+        os.environ.pop(OPTIONS_ENV, None)
+        return
+    if not isinstance(options, dict):
+        raise StoreError(f"storage options {options!r} are not a mapping. Fix: give a mapping such as "
+                         f"{_OPTIONS_EXAMPLE}")
+    try:
+        os.environ[OPTIONS_ENV] = json.dumps(options, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"storage options {options!r} cannot be written as JSON ({e}). Fix: give strings, "
+                         "numbers, booleans, lists and mappings only") from None
+
+
+# ---- object-store errors in one line ---------------------------------------------------------
+
+def _endpoint(options: dict) -> str:
+    ep = (options.get("endpoint_url") or (options.get("client_kwargs") or {}).get("endpoint_url")
+          or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"))
+    return f"the endpoint {ep}" if ep else "AWS S3 (no endpoint_url or AWS_ENDPOINT_URL set)"
+
+
+def _chain(e):
+    seen = []
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    return seen
+
+
+def _from_object_store(e) -> bool:
+    return type(e).__module__.split(".")[0] in ("botocore", "aiobotocore", "aiohttp", "s3fs")
+
+
+def _kind(e) -> str | None:
+    """What an exception (or one it was raised from) says about an object store: "unreachable",
+    "credentials", "bucket", "denied", or None (not an object-store error we can word)."""
+    chain = _chain(e)
+    names = {type(x).__name__ for x in chain}
+    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
+                "ProfileNotFound", "NoAuthTokenError"}:
+        return "credentials"
+    if names & {"EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ProxyConnectionError",
+                "ClientConnectorError", "ServerDisconnectedError", "ReadTimeoutError"}:
+        return "unreachable"
+    if not any(_from_object_store(x) for x in chain):
+        return None
+    text = " ".join(str(x) for x in chain)
+    if "NoSuchBucket" in names or "bucket does not exist" in text:
+        return "bucket"
+    if any(isinstance(x, PermissionError) for x in chain) or names & {"AccessDenied", "InvalidAccessKeyId",
+                                                                       "SignatureDoesNotMatch"}:
+        return "denied"
+    return None
+
+
+def object_store_message(e, urls) -> str | None:
+    """One line for an error an object store gave a command (no traceback): the URL, what happened
+    and the fix; None when ``e`` is not such an error or none of ``urls`` is at an object store."""
+    kind = _kind(e)
+    stores = [u for u in urls if isinstance(u, str) and _URL.match(u) and
+              u.split("://", 1)[0].lower() not in LOCAL_LIKE_PROTOCOLS]
+    if kind is None or not stores:
+        return None
+    text = " ".join(str(x) for x in _chain(e))
+    url = next((u for u in stores if u.split("://", 1)[1].split("/", 1)[0] in text), stores[0])
+    return _message(kind, url, storage_options_for(url), e)
+
+
+def storage_options_for(url: str) -> dict:
+    protocol = url.split("://", 1)[0].lower()
+    return {**_DEFAULT_OPTIONS.get(protocol, {}), **storage_options()}
+
+
+def _message(kind: str, url: str, options: dict, e) -> str:
+    bucket = url.split("://", 1)[1].split("/", 1)[0]
+    where = _endpoint(options)
+    why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    set_ep = ("AWS_ENDPOINT_URL, or endpoint_url in --storage-options or in the cluster profile's "
+              "storage_options")
+    if kind == "unreachable":
+        return (f"{url}: cannot reach the object store at {where} ({why}). Fix: check the endpoint ({set_ep}) and "
+                "that the server is up and reachable from this machine, then rerun the same command (work already "
+                "finished is kept)")
+    if kind == "credentials":
+        return (f"{url}: no credentials for {where} ({why}). Fix: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or AWS_PROFILE (or \"profile\" in --storage-options or the profile's storage_options); for a public "
+                "bucket that is only read, use --storage-options '{\"anon\": true}'")
+    if kind == "bucket":
+        return (f"{url}: the bucket {bucket!r} does not exist at {where}. Fix: create it first (e.g. aws s3 mb "
+                f"s3://{bucket}, with --endpoint-url for a server other than AWS) or correct the URL")
+    return (f"{url}: access denied by {where} ({why}). Fix: use credentials that may list, read and write "
+            f"s3://{bucket} (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, AWS_PROFILE or \"profile\" in the storage "
+            "options), or a bucket they may write")
+
+
+_reachable: set = set()
+
+
+def check_reachable(loc):
+    """Ask the endpoint about ``loc``'s bucket once per process (one HEAD request, one attempt, 10 s
+    at most to connect): an unreachable endpoint, missing credentials or a missing bucket raise
+    :class:`StoreError` with the URL and the fix before any work. A refusal (403) passes: credentials
+    may write objects without being allowed to ask about the bucket, and a real refusal is worded
+    when it happens (:func:`object_store_message`)."""
+    bucket = loc.root.split("/", 1)[0]
+    key = (loc.protocol, bucket, json.dumps(loc._options, sort_keys=True, default=str),
+           os.environ.get("AWS_ENDPOINT_URL"), os.environ.get("AWS_ENDPOINT_URL_S3"),
+           os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_PROFILE"))
+    if key in _reachable or not bucket:
+        return
+    config = {**(loc._options.get("config_kwargs") or {}), "connect_timeout": 10,
+              "retries": {"max_attempts": 1, "mode": "standard"}}
+    try:
+        fs = type(loc.fs)(**{**loc._options, "config_kwargs": config, "skip_instance_cache": True})
+        fs.retries = 1
+        fs.call_s3("head_bucket", Bucket=bucket)
+    except Exception as e:  # noqa: BLE001  (worded below, or left to the command)
+        kind = _kind(e)
+        if kind == "bucket" or isinstance(e, FileNotFoundError):
+            kind = "bucket"
+        if kind in ("unreachable", "credentials", "bucket"):
+            raise StoreError(_message(kind, loc.url, loc._options, e)) from None
+    _reachable.add(key)
+
+
 def is_url(x) -> bool:
-    """True when ``x`` is a string of the form ``scheme://...`` (a ``Path`` never is)."""
-    return isinstance(x, str) and bool(_URL.match(x))
+    """True when ``x`` is a string of the form ``scheme://...`` or a chained fsspec URL
+    ``scheme::...`` (a ``Path`` never is)."""
+    return isinstance(x, str) and (bool(_URL.match(x)) or is_chained(x))
+
+
+def is_chained(x) -> bool:
+    """True for a chained fsspec URL: ``simplecache::s3://b/g.zarr``, ``zip::file://...``, or a URL
+    with ``::`` in it (fsspec would read either as a chain). ``notes::draft`` is a local name unless
+    ``notes`` is an fsspec protocol."""
+    if not isinstance(x, str):
+        return False
+    m = _CHAINED.match(x)
+    if m:
+        return m.group(1).lower() in fsspec.available_protocols() or "://" in x
+    return bool(_URL.match(x)) and "::" in x
+
+
+def _refuse_chained(x: str):
+    inner = x.rsplit("::", 1)[-1]
+    inner = inner if _URL.match(inner) else None
+    fix = (f"give the store's own URL ({inner})" if inner else "give the store's own URL (s3://bucket/g.zarr, "
+           "file:///shared/g.zarr, ...)")
+    raise StoreError(f"store URL {x}: chained URLs (LAYER::URL) are not supported for stores: a cache layer in front "
+                     f"of a store that is being written serves stale objects, and the layers cannot append or lock. "
+                     f"Fix: {fix}")
 
 
 def location(x):
@@ -74,10 +276,14 @@ def location(x):
     Raises
     ------
     StoreError
-        A URL whose scheme has no installed fsspec filesystem (the message names the package).
+        A URL whose scheme has no installed fsspec filesystem (the message names the package), a
+        chained URL, bad storage options, or an object store that cannot be reached
+        (:func:`check_reachable`).
     """
     if isinstance(x, (LocalLocation, FsspecLocation)):
         return x
+    if is_chained(x):
+        _refuse_chained(x)
     return FsspecLocation(x) if is_url(x) else LocalLocation(x)
 
 
@@ -234,12 +440,21 @@ class FsspecLocation:
         local_like = self.protocol in LOCAL_LIKE_PROTOCOLS
         # fsspec's local filesystem does not create parent directories unless asked to
         self._options = {"auto_mkdir": True} if self.protocol in ("file", "local") else {}
-        self.fs, self.root = fsspec.core.url_to_fs(self._base, **self._options)
+        if not local_like:
+            self._options = {**_DEFAULT_OPTIONS.get(self.protocol, {}), **storage_options()}
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self._base, **self._options)
+        except (TypeError, ValueError) as e:
+            raise StoreError(f"store URL {url}: the storage options {json.dumps(storage_options())} are not valid for "
+                             f"{self.protocol}:// ({e}). Fix: correct --storage-options, the profile's "
+                             f"storage_options or ${OPTIONS_ENV}") from None
         self.root = self.root.rstrip("/") or self.root
         self.exclusive = self.appendable = local_like
         #: memory:// lives in this process only: worker processes cannot see it
         self.process_local = self.protocol == "memory"
         self._zarr = None
+        if self.protocol in _S3:
+            check_reachable(self)
 
     def __str__(self):
         return self.url

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.stores.gram_store import verify
-from gramtile.workflows.commands import add_cluster_options, runtime
+from gramtile.workflows.commands import add_cluster_options, add_storage_options, runtime
 
 
 def add_parser(sub):
     p = sub.add_parser("verify", help="re-check every done tile of a Gram store; --repair recomputes bad tiles")
     p.add_argument("store", help="Gram store (GRAM.zarr)")
+    add_storage_options(p)
     p.add_argument("--repair", action="store_true",
                    help="clear the done bits of bad tiles and recompute them from the corpus store")
     add_cluster_options(p, default="sequential", help="cluster.yaml profile or scheduler address for the repair")
