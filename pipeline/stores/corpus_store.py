@@ -48,13 +48,18 @@ Crash safety: a shard is written in this order — its manifest entry with ``don
 its arrays, its ids/labels/texts/sources, the vocabulary strings it added, and only then its
 ``done: true`` flag together with the vocabulary sizes after it. Each Zarr metadata write is
 atomic (write-then-rename at paths and file:// URLs, one PUT on object stores), so a killed
-writer leaves at worst an entry with ``done: false``.
+writer leaves at worst an entry with ``done: false``. At a URL the writer goes through a
+:class:`~gramtile.pipeline.stores.storage.WriterCache`: a shard's objects are sent together,
+concurrently, while the next shard is read and encoded, but in the same order (each group only
+after the one before it has landed), so the same holds.
 Shards are written strictly in order, so the done shards are always a prefix; on reopening,
 the vocabularies are cut to the sizes recorded with the last done shard and the next shard
 overwrites whatever a killed run left behind. Ids are therefore deterministic.
 
 The content hash (sha256) is computed when the store is completed, by reading back every
-stored array. It covers the ids, labels, texts, vocabularies, the kind of each
+stored array (at a URL, the objects the writer sent in this run and still holds in memory, at
+most 64 MB, are read from there: the bytes it sent, whose upload the object store checked,
+decoded by Zarr as a read from the store would be). It covers the ids, labels, texts, vocabularies, the kind of each
 representation, its per-example sizes and node columns, but not the source path, the run
 history, ``resources/`` or ``features/`` (adding either keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
 which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
@@ -273,10 +278,12 @@ class CorpusStore:
 
     def close(self):
         """Release the writer's lock (reading needs no close)."""
-        if self._writer is not None:
-            self._writer.close()  # what it remembers is current only while the lock is held
-        if self._lock:
-            self._lock.release()
+        try:
+            if self._writer is not None:
+                self._writer.close()  # sends what is left; what it remembers holds only while the lock is held
+        finally:
+            if self._lock:
+                self._lock.release()
 
     def __enter__(self):
         return self
@@ -632,7 +639,7 @@ class CorpusStore:
         self._manifest["skipped"] = list(skipped)
         self._manifest["n_examples"] = self.n
         if self._writer is not None:
-            self._writer.forget_values()  # the hash reads the stored bytes back, not what this writer remembers
+            self._writer.drain()  # every shard has landed before the store can be called complete
         self._manifest["content_hash"] = self.compute_content_hash()
         self._manifest["complete"] = True
         self._manifest["completed"] = now()

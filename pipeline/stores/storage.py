@@ -42,7 +42,7 @@ import posixpath
 import re
 import shutil
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -685,7 +685,8 @@ _GONE = object()  # a key deleted in the open batch
 
 
 class WriterCache(WrapperStore):
-    """The Zarr store of the one writer of a store at a URL: fewer and concurrent requests.
+    """The Zarr store of the one writer of a store at a URL: fewer requests, sent concurrently and
+    behind the writer's back, in order.
 
     Zarr's array and group calls make many small requests, one after the other: creating one
     array of a corpus shard reads the metadata of each of its parent groups, asks whether each
@@ -695,19 +696,25 @@ class WriterCache(WrapperStore):
     reads, and this wrapper may remember:
 
     - every ``zarr.json`` it read or wrote (or found absent),
-    - the complete contents of the prefixes named in :meth:`learn` (one listing each, made
-      concurrently), so that existence checks, ``is_empty`` and ``delete_dir`` below them need
-      no request,
-    - the latest values of other small objects it wrote or read (at most ``value_bytes`` in all;
-      a growing vocabulary's last chunk is read back by every shard).
+    - the complete contents of the prefixes named in :meth:`learn` or :meth:`assume_empty`, so
+      that existence checks, ``is_empty`` and ``delete_dir`` below them need no request,
+    - the latest values of other objects it wrote or read (at most ``value_bytes`` in all; a
+      growing vocabulary's last chunk is read back by every shard).
 
-    Inside ``with cache.batch():`` writes and deletes are only recorded (reads see them), and are
-    sent together when the block ends, ``concurrency`` at a time; the block returns only after
-    every one has landed, so a caller that writes a "done" flag after it keeps its order. A batch
-    that raises sends nothing. :meth:`close` forgets everything (the lock is gone).
+    Writes are sent in groups, strictly one group after the other, by one sender thread: a write
+    outside a batch is a group of one; inside ``with cache.batch():`` writes and deletes are only
+    recorded (reads see them) and become one group when the block ends, whose objects are sent
+    ``concurrency`` at a time. A group is sent only after every object of the groups before it
+    has landed, so a "done" flag written after a batch lands after the batch's objects. The
+    writer does not wait for its groups (at most ``depth`` are in flight), so the requests
+    overlap the writer's own work; a read that this wrapper cannot answer from memory waits for
+    every group first. A group that fails stops the sending: nothing after it is sent, and the
+    error is raised by the writer's next write, by :meth:`drain` or by :meth:`close`. A batch
+    that raises sends nothing. :meth:`close` sends what is left and forgets everything (the lock
+    is released after it).
     """
 
-    def __init__(self, store, value_bytes: int = 64 * 2**20, concurrency: int = 32):
+    def __init__(self, store, value_bytes: int = 64 * 2**20, concurrency: int = 32, depth: int = 4):
         super().__init__(store)
         self._meta: dict = {}  # key -> bytes, or None (absent)
         self._values: OrderedDict = OrderedDict()  # key -> bytes (LRU)
@@ -716,10 +723,14 @@ class WriterCache(WrapperStore):
         self._known: dict = {}  # prefix -> set of every key under it
         self._pending: dict | None = None  # key -> bytes or _GONE, inside a batch
         self.concurrency = concurrency
+        self.depth = depth
+        self._inflight: deque = deque()  # concurrent futures of the groups sent, oldest first
+        self._sender = None
+        self._error: BaseException | None = None
         self.enabled = True
 
     def _with_store(self, store):
-        return type(self)(store, self._value_limit, self.concurrency)
+        return type(self)(store, self._value_limit, self.concurrency, self.depth)
 
     def __str__(self):
         return str(self._store)
@@ -742,14 +753,24 @@ class WriterCache(WrapperStore):
         if key.endswith("zarr.json"):
             self._meta[key] = data
             return
-        old = self._values.pop(key, None)
-        if old is not None:
-            self._value_bytes -= len(old)
+        self._forget(key)
         if data is not None and len(data) <= self._value_limit // 8:
             self._values[key] = data
             self._value_bytes += len(data)
             while self._value_bytes > self._value_limit:
                 self._value_bytes -= len(self._values.popitem(last=False)[1])
+
+    def _forget(self, key):
+        self._meta.pop(key, None)
+        old = self._values.pop(key, None)
+        if old is not None:
+            self._value_bytes -= len(old)
+
+    def _forget_all(self):
+        self._meta.clear()
+        self._values.clear()
+        self._value_bytes = 0
+        self._known.clear()
 
     def _lookup(self, key: str):
         """(known, bytes or None) of ``key`` from what this writer has seen."""
@@ -771,6 +792,7 @@ class WriterCache(WrapperStore):
         prefixes = [p.rstrip("/") for p in prefixes if p.rstrip("/") not in self._known]
         if not self.enabled or not prefixes:
             return
+        self.drain()
 
         async def one(p):
             return p, {k async for k in self._store.list_prefix(p + "/")}
@@ -798,43 +820,72 @@ class WriterCache(WrapperStore):
         self._values.clear()
         self._value_bytes = 0
 
-    def close(self):
-        self._meta.clear()
-        self.forget_values()
-        self._known.clear()
-        self.enabled = False
+    # -- sending
 
-    # -- batches
+    def _raise_error(self):
+        if self._error is not None:
+            raise self._error
 
-    @contextmanager
-    def batch(self):
-        """Record writes and deletes; send them together, concurrently, when the block ends."""
-        if self._pending is not None or not self.enabled:
-            yield self
+    def _submit(self, group: dict):
+        """Send ``group`` after every group before it (one sender thread); wait only while
+        ``depth`` groups are in flight."""
+        self._raise_error()
+        if not group:
             return
-        self._pending = {}
+        if not self.enabled:
+            zarr_sync(self._send(group))
+            return
+        if self._sender is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gramtile-store-writer")
+        self._inflight.append(self._sender.submit(self._send_in_order, group))
+        while len(self._inflight) > self.depth:
+            self._settle(self._inflight[0].result)
+
+    def _send_in_order(self, group):
+        if self._error is not None:
+            return  # an earlier group failed: send nothing after it
         try:
-            yield self
-        except BaseException:
-            # nothing sent: forget what the block recorded (it is not in the store)
-            pending, self._pending = self._pending, None
-            for key in pending:
-                self._meta.pop(key, None)
-                self._values.pop(key, None)
-            self._known.clear()
-            self._value_bytes = sum(len(v) for v in self._values.values())
-            raise
-        pending, self._pending = self._pending, None
-        try:
-            zarr_sync(self._send(pending))
-        except BaseException:
-            # some objects may have landed and some not: remember nothing of them
-            self._meta.clear()
-            self.forget_values()
-            self._known.clear()
+            zarr_sync(self._send(group))
+        except BaseException as e:
+            self._error = e
             raise
 
-    async def _send(self, pending: dict):
+    def _settle(self, wait):
+        """Wait for the oldest group; on its failure remember nothing of what may not have landed."""
+        try:
+            wait()
+        except BaseException:
+            self._forget_all()
+            self._raise_error()
+            raise
+        finally:
+            self._inflight.popleft()
+
+    def drain(self):
+        """Wait until every group has landed; raise the error of the first that failed."""
+        while self._inflight:
+            self._settle(self._inflight[0].result)
+        self._raise_error()
+
+    async def _drained(self):
+        """:meth:`drain` from the event loop (the sender needs the loop, so it is not blocked)."""
+        while self._inflight:
+            fut = self._inflight[0]
+            try:
+                await asyncio.wrap_future(fut)
+            except BaseException:
+                self._forget_all()
+                if self._inflight and self._inflight[0] is fut:
+                    self._inflight.popleft()
+                self._raise_error()
+                raise
+            if self._inflight and self._inflight[0] is fut:
+                self._inflight.popleft()
+        self._raise_error()
+
+    async def _send(self, group: dict):
         sem = asyncio.Semaphore(self.concurrency)
         proto = default_buffer_prototype()
 
@@ -845,17 +896,58 @@ class WriterCache(WrapperStore):
                 else:
                     await self._store.set(key, proto.buffer.from_bytes(v))
 
-        # deletes first: a batch that deletes a prefix and writes into it again keeps the writes
-        await asyncio.gather(*(one(k, v) for k, v in pending.items() if v is _GONE))
-        await asyncio.gather(*(one(k, v) for k, v in pending.items() if v is not _GONE))
+        # deletes first: a group that deletes a prefix and writes into it again keeps the writes
+        await asyncio.gather(*(one(k, v) for k, v in group.items() if v is _GONE))
+        await asyncio.gather(*(one(k, v) for k, v in group.items() if v is not _GONE))
 
-    async def _flush(self):
-        """Send a batch's records now (before a listing or a ranged read that must see them)."""
-        if self._pending:
-            pending, self._pending = self._pending, {}
-            await self._send(pending)
+    @contextmanager
+    def batch(self):
+        """Record writes and deletes; send them as one group when the block ends."""
+        if self._pending is not None:
+            yield self
+            return
+        self._raise_error()
+        self._pending = {}
+        try:
+            yield self
+        except BaseException:
+            # nothing sent: forget what the block recorded (it is not in the store)
+            pending, self._pending = self._pending, None
+            for key in pending:
+                self._forget(key)
+            self._known.clear()
+            raise
+        pending, self._pending = self._pending, None
+        self._submit(pending)
+
+    def close(self):
+        """Send what is left (raising the first error), then forget everything."""
+        try:
+            self.drain()
+        finally:
+            if self._sender is not None:
+                self._sender.shutdown(wait=True)
+                self._sender = None
+            self._forget_all()
+            self.enabled = False
 
     # -- the Store methods
+
+    async def _flush(self):
+        """Before a request this wrapper cannot answer: send a batch's records, and wait for every group."""
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            await self._drained()
+            await self._send(pending)
+        await self._drained()
+
+    async def _get_many(self, requests):
+        for key, prototype, byte_range in requests:
+            yield key, await self.get(key, prototype, byte_range)
+
+    async def _set_many(self, values):
+        for k, v in values:
+            await self.set(k, v)
 
     async def get(self, key, prototype=None, byte_range=None):
         prototype = prototype or default_buffer_prototype()
@@ -863,19 +955,11 @@ class WriterCache(WrapperStore):
             known, data = self._lookup(key)
             if known:
                 return None if data is None else prototype.buffer.from_bytes(data)
-        else:
-            await self._flush()
+        await self._flush()
         value = await self._store.get(key, prototype, byte_range)
         if byte_range is None:
             self._remember(key, None if value is None else value.to_bytes())
         return value
-
-    async def _get_many(self, requests):
-        for key, prototype, byte_range in requests:
-            yield key, await self.get(key, prototype, byte_range)
-
-    async def _set_many(self, values):
-        await asyncio.gather(*(self.set(k, v) for k, v in values))
 
     async def get_partial_values(self, prototype, key_ranges):
         await self._flush()
@@ -885,6 +969,7 @@ class WriterCache(WrapperStore):
         known, data = self._lookup(key)
         if known:
             return data is not None
+        await self._flush()
         there = await self._store.exists(key)
         if not there:
             self._remember(key, None)
@@ -899,14 +984,20 @@ class WriterCache(WrapperStore):
         if self._pending is not None:
             self._pending[key] = data
         else:
-            await self._store.set(key, value)
+            self._raise_error()
+            self._inflight_submit({key: data})
         self._remember(key, data)
 
-    def _forget(self, key):
-        self._meta.pop(key, None)
-        old = self._values.pop(key, None)
-        if old is not None:
-            self._value_bytes -= len(old)
+    def _inflight_submit(self, group):
+        # called on the event loop: never block it waiting for the sender (which needs the loop)
+        self._raise_error()
+        if not self.enabled:
+            raise StoreError("a closed WriterCache cannot write")
+        if self._sender is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gramtile-store-writer")
+        self._inflight.append(self._sender.submit(self._send_in_order, group))
 
     async def set_if_not_exists(self, key, value):
         if not await self.exists(key):
@@ -916,7 +1007,7 @@ class WriterCache(WrapperStore):
         if self._pending is not None:
             self._pending[key] = _GONE
         else:
-            await self._store.delete(key)
+            self._inflight_submit({key: _GONE})
         self._remember(key, None)
 
     async def delete_dir(self, prefix):
@@ -938,10 +1029,10 @@ class WriterCache(WrapperStore):
             self._known[prefix] = set()
 
     async def is_empty(self, prefix):
-        p = self._prefix_of(prefix.rstrip("/") + "/") or (prefix.rstrip("/") if prefix.rstrip("/") in self._known
-                                                          else None)
+        bare = prefix.rstrip("/")
+        p = self._prefix_of(bare + "/") or (bare if bare in self._known else None)
         if p is not None:
-            return not any(k.startswith(prefix.rstrip("/") + "/") for k in self._known[p])
+            return not any(k.startswith(bare + "/") for k in self._known[p])
         await self._flush()
         return await self._store.is_empty(prefix)
 
