@@ -271,3 +271,29 @@ def test_storage_options_per_profile_and_on_the_command_line_reach_the_workers(l
     for bad, says in (("{endpoint_url: x}", "not valid JSON"), ('["a"]', "not an object")):
         r = run(["status", gram, "--storage-options", bad], env, timeout=120)
         assert r.returncode == 2 and one_line_error(r.stderr, "--storage-options", says, "Fix:"), r.stderr
+
+
+@pytest.mark.timeout(300)
+def test_denied_access_is_one_line_exit_2(local, s3, tmp_path):
+    """A second moto server that enforces its (empty) IAM after its first request: the bucket is
+    made, then every request of the unknown access key is refused (403)."""
+    port = _free_port()
+    env = {**s3["env"], "INITIAL_NO_AUTH_ACTION_COUNT": "1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    log = open(tmp_path / "moto.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        code = ("import sys, time, urllib.request\nfor _ in range(300):\n    try:\n"
+                f"        urllib.request.urlopen('http://127.0.0.1:{port}/moto-api/', timeout=1); sys.exit(0)\n"
+                "    except Exception:\n        time.sleep(0.1)\nsys.exit(1)\n")
+        assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+        subprocess.run([sys.executable, "-c", "import boto3; boto3.client('s3').create_bucket(Bucket='locked')"],
+                       env=env, check=True, timeout=60)
+        url = "s3://locked/c.zarr"
+        r = run(["prepare", "--input", local / "num.dat", "--format", "svmlighttk", "--out", url], env, timeout=120,
+                cwd=tmp_path)
+        assert r.returncode == 2 and one_line_error(r.stderr, url, "access denied", "Fix:"), r.stderr
+    finally:
+        server.kill()
+        server.wait()
+        log.close()
