@@ -482,7 +482,11 @@ class FsspecLocation:
     def writer_store(self):
         """The Zarr store for the one writer of the store here (it holds, or is about to take, the
         store's lock): a :class:`WriterCache` over :meth:`zarr_store`."""
-        return WriterCache(self.zarr_store())
+        if self.protocol in ("file", "local"):
+            via = AtomicLocalFileSystem(auto_mkdir=True)  # each object replaced atomically, as zarr_store does
+        else:
+            via = self.fs
+        return WriterCache(self.zarr_store(), sender=(via, self.root))
 
     def exists(self, rel: str = "") -> bool:
         return bool(self.fs.exists(self._p(rel)))
@@ -714,8 +718,12 @@ class WriterCache(WrapperStore):
     is released after it).
     """
 
-    def __init__(self, store, value_bytes: int = 64 * 2**20, concurrency: int = 32, depth: int = 4):
+    def __init__(self, store, value_bytes: int = 64 * 2**20, concurrency: int = 32, depth: int = 4, sender=None):
         super().__init__(store)
+        #: (fsspec filesystem, root path) that the sender thread writes through, on fsspec's own I/O
+        #: loop: the requests then never hold up Zarr's event loop, which the writer's own reads and
+        #: writes wait on. None: through the wrapped store, on Zarr's loop.
+        self._via = sender
         self._meta: dict = {}  # key -> bytes, or None (absent)
         self._values: OrderedDict = OrderedDict()  # key -> bytes (LRU)
         self._value_bytes = 0
@@ -730,7 +738,7 @@ class WriterCache(WrapperStore):
         self.enabled = True
 
     def _with_store(self, store):
-        return type(self)(store, self._value_limit, self.concurrency, self.depth)
+        return type(self)(store, self._value_limit, self.concurrency, self.depth, self._via)
 
     def __str__(self):
         return str(self._store)
@@ -847,10 +855,31 @@ class WriterCache(WrapperStore):
         if self._error is not None:
             return  # an earlier group failed: send nothing after it
         try:
-            zarr_sync(self._send(group))
+            if self._via is None:
+                zarr_sync(self._send(group))
+            else:
+                self._send_via(group)
         except BaseException as e:
             self._error = e
             raise
+
+    def _send_via(self, group: dict):
+        fs, root = self._via
+        gone = [f"{root}/{k}" for k, v in group.items() if v is _GONE]
+        if gone:  # deletes first, as in _send
+            try:
+                fs.rm(gone)  # one bulk request on S3
+            except FileNotFoundError:
+                for path in gone:
+                    try:
+                        fs.rm_file(path)
+                    except FileNotFoundError:
+                        pass
+        puts = {f"{root}/{k}": v for k, v in group.items() if v is not _GONE}
+        if len(puts) == 1:
+            fs.pipe_file(*next(iter(puts.items())))
+        elif puts:
+            fs.pipe(puts)  # concurrent on async filesystems (s3fs, gcsfs, ...)
 
     def _settle(self, wait):
         """Wait for the oldest group; on its failure remember nothing of what may not have landed."""
