@@ -230,7 +230,9 @@ def check_reachable(loc):
     config = {**(loc._options.get("config_kwargs") or {}), "connect_timeout": 10,
               "retries": {"max_attempts": 1, "mode": "standard"}}
     try:
-        fs = type(loc.fs)(**{**loc._options, "config_kwargs": config, "skip_instance_cache": True})
+        loc.fs.connect()  # the location's own client, needed anyway: the check shares its session (loaded models)
+        fs = type(loc.fs)(**{**loc._options, "config_kwargs": config, "skip_instance_cache": True,
+                             "session": loc.fs.session})
         fs.retries = 1
         fs.call_s3("head_bucket", Bucket=bucket)
     except Exception as e:  # noqa: BLE001  (worded below, or left to the command)
