@@ -567,10 +567,11 @@ class CorpusStore:
             a[start:stop] = np.array(values, dtype=object)
         after = vocabs.sizes()
         for name in Vocabularies.NAMES:
+            if after[name] == before[name]:
+                continue  # no new strings: nothing to write (a longer array left by a killed run is cut on reading)
             a = self._g["vocab"][name]
             a.resize((after[name],))
-            if after[name] > before[name]:
-                a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
+            a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
 
     def note_reused(self, run: int, count: int):
         """Record in the run log how many done shards this run found and did not redo."""
