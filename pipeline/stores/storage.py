@@ -310,6 +310,8 @@ def refuse_url(x, what: str, fix: str):
 def unreadable_metadata(loc, rel: str = "", depth: int = 5) -> list:
     """The ``zarr.json`` files of the store at ``loc`` (its groups and arrays, ``depth`` levels
     down) that are not valid JSON objects, as paths relative to the store."""
+    if isinstance(loc, FsspecLocation) and not loc.exclusive and not rel:
+        return _unreadable_listed(loc, depth)
     bad = []
     meta = f"{rel}zarr.json"
     try:
@@ -324,6 +326,50 @@ def unreadable_metadata(loc, rel: str = "", depth: int = 5) -> list:
         for name in sorted(loc.listdir(rel)):
             if not name.startswith(".") and loc.exists(f"{rel}{name}/zarr.json"):
                 bad += unreadable_metadata(loc, f"{rel}{name}/", depth - 1)
+    return bad
+
+
+def _unreadable_listed(loc, depth: int) -> list:
+    """:func:`unreadable_metadata` on an object store: the same ``zarr.json`` files (those of
+    nodes reached from the root through nodes that have one), found by one recursive listing
+    and read concurrently, instead of a request or two per node one after the other (on S3 an
+    absent key costs a HEAD and a LIST: the walk of a 22-shard corpus store took 700 requests)."""
+    root = loc.root
+    try:
+        keys = loc.fs.find(root)  # one flat listing (1,000 keys a request); s3fs walks folder by folder with maxdepth
+    except FileNotFoundError:
+        return []
+    finally:
+        loc.fs.invalidate_cache(root)  # the listing is kept nowhere: the store changes while it is written
+    rels = [k[len(root) + 1:] for k in keys if k.startswith(root + "/")]
+    rels = [r for r in rels if r.count("/") <= depth]
+    metas = [r for r in rels if (r == "zarr.json" or r.endswith("/zarr.json"))
+             and not any(part.startswith(".") for part in r.split("/")[:-1])]
+    nodes = {m[:-len("zarr.json")].rstrip("/") for m in metas}
+    if "" not in nodes:
+        return []  # no root metadata: not a store (the caller says so)
+
+    def reached(m):
+        parts = m.split("/")[:-1]
+        return all("/".join(parts[:i]) in nodes for i in range(len(parts)))
+
+    metas = ["zarr.json"] + sorted(m for m in metas if m != "zarr.json" and reached(m))
+    paths = [f"{root}/{m}" for m in metas]
+    got = loc.fs.cat(paths, on_error="return")
+    got = {str(k).rstrip("/"): v for k, v in got.items()}
+    bad = []
+    for m, path in zip(metas, paths):
+        data = got.get(path)
+        if data is None or isinstance(data, FileNotFoundError):
+            continue
+        if isinstance(data, BaseException):
+            raise data
+        try:
+            doc = json.loads(data)
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            bad.append(m)
     return bad
 
 
