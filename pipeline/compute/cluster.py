@@ -105,6 +105,10 @@ class Profile:
     type: str
     options: dict = field(default_factory=dict)
     source: str = "built-in"
+    #: fsspec options of the object stores a run under this profile opens (``storage_options:`` in
+    #: any profile; :func:`gramtile.pipeline.stores.storage.set_storage_options`), kept apart from
+    #: the options that start its workers
+    storage_options: dict = field(default_factory=dict)
 
     @property
     def in_process(self) -> bool:
@@ -189,6 +193,10 @@ def _validate(name, opts, path) -> Profile:
         raise ClusterConfigError(f"{where}: settings must be a mapping, got {opts!r}")
     opts = dict(opts)
     ptype = opts.pop("type", name)
+    storage = opts.pop("storage_options", None) or {}
+    if not isinstance(storage, dict) or not all(isinstance(k, str) for k in storage):
+        raise ClusterConfigError(f"{where}: storage_options = {storage!r} is not a mapping of fsspec options. "
+                                 "Fix: e.g. storage_options: {endpoint_url: 'http://127.0.0.1:9000', profile: lab}")
     if ptype not in TYPES:
         raise ClusterConfigError(f"{where}: type {ptype!r} is unknown. Fix: set 'type' to one of {list(TYPES)}")
     allowed = _KEYS[ptype]
@@ -217,7 +225,7 @@ def _validate(name, opts, path) -> Profile:
                 f"{where}: lifetime {opts['lifetime']} (+ stagger {opts.get('lifetime_stagger', 0)}) reaches the "
                 f"walltime {opts['walltime']}: SLURM would kill the workers before they retire. Fix: a lifetime "
                 "a few minutes (or a tenth) shorter than the walltime")
-    return Profile(name, ptype, opts, str(path))
+    return Profile(name, ptype, opts, str(path), storage)
 
 
 def _ok(check, v) -> bool:
