@@ -15,7 +15,7 @@ sigma 1; a similarity below ``threshold`` counts as 0. Only for tiny trees.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from itertools import combinations, product
 
 from reference.tree_kernels import gap_exponent
@@ -92,32 +92,44 @@ def _skeleton(shape):
     return tuple(_skeleton(c) for c in shape[1])
 
 
-def _aligned(s1, s2):
-    """Pairs of tree nodes at the same place of two fragments of one skeleton (preorder)."""
-    yield s1[0], s2[0]
-    for a, b in zip(s1[1], s2[1]):
-        yield from _aligned(a, b)
+def _preorder(shape):
+    """The tree nodes of a fragment in preorder."""
+    yield shape[0]
+    for c in shape[1]:
+        yield from _preorder(c)
 
 
 def sptk_by_fragments(t1, t2, sim, lam, mu, gap="gaps", tf=1, max_length=None, threshold=0, lexical="leaves"):
     """Sum over pairs of PT fragment occurrences of one skeleton of
     prod(sigma over aligned nodes) mu^{nodes} lam^{2 (ends) + g1 + g2} prod(tf where either end node
-    is childless in its tree)."""
+    is childless in its tree).
+
+    Occurrences of a skeleton are counted by what the weight reads (labels and childlessness of
+    their nodes in preorder, gap exponent, end flags), so equal occurrences pair once."""
     def occ(t):
-        d = defaultdict(list)
+        d = defaultdict(Counter)
         for n in t.nodes():
             for shape, nodes, g, ends in sptk_fragments(n, gap, max_length):
-                d[_skeleton(shape)].append((shape, nodes, g, ends))
+                at = tuple((x.label, not x.children) for x in _preorder(shape))
+                d[_skeleton(shape)][(at, nodes, g, ends)] += 1
         return d
+
+    def sig(a, b):
+        if a[0] == b[0]:
+            return 1
+        if lexical == "leaves" and not (a[1] and b[1]):
+            return 0
+        s = sim(a[0], b[0])
+        return s if s >= threshold and s > 0 else 0
 
     o1, o2 = occ(t1), occ(t2)
     k = 0
     for skel, occs1 in o1.items():
-        for shape1, nodes, g1, e1 in occs1:
-            for shape2, _, g2, e2 in o2.get(skel, ()):
-                w = 1
-                for a, b in _aligned(shape1, shape2):
-                    w *= sigma(a, b, sim, threshold, lexical)
+        for (at1, nodes, g1, e1), c1 in occs1.items():
+            for (at2, _, g2, e2), c2 in o2.get(skel, {}).items():
+                w = c1 * c2
+                for a, b in zip(at1, at2):
+                    w *= sig(a, b)
                     if not w:
                         break
                 if not w:
