@@ -386,7 +386,8 @@ class SmoothedPartialTreeKernel(BaseSpec):
         Which nodes are lexical: childless nodes (dependency-derived trees, GRCT, bracket trees)
         or nodes whose label starts with ``prefix`` (KeLP's LCT / LOCT / GRCT labels ``LEX##``).
     prefix : str
-        The lexical label prefix of ``lexical="prefix"``; removed before the word is looked up.
+        The lexical label prefix: with ``lexical="prefix"`` it marks the lexical nodes; in both
+        modes it is removed from a label before the word is looked up (GRCT leaves carry it).
     same_pos : bool
         Labels ``word::p`` (KeLP) are similar only with the same coarse PoS ``p``.
     rep : str
@@ -432,7 +433,7 @@ class SmoothedPartialTreeKernel(BaseSpec):
     def table_params(self) -> dict:
         """What fixes the similarity table (the resource's name is built from it)."""
         return {"source": self.similarity, "vectors": self.vectors, "threshold": self.threshold,
-                "lexical": self.lexical, "prefix": self.prefix if self.lexical == "prefix" else None,
+                "lexical": self.lexical, "prefix": self.prefix,
                 "same_pos": self.same_pos}
 
     def resources(self) -> tuple:
