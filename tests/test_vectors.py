@@ -15,7 +15,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.resources.lexical import lexical_table, split_label
+from gramtile.pipeline.resources.lexical import split_label
 from gramtile.pipeline.resources.vectors import cosine_table, read_vectors, train_vectors, write_vectors_text
 
 WORDS = ["dog", "cat", "car", "truck", "run"]

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from itertools import combinations, product
 
-from reference.tree_kernels import gap_exponent
-
 from gramtile.pipeline.representations.structures import Tree
+from reference.tree_kernels import gap_exponent
 
 
 def sigma(n1: Tree, n2: Tree, sim, threshold=0, lexical="leaves"):
