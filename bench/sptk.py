@@ -149,9 +149,10 @@ def main(argv=None):
                   f"{A.shape[0]:,} symbols, {off:,} off-diagonal entries, built in {t_table:.2f} s; "
                   f"{w_s:.2f} s wall, {c_s:.2f} s CPU, {pairs / c_s / 1e6:.3f} M evaluations/s; "
                   f"{c_s / c_pt:.2f}x PT's CPU time; {more:,} of {K.size:,} entries above PT")
+            index = {w: k for k, w in enumerate(words)}
+            ranked = [w for w, _ in freq.most_common() if w in index]
             for W in [int(x) for x in a.words.split(",")]:
-                top = [w for w, _ in freq.most_common() if w in set(words)][:W]
-                index = {w: k for k, w in enumerate(words)}
+                top = ranked[:W]
                 M = V[[index[w] for w in top]]
                 t = time.perf_counter()
                 T = cosine_table(M, 0.5)
