@@ -40,7 +40,7 @@ def corpus(tmp_path_factory):
         docs = [ln.split("|BS:quest|")[1].split("|ES|")[0].lower().split() for ln in f]
     words, V = train_vectors(docs, dims=50, window=3, seed=0)
     write_vectors_text(d / "vec.txt", words, V)
-    prepare(d / "train.klp", "kelp", d / "c.zarr", shard_size=20, cluster="sequential", progress=False)
+    prepare(d / "train.klp", "kelp", d / "c.zarr", shard_size=20, cluster="sequential")
     return d
 
 
@@ -55,7 +55,7 @@ def test_store_equals_in_memory_and_records_the_table(corpus, rep):
     d = corpus
     spec = _spec(d, rep)
     docs = list(read(d / "train.klp", "kelp"))
-    store = run_gram(d / "c.zarr", spec, d / f"g-{rep}.zarr", tile=16, cluster="threads", progress=False)
+    store = run_gram(d / "c.zarr", spec, d / f"g-{rep}.zarr", tile=16, cluster="threads")
     K = store.view().to_numpy()
     M = gram(spec, {rep: [x.structures[rep] for x in docs]})
     np.testing.assert_allclose(K, M, rtol=1e-12, atol=0)
@@ -75,13 +75,11 @@ def test_resume_and_threads_give_the_same_store(corpus, tmp_path):
     spec = _spec(d)
     on_tile, seen = stop_after(2)
     with pytest.raises(RuntimeError):
-        run_gram(d / "c.zarr", spec, tmp_path / "g.zarr", tile=12, cluster="sequential", progress=False,
+        run_gram(d / "c.zarr", spec, tmp_path / "g.zarr", tile=12, cluster="sequential",
                  on_tile=on_tile)
     assert len(seen) == 2
-    K = run_gram(d / "c.zarr", spec, tmp_path / "g.zarr", tile=12, cluster="sequential",
-                 progress=False).view().to_numpy()
-    full = run_gram(d / "c.zarr", spec, tmp_path / "h.zarr", tile=48, cluster="threads",
-                    progress=False).view().to_numpy()
+    K = run_gram(d / "c.zarr", spec, tmp_path / "g.zarr", tile=12, cluster="sequential").view().to_numpy()
+    full = run_gram(d / "c.zarr", spec, tmp_path / "h.zarr", tile=48, cluster="threads").view().to_numpy()
     np.testing.assert_array_equal(K, full)
 
 
@@ -90,10 +88,8 @@ def test_composition_and_cli(corpus, tmp_path):
     spec = _spec(d)
     comp = {"kind": "sum", "kernels": [{"kernel": {"kind": "normalized", "kernel": spec}},
                                        {"kernel": {"kind": "normalized", "kernel": {"kind": "bow", "rep": "bow"}}}]}
-    C = run_gram(d / "c.zarr", comp, tmp_path / "c.zarr", tile=16, cluster="sequential",
-                 progress=False).view().to_numpy()
-    S = run_gram(d / "c.zarr", spec, tmp_path / "s.zarr", tile=16, cluster="sequential",
-                 progress=False).view().to_numpy()
+    C = run_gram(d / "c.zarr", comp, tmp_path / "c.zarr", tile=16, cluster="sequential").view().to_numpy()
+    S = run_gram(d / "c.zarr", spec, tmp_path / "s.zarr", tile=16, cluster="sequential").view().to_numpy()
     assert np.allclose(np.diag(C), 2.0)
     n = np.sqrt(np.diag(S))
     B = C - S / np.outer(n, n)
@@ -106,7 +102,7 @@ def test_composition_and_cli(corpus, tmp_path):
 def test_saved_model_predicts_with_the_training_table(corpus, tmp_path):
     d = corpus
     spec = {"kind": "normalized", "kernel": _spec(d)}
-    run_gram(d / "c.zarr", _spec(d), tmp_path / "g.zarr", tile=16, cluster="sequential", progress=False)
+    run_gram(d / "c.zarr", _spec(d), tmp_path / "g.zarr", tile=16, cluster="sequential")
     resource_store._loaded.clear()
     tile_task._resources.clear()
     built = resource_store.stats["built"]
@@ -120,3 +116,25 @@ def test_saved_model_predicts_with_the_training_table(corpus, tmp_path):
     np.testing.assert_allclose(m2.kernel_to_support(test_docs), m_mem.kernel_to_support(test_docs),
                                rtol=0, atol=1e-10)
     assert m2.predict(test_docs).tolist() == m_mem.predict(test_docs).tolist()
+
+
+def test_a_changed_vector_file_is_refused_not_reused(corpus, tmp_path):
+    """The stored table names its vector file by sha256: vectors changed at the same path would
+    leave the table (and the Gram stores made from it) describing other vectors."""
+    from gramtile.pipeline.stores.errors import StoreMismatchError
+
+    d = corpus
+    vec = tmp_path / "v.txt"
+    vec.write_text((d / "vec.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    prepare(d / "train.klp", "kelp", tmp_path / "c.zarr", shard_size=20, cluster="sequential")
+    spec = {**_spec(d), "vectors": str(vec)}
+    run_gram(tmp_path / "c.zarr", spec, tmp_path / "a.zarr", tile=48, cluster="sequential")
+    run_gram(tmp_path / "c.zarr", spec, tmp_path / "b.zarr", tile=48, cluster="sequential")  # same file: reused
+    lines = vec.read_text(encoding="utf-8").splitlines()
+    lines[1] = lines[1].split(" ")[0] + " " + " ".join("0.5" for _ in lines[1].split(" ")[1:])
+    vec.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(StoreMismatchError, match=r"v\.txt, which changed \(sha256 .*Fix: give the new vectors"):
+        run_gram(tmp_path / "c.zarr", spec, tmp_path / "c2.zarr", tile=48, cluster="sequential")
+    vec.unlink()
+    with pytest.raises(StoreMismatchError, match=r"v\.txt, which is gone"):
+        run_gram(tmp_path / "c.zarr", spec, tmp_path / "c3.zarr", tile=48, cluster="sequential")

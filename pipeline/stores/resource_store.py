@@ -245,6 +245,9 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
 
     keys = list(keys)
     out = {k.group: info(corpus_path, k) for k in keys}
+    for k in keys:
+        if out[k.group] is not None:
+            check_sources(corpus_path, k, out[k.group])
     missing = [k for k in keys if out[k.group] is None]
     built = set()
     if missing:
@@ -268,6 +271,21 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
             lock.release()
     return {k.group: {"name": k.name, "rep": k.rep, "content_hash": info(corpus_path, k)["content_hash"],
                       "built": k.group in built} for k in keys}
+
+
+def check_sources(corpus_path, key: ResourceKey, meta: dict):
+    """A stored table built from vector files names them by path, size and sha256: a file changed
+    since would leave its table (and every Gram store made with it) describing other vectors, so
+    it is refused, with the fix, rather than silently reused."""
+    for v in (meta.get("provenance") or {}).get("vectors", []):
+        f = Path(v["path"])
+        now = file_sha256(f) if f.is_file() else None
+        if now != v["sha256"]:
+            what = "is gone" if now is None else f"changed (sha256 {v['sha256'][:12]} when the table was built, " \
+                                                 f"{now[:12]} now)"
+            raise StoreMismatchError(
+                f"{corpus_path}: resource {key.name!r} was built from the vector file {f}, which {what}. Fix: "
+                "give the new vectors another file name (a new table is built for them), or restore the file")
 
 
 def ensure_for_spec(corpus_path, spec) -> dict:
