@@ -340,7 +340,7 @@ def _unreadable_listed(loc, depth: int) -> list:
     except FileNotFoundError:
         return []
     finally:
-        loc.fs.invalidate_cache(root)  # the listing is kept nowhere: the store changes while it is written
+        loc.fs.invalidate_cache()  # s3fs keeps every folder's listing from it: stores change while written
     rels = [k[len(root) + 1:] for k in keys if k.startswith(root + "/")]
     rels = [r for r in rels if r.count("/") <= depth]
     metas = [r for r in rels if (r == "zarr.json" or r.endswith("/zarr.json"))
@@ -541,6 +541,7 @@ class FsspecLocation:
 
     def listdir(self, rel: str = "") -> list:
         try:
+            self.fs.invalidate_cache(self._p(rel))  # never an old listing: other processes write here
             entries = self.fs.ls(self._p(rel), detail=False)
         except (FileNotFoundError, NotADirectoryError):
             return []
