@@ -25,7 +25,6 @@ similarity tasks), rows scaled by the square root of the singular values.
 from __future__ import annotations
 
 import gzip
-import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -35,14 +34,6 @@ import scipy.sparse as sp
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline import optional
 from gramtile.pipeline.representations.errors import CorpusFormatError
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def vector_files(path) -> list:

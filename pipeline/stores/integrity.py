@@ -27,21 +27,13 @@ import socket
 import uuid
 from pathlib import Path
 
+from gramtile.pipeline.checksums import file_sha256
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "gramtile-manifest"
 #: attribute key holding the sha256 of the rest of an attribute (:func:`attr_sha256`)
 ATTR_HASH = "attr_sha256"
-
-
-def file_sha256(path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB pieces."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            h.update(piece)
-    return h.hexdigest()
 
 
 def write_manifest(directory, skip=()) -> dict:

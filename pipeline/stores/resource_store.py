@@ -43,7 +43,6 @@ spec plus a corpus store give the same K as :func:`gramtile.gram` on the same ex
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 import time
@@ -57,13 +56,14 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline import optional
+from gramtile.pipeline.checksums import file_sha256
 from gramtile.pipeline.representations.encode import decode
 from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, value_of
 from gramtile.pipeline.resources.keys import GROUP, ResourceKey, keys_of
 from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
 from gramtile.pipeline.resources.lexical import table_params
 from gramtile.pipeline.resources.similarity import POS_FILES, WORDNET_DIR
-from gramtile.pipeline.resources.vectors import file_sha256, vector_files
+from gramtile.pipeline.resources.vectors import vector_files
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
 from gramtile.pipeline.stores.storage import location
@@ -76,14 +76,6 @@ LOCK_WAIT_SECONDS = 600.0
 stats = {"built": 0, "loaded": 0}
 #: Per-process cache of loaded resources: (corpus path, group path, content hash) -> value.
 _loaded: dict = {}
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _provenance(key: ResourceKey, cs) -> dict:
@@ -104,7 +96,7 @@ def _provenance(key: ResourceKey, cs) -> dict:
 
         files = [f"index.{f}" for f in POS_FILES.values()] + [f"{f}.exc" for f in POS_FILES.values()]
         prov["wordnet"] = {"path": str(WORDNET_DIR), "version": "3.0 (Debian wordnet-base)",
-                           "sha256": {f: _file_sha256(WORDNET_DIR / f) for f in files
+                           "sha256": {f: file_sha256(WORDNET_DIR / f) for f in files
                                       if (WORDNET_DIR / f).is_file()}}
     return prov
 
