@@ -76,9 +76,23 @@ def job_ids(name: str, states=None) -> list:
     return [i for i, st in rows if states is None or st in states]
 
 
+def _node_free(timeout: float = 120):
+    """Wait (bounded) until the single node runs no job: a test's jobs must not queue behind the
+    ending jobs of the test before it (they would count against its worker_wait)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        r = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30)
+        if not r.stdout.strip():
+            return
+        time.sleep(1)
+    pytest.fail(f"SLURM still runs jobs {timeout:g} s after the previous test: {r.stdout.split()}")
+
+
 @pytest.fixture
 def jobs(slurm, request):
-    """A job name of this test's own; its jobs still queued or running at the end are cancelled."""
+    """A job name of this test's own, on a node no other job holds; its jobs still queued or
+    running at the end are cancelled."""
+    _node_free()
     name = "gt-" + re.sub(r"[^A-Za-z0-9]+", "-", request.node.name)[:40] + f"-{os.getpid()}"
     yield name
     left = job_ids(name)
@@ -94,7 +108,7 @@ def slurm_profile(tmp: Path, slurm: dict, job_name: str, **over) -> dict:
          "python": sys.executable, "interface": "lo",
          "local_directory": str(tmp / "worker-space"), "log_directory": str(tmp / "job-logs"),
          "scheduler_options": {"host": "127.0.0.1", "dashboard_address": ":0"},
-         "worker_wait": WORKER_WAIT, "stall_timeout": 300}
+         "worker_wait": 180, "stall_timeout": 300}
     p.update(over)
     return p
 
@@ -315,7 +329,7 @@ def test_a_run_longer_than_the_walltime_finishes_on_replacement_jobs(slurm, jobs
 def test_every_job_cancelled_ends_the_run_with_one_line_and_the_rerun_resumes_bitwise(slurm, jobs, num700,
                                                                                        tmp_path):
     corpus, ref = num700
-    cfile = profiles_file(tmp_path, hpc=slurm_profile(tmp_path, slurm, jobs))
+    cfile = profiles_file(tmp_path, hpc=slurm_profile(tmp_path, slurm, jobs, worker_wait=WORKER_WAIT))
     out = tmp_path / "g.zarr"
     p = start(gram_argv(corpus, out, "hpc", cfile), tmp_path)
     ids = wait_for_jobs(jobs, 2)
