@@ -829,7 +829,7 @@ class GramView:
             try:
                 m = np.zeros((0, 0), dtype=np.uint32) if arr is None else np.asarray(arr[...], dtype=np.uint32)
             except Exception:  # noqa: BLE001
-                raise StoreCorruptError(f"the tile checksum manifest of {self.store.path} is damaged; run "
+                raise StoreCorruptError(f"the tile checksum manifest of {self.store.path} ({TILE_CRC}) is damaged; run "
                                         f"`gramtile verify {self.store.path} --repair`") from None
             self._manifest = m
         return int(m[a, b]) if a < m.shape[0] and b < m.shape[1] else 0

@@ -94,18 +94,35 @@ def refuse_url(x, what: str, fix: str):
         raise StoreError(f"{x}: {what} cannot be written to a URL. Fix: {fix}")
 
 
+def _zarr_metadata(doc: dict):
+    """Parse a ``zarr.json`` document as Zarr does when it opens the node; raises on anything Zarr
+    would refuse later with an error of its own (a damaged key, codec, data type or chunk grid)."""
+    from zarr.core.group import GroupMetadata
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    kind = doc.get("node_type")
+    if kind == "array":
+        ArrayV3Metadata.from_dict(dict(doc))
+    elif kind == "group":
+        GroupMetadata.from_dict(dict(doc))
+    else:
+        raise ValueError(f"node_type {kind!r}")
+
+
 def unreadable_metadata(loc, rel: str = "", depth: int = 5) -> list:
     """The ``zarr.json`` files of the store at ``loc`` (its groups and arrays, ``depth`` levels
-    down) that are not valid JSON objects, as paths relative to the store."""
+    down) that are not valid JSON objects or not metadata Zarr can open (a flipped bit in a key,
+    a codec name, a data type), as paths relative to the store."""
     bad = []
     meta = f"{rel}zarr.json"
     try:
         doc = json.loads(loc.read_bytes(meta))
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
+        _zarr_metadata(doc)
     except FileNotFoundError:
         return bad
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except Exception:  # noqa: BLE001  (Zarr's parser raises TypeError, ValueError, KeyError, ... on damage)
         bad.append(meta)
     if depth:
         for name in sorted(loc.listdir(rel)):
