@@ -44,6 +44,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import ArrayKernelSource, StoreKernelSource, ViewKernelSource, normalize_inplace
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramView
+from gramtile.pipeline.stores.storage import absolute
 
 MAGIC = b"GRAMTILE-ROWFILE 1\n"
 #: Bytes before the first row (the header, zero-padded).
@@ -59,7 +60,9 @@ def _idx_hash(idx) -> str | None:
 
 
 def _store_id(st) -> list:
-    return [str(st.path), str(st.meta.get("uid")), str(st.meta.get("rows_sha256"))]
+    # the absolute path: the driver (which may name the store relatively) and a worker started in
+    # another directory (which opens it by the absolute path its task carries) agree
+    return [absolute(st.path), str(st.meta.get("uid")), str(st.meta.get("rows_sha256"))]
 
 
 def identity(source):

@@ -76,6 +76,15 @@ def location(x):
     return FsspecLocation(x) if is_url(x) else LocalLocation(x)
 
 
+def absolute(x) -> str:
+    """``x`` as a task sent to another process names it: a URL as given, a local path made absolute
+    against this process's working directory (without resolving symbolic links), so a worker
+    started in another directory opens the same file. The driver calls it before any task leaves."""
+    if isinstance(x, (LocalLocation, FsspecLocation)):
+        x = x.path if isinstance(x, LocalLocation) else x.url
+    return x if is_url(str(x)) else os.path.abspath(os.fspath(x))
+
+
 def beside(x, suffix: str):
     """The path or URL of a sibling of ``x`` named ``x``'s last component plus ``suffix``.
 
