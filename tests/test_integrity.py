@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -460,3 +461,86 @@ def test_concurrent_fold_writers_never_share_a_temporary_name(tmp_path):
         list(ex.map(lambda _: save_folds(path, splits, labels, 2, 0), range(400)))
     assert [s.to_dict() for s in load_folds(path, labels)] == [s.to_dict() for s in splits]
     assert [p.name for p in tmp_path.iterdir()] == ["folds.json"]
+
+
+# ---- errors name the real cause -------------------------------------------------------------------
+
+def _small_files(limit):
+    def apply():
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, as a full disk gives ENOSPC
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_an_smo_row_file_that_cannot_be_written_names_scratch_not_out(work, tmp_path):
+    """The kernel row file of 60 examples is 32,896 bytes; under a 20,000-byte file-size limit
+    its write fails with EFBIG (a full scratch disk fails the same way). Before: "cannot write
+    ...: File too large ... Fix: ... choose another --out"."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    r = subprocess.run(GRAMTILE + ["train", "--corpus", work["corpus"], "--gram", str(work["dir"] / "g.zarr"),
+                                   "--kernel", ST, "--solver", "smo", "--cache-mb", "0.001", "--scratch", str(scratch),
+                                   "--out", str(tmp_path / "m"), "-q"],
+                       capture_output=True, text=True, timeout=300, preexec_fn=_small_files(20_000))
+    assert r.returncode == 2 and one_line(r.stderr, "--scratch", str(scratch)), r.stderr
+    assert "--out" not in r.stderr, r.stderr
+    assert list(scratch.iterdir()) == [] and not (tmp_path / "m").exists()
+
+
+def test_a_feature_store_published_meanwhile_is_kept_and_the_refusal_names_a_fix_features_has(work, tmp_path):
+    """Another run publishes --out while this `features` run works (here: a finished store renamed
+    into place as soon as this run's temporary folder appears): the store is kept, and the refusal
+    is one line with a fix that `features` has (before: "Directory not empty" with no fix, then a
+    fix naming --overwrite, which `features` does not take)."""
+    from gramtile.pipeline.stores.feature_store import FeatureStore
+
+    out = tmp_path / "f.zarr"
+    argv = GRAMTILE + ["features", "--corpus", work["corpus"], "--kernel", ST, "--out", str(out)]
+    for _ in range(5):  # a round is lost when the run finishes before the rename lands
+        ready = tmp_path / "ready"
+        shutil.copytree(work["dir"] / "f.zarr", ready)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 240
+        while p.poll() is None and time.monotonic() < deadline:
+            if any(n.startswith(".f.zarr.tmp-") for n in os.listdir(tmp_path)):
+                try:
+                    os.rename(ready, out)
+                except OSError:
+                    pass
+                break
+            time.sleep(0.0005)
+        _, err = p.communicate(timeout=240)
+        if not ready.exists() and p.returncode == 2:
+            break
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(ready, ignore_errors=True)
+    else:
+        pytest.fail("the store never appeared while the run worked: the test did not exercise the race")
+    assert one_line(err, str(out), "Fix:") and "--overwrite" not in err and "Directory not empty" not in err, err
+    assert FeatureStore(out).uid == FeatureStore(work["dir"] / "f.zarr").uid  # the one published first is kept
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["f.zarr"]
+
+
+def test_a_full_disk_under_the_corpus_store_during_features_names_that_storage(work, tmp_path):
+    """`features` first builds the corpus's feature set inside the corpus store; with that disk
+    full, the error names the corpus store and its storage (before: "cannot write F.zarr ... the
+    disk / ... is full. Fix: ... choose another --out", the wrong disk and the wrong fix)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs a tmpfs mount (root)")
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)], check=True)
+    try:
+        shutil.copytree(work["corpus"], mnt / "c.zarr", ignore=shutil.ignore_patterns("features"))
+        free = shutil.disk_usage(mnt).free
+        (mnt / "filler").write_bytes(b"x" * (free - 8192))
+        out = tmp_path / "f.zarr"
+        r = subprocess.run(GRAMTILE + ["features", "--corpus", str(mnt / "c.zarr"), "--kernel", ST, "--out", str(out)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and one_line(r.stderr, f"corpus store {mnt / 'c.zarr'}", str(mnt), "Fix:"), r.stderr
+        assert "--out" not in r.stderr and not out.exists(), r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

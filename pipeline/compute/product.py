@@ -194,7 +194,7 @@ def ensure(corpus_path, spec, path: str) -> dict:
             if path == "product":
                 raise
             log.info(f"gramtile gram: no feature set for {b.kind} ({e}); tiles take the pairwise path")
-        except OSError as e:
+        except (OSError, feature_store.FeatureSetWriteError) as e:
             if path == "product":
                 raise StoreError(f"--path product: cannot build the feature set of {b.to_json()} into corpus "
                                  f"store {corpus_path} ({e}). Fix: make the store writable once, or use --path "

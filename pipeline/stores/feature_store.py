@@ -49,7 +49,7 @@ from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, StoreCorruptError, StoreError
 from gramtile.pipeline.stores.integrity import attr_intact, clean_stale, publish_dir, sealed, temp_sibling
 from gramtile.pipeline.stores.resource_store import corpus_lock
-from gramtile.pipeline.stores.storage import location
+from gramtile.pipeline.stores.storage import disk_summary, is_url, location
 
 ATTR = "gramtile_features"
 GROUP = "features"
@@ -306,6 +306,11 @@ def _build(corpus_path, base, cs: CorpusStore) -> dict:
     return meta
 
 
+class FeatureSetWriteError(StoreError):
+    """The corpus store's storage refused the feature set (full, read-only): the message names the
+    corpus store and its storage, not the command's --out."""
+
+
 def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
     """The feature set of ``base`` in the corpus store, built (under the store's writer lock,
     from every example) if missing or made from another corpus content; returns its attribute."""
@@ -320,7 +325,15 @@ def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
     try:
         meta = info(corpus_path, base)  # another driver may have built it while we waited
         if meta is None or meta.get("corpus_content_hash") != cs.content_hash:
-            meta = _build(corpus_path, base, cs)
+            try:
+                meta = _build(corpus_path, base, cs)
+            except OSError as e:  # the corpus store's storage (full, read-only), not the command's --out
+                where = f"the storage {disk_summary(corpus_path)}" if not is_url(str(corpus_path)) else "its storage"
+                raise FeatureSetWriteError(
+                    f"cannot write the feature set {group_name(base)} into the corpus store {corpus_path} "
+                    f"({e.strerror or e}; feature sets of a corpus are kept in its store, on {where}). Fix: free "
+                    f"space on the storage holding {corpus_path} (or make it writable), then rerun the same "
+                    "command") from None
     finally:
         lock.release()
     return meta
@@ -491,7 +504,8 @@ def write_store(corpus_path, spec, out) -> dict:
                 "strings_sha256": hashes, "uid": uuid.uuid4().hex}
         meta = sealed(meta)  # the attribute bound to itself: sizes, shard hashes, the hashes above
         g.attrs[STORE_ATTR] = meta
-        publish_dir(tmp, out, False, "feature store")
+        publish_dir(tmp, out, False, "feature store",
+                    fix=f"use the store that run wrote, or choose another --out (or delete {out} and run again)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return meta

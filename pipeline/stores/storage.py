@@ -76,6 +76,23 @@ def location(x):
     return FsspecLocation(x) if is_url(x) else LocalLocation(x)
 
 
+def disk_summary(path) -> str:
+    """The mount point holding the local ``path`` and its free space, e.g. "/data (12 KB free of 2.0 GB)"."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        p = os.path.dirname(p)
+    while not os.path.ismount(p):
+        p = os.path.dirname(p)
+    try:
+        u = shutil.disk_usage(p)
+    except OSError:
+        return p
+
+    def size(n):
+        return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n // 1024} KB"
+    return f"{p} ({size(u.free)} free of {size(u.total)})"
+
+
 def absolute(x) -> str:
     """``x`` as a task sent to another process names it: a URL as given, a local path made absolute
     against this process's working directory (without resolving symbolic links), so a worker
