@@ -544,3 +544,93 @@ def test_a_full_disk_under_the_corpus_store_during_features_names_that_storage(w
         assert "--out" not in r.stderr and not out.exists(), r.stderr
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# ---- inputs: unencodable text, texts beyond the parser, TSV fields ------------------------------------
+
+@pytest.mark.parametrize("field", ["id", "label", "token", "text-col"])
+def test_a_lone_surrogate_is_refused_with_the_file_and_line(field, tmp_path, capsys):
+    """A \\ud800 escape without its other half decodes to text no encoding can write: before, a
+    UnicodeEncodeError traceback from the store writer; now the record is refused (not altered)."""
+    rows = [{"id": "a", "label": "A", "tree": "(S (N dog))"}, {"id": "b", "label": "B", "tree": "(S (N cat))"}]
+    extra = []
+    if field == "id":
+        rows[1]["id"] = "b\ud800"
+    elif field == "label":
+        rows[1]["label"] = "B\udc00"
+    elif field == "token":
+        rows[1]["tree"] = "(S (N c\ud800at))"
+    else:
+        rows = [{"body": "the dog runs", "y": "A"}, {"body": "a c\ud800at", "y": "B"}]
+        extra = ["--text-col", "body", "--label-col", "y"]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="ascii")  # \uXXXX escapes
+    rc, out, err = run_cli(["prepare", "--input", src, "--format", "jsonl", *extra, "--out", tmp_path / "c.zarr",
+                            "--cluster", "sequential", "--no-progress", "-q"], capsys)
+    assert rc == 2 and one_line(err, f"{src}, line 2", "surrogate", "Fix:"), err
+    assert not (tmp_path / "c.zarr").exists()
+
+
+@pytest.mark.parametrize("max_tokens", [None, 2_000_000])
+def test_a_text_beyond_the_parsers_limit_is_refused_before_parsing_without_advice_beyond_it(max_tokens, tmp_path,
+                                                                                             capsys):
+    """A 600,000-token line (1.8 million characters): spaCy parses at most nlp.max_length
+    (1,000,000) characters. Before: with the default limit the error advised raising
+    --max-tokens, and with --max-tokens 2000000 spaCy's E088 ended the run in a traceback."""
+    src = tmp_path / "t.txt"
+    src.write_text("a short line\n" + " ".join(["ab"] * 600_000) + "\n")
+    extra = [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
+    rc, out, err = run_cli(["prepare", "--input", src, "--format", "text", *extra, "--out", tmp_path / "c.zarr",
+                            "--cluster", "sequential", "--no-progress", "-q"], capsys)
+    assert rc == 2 and one_line(err, f"{src}, line 2", "nlp.max_length", "split it"), err
+    assert "raise --max-tokens" not in err
+
+
+def test_the_parser_limit_of_the_loaded_pipeline_is_checked_before_parsing():
+    from gramtile.kernels.errors import RepresentationError
+    from gramtile.pipeline.parsing.parse import load_model, parse_deps
+
+    nlp = load_model()
+    with pytest.raises(RepresentationError, match="nlp.max_length"):
+        parse_deps(["x" * (nlp.max_length + 1)], nlp)
+
+
+def test_labels_and_ids_with_tabs_and_newlines_are_escaped_in_every_tsv_written(tmp_path, capsys):
+    """export's .rows.tsv / .classes.tsv and predict's output: one line per example, the columns
+    of the header, the label read back by undoing the escapes (before: a label with a newline
+    split the line, one with a tab added a column)."""
+    rows = [{"id": f"s\t{i}", "label": ["A\tx", "B\ny", "C\\z"][i % 3], "tree": tree(np.random.default_rng(i), "AB"[i % 2])}
+            for i in range(30)]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    q = ["--cluster", "sequential", "--no-progress", "-q"]
+    c, g = tmp_path / "c.zarr", tmp_path / "g.zarr"
+    assert run_cli(["prepare", "--input", src, "--format", "jsonl", "--out", c, *q], capsys)[0] == 0
+    assert run_cli(["gram", "--corpus", c, "--kernel", BASE, "--out", g, *q], capsys)[0] == 0
+    unescape = {"\\t": "\t", "\\n": "\n", "\\r": "\r", "\\\\": "\\"}
+
+    def back(field):
+        import re
+        return re.sub(r"\\[tnr\\]", lambda m: unescape[m.group()], field)
+
+    for fmt in ("npy", "libsvm"):
+        out = tmp_path / f"k.{fmt}"
+        rc, _, err = run_cli(["export", g, "--out", out, "--format", fmt], capsys)
+        assert rc == 0, err
+        lines = (tmp_path / f"k.{fmt}.rows.tsv").read_text().split("\n")
+        assert lines[-1] == "" and len(lines) == 32 and all(len(x.split("\t")) == 4 for x in lines[:-1])
+        assert [back(x.split("\t")[3]) for x in lines[1:-1]] == [r["label"] for r in rows]
+        assert [back(x.split("\t")[2]) for x in lines[1:-1]] == [r["id"] for r in rows]
+        if fmt == "libsvm":
+            cl = (tmp_path / "k.libsvm.classes.tsv").read_text().split("\n")
+            assert len(cl) == 5 and sorted(back(x.split("\t")[1]) for x in cl[1:-1]) == ["A\tx", "B\ny", "C\\z"]
+    m = tmp_path / "m"
+    assert run_cli(["train", "--corpus", c, "--gram", g, "--kernel", BASE, "--out", m, "-q"], capsys)[0] == 0
+    for out in (None, tmp_path / "p.tsv"):
+        rc, text, err = run_cli(["predict", "--model-dir", m, "--input", src, "-q",
+                                 *([] if out is None else ["--out", out])], capsys)
+        assert rc == 0, err
+        lines = (text if out is None else out.read_text()).rstrip("\n").split("\n")
+        assert len(lines) == 30 and all(len(x.split("\t")) == 2 for x in lines)
+        assert [back(x.split("\t")[0]) for x in lines] == [r["id"] for r in rows]
+        assert {back(x.split("\t")[1]) for x in lines} <= {"A\tx", "B\ny", "C\\z"}

@@ -189,7 +189,7 @@ def ensure(corpus_path, spec, path: str) -> dict:
             if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
                 continue
         try:
-            out[b.spec_hash] = feature_store.ensure(corpus_path, b)
+            out[b.spec_hash] = feature_store.ensure(corpus_path, b, pairwise=True)
         except FeatureSetTooLargeError as e:
             if path == "product":
                 raise

@@ -239,12 +239,14 @@ def _write(g, name, a):
     g.create_array(name, data=a, chunks=(max(1, a.shape[0]),), compressors=_COMPRESSORS, overwrite=True)
 
 
-def too_large(corpus_path, base, cs: CorpusStore) -> str | None:
+def too_large(corpus_path, base, cs: CorpusStore, pairwise: bool = False) -> str | None:
     """Why the feature set of ``base`` over ``cs`` could not be built in the memory available now,
     or None. Only the subsequence map's vocabulary can outgrow memory on its own: it enumerates
     sum_p C(L, p) occurrences per sequence, most of them distinct features (the tree, route and
     bag maps have at most one feature per node, route position or token). Checked by the build
-    only, so a feature set already stored is used whatever the memory now."""
+    only, so a feature set already stored is used whatever the memory now. ``pairwise``: the caller
+    (``gramtile gram``) has a pairwise path to suggest; other commands (``features``, linear
+    learning) do not take ``--path``."""
     if base.kind != "subsequence":
         return None
     occ = occurrences(base, cs.sizes(base.rep_name))
@@ -255,18 +257,18 @@ def too_large(corpus_path, base, cs: CorpusStore) -> str | None:
     return (f"the feature set of {base.to_json()} over corpus store {corpus_path} enumerates {occ:,} "
             f"subsequence occurrences; its vocabulary would take at least {need_mb:,.0f} MB (at "
             f"{MIN_DISTINCT:g} distinct features per occurrence, {VOCAB_BYTES} B each) and {avail_mb:,.0f} MB "
-            f"are available. Fix: use the pairwise path (--path pairwise, or auto, which keeps it here), "
+            f"are available. Fix: {'use the pairwise path (--path pairwise, or auto, which keeps it here)' if pairwise else 'compute the kernel pair by pair with `gramtile gram` (no feature set is built) and learn from that Gram store'}, "
             f"a smaller n, or shorter sequences")
 
 
-def _build(corpus_path, base, cs: CorpusStore) -> dict:
+def _build(corpus_path, base, cs: CorpusStore, pairwise: bool = False) -> dict:
     t0 = time.perf_counter()
     fmap = map_of(base)
     rep = base.rep_name
     if rep not in cs.representations:
         raise KernelSpecError(f"kernel {base.to_json()} reads representation {rep!r}, which corpus store "
                               f"{corpus_path} does not hold (it holds {sorted(cs.representations)})")
-    reason = too_large(corpus_path, base, cs)
+    reason = too_large(corpus_path, base, cs, pairwise)
     if reason:
         raise FeatureSetTooLargeError(reason)
     root = _open(corpus_path, mode="r+")
@@ -311,9 +313,10 @@ class FeatureSetWriteError(StoreError):
     corpus store and its storage, not the command's --out."""
 
 
-def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
+def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS, pairwise: bool = False) -> dict:
     """The feature set of ``base`` in the corpus store, built (under the store's writer lock,
-    from every example) if missing or made from another corpus content; returns its attribute."""
+    from every example) if missing or made from another corpus content; returns its attribute.
+    ``pairwise``: a refusal as too large may suggest ``--path pairwise`` (``gramtile gram``)."""
     cs = CorpusStore.open(corpus_path)
     meta = info(corpus_path, base)
     if meta is not None and meta.get("corpus_content_hash") == cs.content_hash:
@@ -326,7 +329,7 @@ def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
         meta = info(corpus_path, base)  # another driver may have built it while we waited
         if meta is None or meta.get("corpus_content_hash") != cs.content_hash:
             try:
-                meta = _build(corpus_path, base, cs)
+                meta = _build(corpus_path, base, cs, pairwise)
             except OSError as e:  # the corpus store's storage (full, read-only), not the command's --out
                 where = f"the storage {disk_summary(corpus_path)}" if not is_url(str(corpus_path)) else "its storage"
                 raise FeatureSetWriteError(
