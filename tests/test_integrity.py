@@ -634,3 +634,57 @@ def test_labels_and_ids_with_tabs_and_newlines_are_escaped_in_every_tsv_written(
         assert len(lines) == 30 and all(len(x.split("\t")) == 2 for x in lines)
         assert [back(x.split("\t")[0]) for x in lines] == [r["id"] for r in rows]
         assert {back(x.split("\t")[1]) for x in lines} <= {"A\tx", "B\ny", "C\\z"}
+
+
+# ---- every learner honours --labels or refuses it ----------------------------------------------------
+
+def _labels_file(work, tmp_path) -> Path:
+    """The corpus's labels renamed (A -> yes, B -> no): a model or evaluation that read them shows
+    the new names; one that ignored them shows A and B."""
+    lines = (work["dir"] / "d.jsonl").read_text().splitlines()
+    f = tmp_path / "labels.txt"
+    f.write_text("".join({"A": "yes", "B": "no"}[json.loads(x)["label"]] + "\n" for x in lines))
+    return f
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_train_honours_labels_or_refuses_them_for_every_learner(work, kind, tmp_path, capsys):
+    lab = _labels_file(work, tmp_path)
+    src = {"svm": ["--gram", work["dir"] / "g.zarr"], "perceptron": ["--gram", work["dir"] / "g.zarr"],
+           "nystroem": ["--gram", work["dir"] / "lm.zarr"]}
+    if kind == "linear":
+        argv = ["train", "--features", work["dir"] / "f.zarr", "--model", "linear"]
+    else:
+        argv = ["train", "--corpus", work["corpus"], *src[kind], "--kernel", ST, "--model", kind]
+    rc, out, err = run_cli([*argv, "--labels", lab, "--out", tmp_path / "m", "-q"], capsys)
+    if kind == "linear":
+        assert rc == 2 and one_line(err, "--labels") and not (tmp_path / "m").exists(), err
+        return
+    assert rc == 0, err
+    assert sorted(map(str, SavedModel.load(tmp_path / "m").classes)) == ["no", "yes"]
+    rc, out, err = predictions(tmp_path / "m", work["dir"] / "test.jsonl", capsys)
+    assert rc == 0 and {x.split("\t")[1] for x in out.strip().splitlines()} <= {"yes", "no"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_evaluate_honours_labels_or_refuses_them_for_every_learner(work, kind, tmp_path, capsys):
+    lab = _labels_file(work, tmp_path)
+    if kind == "linear":
+        argv = ["evaluate", "--features", work["dir"] / "f.zarr", "--model", "linear"]
+    else:
+        argv = ["evaluate", "--gram", work["dir"] / "g.zarr", "--kernel", ST, "--model", kind, "--folds-dir", tmp_path,
+                *(["--landmarks", "12"] if kind == "nystroem" else [])]
+    rc, out, err = run_cli([*argv, "--folds", "2", "--labels", lab, "--out", tmp_path / "r", "-q"], capsys)
+    if kind == "linear":
+        assert rc == 2 and one_line(err, "--labels"), err
+        return
+    assert rc == 0, err
+    res = json.loads((tmp_path / "r" / "results.json").read_text())
+    golds = {g for p in res["predictions"].values() for g in p["gold"]}
+    assert golds == {"yes", "no"}, golds
+
+
+def test_predict_takes_no_labels_option(work, tmp_path, capsys):
+    rc, out, err = run_cli(["predict", "--model-dir", work["models"]["svm"], "--input", work["dir"] / "test.jsonl",
+                            "--labels", _labels_file(work, tmp_path)], capsys)
+    assert rc == 2 and "--labels" in err and out == ""
