@@ -88,7 +88,8 @@ def main():
                      "line naming the file", ok, v.get("tried", 0),
                      f"{v.get('same_result', 0)} same result, {v.get('refused_naming_the_file', 0)} refused; "
                      f"{v.get('wrong_number', 0)} wrong number, {v.get('traceback', 0)} traceback, "
-                     f"{v.get('unclear_error', 0)} unclear"))
+                     f"{v.get('unclear_error', 0)} unclear; verify missed {v.get('refused_but_verify_missed', 0)} "
+                     "of the refused"))
     rows.append(("integrity and input regressions passing (tests/test_integrity.py, "
                  "tests/test_relative_paths_cluster.py)", integ["tests"] - integ["failed"] - integ["skipped"],
                  integ["tests"], f"{integ['skipped']} skipped"))

@@ -2,7 +2,8 @@
 each kind of model directory (svm, perceptron, nystroem, linear; docs/reliability.md,
 "Integrity"). Each flip, read by the command that consumes the file, must end in one of two
 ways: the very result of the clean run (identical scores, bit for bit), or one line, exit 2,
-naming the damaged file (or its array) -- never a traceback, never another number.
+naming the damaged file (or its array) -- never a traceback, never another number; and every
+flip the command refuses is reported by ``gramtile verify`` too.
 
 Each file gets ``GRAMTILE_SWEEP_FLIPS`` flips (default 8) at seeded random bit positions
 (seed ``GRAMTILE_SWEEP_SEED``, default 30), so the sweep is bounded and repeatable; with
@@ -65,9 +66,16 @@ def names_the_file(err: str, rel: str) -> bool:
     return any(n in lines[0] for n in names)
 
 
-def sweep(target: Path, run, kind: str):
+def verify_finds(target: Path, capsys) -> bool:
+    """Whether ``gramtile verify TARGET`` reports damage (a non-zero exit)."""
+    rc, _, _ = run_cli(["verify", target], capsys)
+    return rc != 0
+
+
+def sweep(target: Path, run, kind: str, capsys=None):
     """Flip each file of ``target`` ``FLIPS`` times; ``run()`` -> (exit code, result, stderr).
-    Returns the flips that ended otherwise than the clean result or one line naming the file."""
+    Returns the flips that ended otherwise than the clean result or one line naming the file, and
+    (with ``capsys``) the refused flips that ``gramtile verify`` did not report."""
     rc, want, err = run()
     assert rc == 0 and want, err
     clean = tree_digest(target)
@@ -80,11 +88,16 @@ def sweep(target: Path, run, kind: str):
             data[byte] ^= 1 << bit
             p.write_bytes(bytes(data))
             try:
-                rc, got, err = run()
-            except Exception as e:  # noqa: BLE001  (a traceback of the command: counted, reported)
-                rc, got, err = None, None, f"Traceback: {type(e).__name__}: {e}"
+                try:
+                    rc, got, err = run()
+                except Exception as e:  # noqa: BLE001  (a traceback of the command: counted, reported)
+                    rc, got, err = None, None, f"Traceback: {type(e).__name__}: {e}"
+                missed = rc == 2 and capsys is not None and not verify_finds(target, capsys)
             finally:
                 p.write_bytes(original)
+            if missed:
+                TALLY[kind]["refused_but_verify_missed"] += 1
+                bad.append((rel, byte, bit, rc, "verify_missed", err.strip()[-300:]))
             TALLY[kind]["tried"] += 1
             if rc == 0 and got == want:
                 TALLY[kind]["same_result"] += 1
@@ -122,7 +135,7 @@ def test_every_bit_flip_of_a_model_directory_is_the_clean_result_or_one_line(wor
 
     m = tmp_path / kind
     shutil.copytree(work["models"][kind], m)
-    bad = sweep(m, predict_run(m, work, tmp_path, capsys), f"model_{kind}")
+    bad = sweep(m, predict_run(m, work, tmp_path, capsys), f"model_{kind}", capsys)
     assert not bad, bad
 
 
@@ -144,7 +157,7 @@ def test_every_bit_flip_of_a_feature_store_is_the_clean_result_or_one_line(work,
         m = LinearModel.load(out)
         rc, got, err = pred()
         return rc, (m.coef.tobytes(), m.intercept.tobytes(), m.classes, got), err
-    bad = sweep(f, run, "feature_store")
+    bad = sweep(f, run, "feature_store", capsys)
     assert not bad, bad
 
 
@@ -162,5 +175,5 @@ def test_every_bit_flip_of_a_landmark_store_is_the_clean_result_or_one_line(work
         if rc != 0:
             return rc, None, err
         return pred()
-    bad = sweep(g, run, "landmark_store")
+    bad = sweep(g, run, "landmark_store", capsys)
     assert not bad, bad
