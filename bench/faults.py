@@ -1,5 +1,8 @@
-"""The figures of docs/reliability.md: run the fault suite (tests/test_fault_suite.py) and the CLI
-fault regressions (tests/test_cli_faults.py), and print what was tried and what survived.
+"""The figures of docs/reliability.md: run the fault suite (tests/test_fault_suite.py), the CLI
+fault regressions (tests/test_cli_faults.py), the bit-flip sweep over feature stores, landmark
+stores and model directories (tests/test_bitflip_sweep.py) and the integrity and input
+regressions (tests/test_integrity.py, tests/test_relative_paths_cluster.py), and print what was
+tried and what survived.
 
 The suite counts its cases into a JSON summary (``GRAMTILE_FAULT_SUMMARY``); this script runs it
 with larger sizes when asked, adds the pass/fail counts of both test files, and prints a
@@ -7,7 +10,7 @@ markdown table. A silent wrong result is a case whose command succeeded (or whos
 verified) with a matrix different from the clean one; a process crash is a traceback, a signal
 death or an uncaught exception where a one-line error was due.
 
-Run: .venv/bin/python bench/faults.py [--kills 8] [--batches 120] [--races 60] [--json OUT.json]
+Run: .venv/bin/python bench/faults.py [--kills 8] [--batches 120] [--races 60] [--flips 8] [--json OUT.json]
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ def main():
     ap.add_argument("--kills", type=int, default=8, help="driver SIGKILL points (default 8; the suite alone: 3)")
     ap.add_argument("--batches", type=int, default=120, help="malformed batches (default 120; the suite alone: 60)")
     ap.add_argument("--races", type=int, default=60, help="three-way lock race rounds (default 60; the suite alone: 20)")
+    ap.add_argument("--flips", type=int, default=8, help="bit flips per file in the sweep (default 8)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,13 +52,19 @@ def main():
         env = dict(os.environ, GRAMTILE_FAULT_SUMMARY=str(summary), GRAMTILE_FAULT_KILLS=str(a.kills),
                    GRAMTILE_FAULT_BATCHES=str(a.batches), GRAMTILE_FAULT_RACES=str(a.races),
                    GRAMTILE_REQUIRE_DATA="1")
+        sweep_file = Path(tmp) / "sweep.json"
+        env.update(GRAMTILE_SWEEP_SUMMARY=str(sweep_file), GRAMTILE_SWEEP_FLIPS=str(a.flips))
         suite = pytest(["tests/test_fault_suite.py"], env, Path(tmp) / "suite.xml")
         cli = pytest(["tests/test_cli_faults.py"], env, Path(tmp) / "cli.xml")
+        sweep_run = pytest(["tests/test_bitflip_sweep.py"], env, Path(tmp) / "sweep.xml")
+        integ = pytest(["tests/test_integrity.py", "tests/test_relative_paths_cluster.py"], env, Path(tmp) / "integ.xml")
         tally = json.loads(summary.read_text()) if summary.exists() else {}
+        sweep = json.loads(sweep_file.read_text()) if sweep_file.exists() else {}
     k, d, b = tally.get("kill_points", {}), tally.get("store_damage", {}), tally.get("bad_inputs", {})
     lr, mb = tally.get("lock_races", {}), tally.get("malformed_batches", {})
-    silent = k.get("silent_wrong", 0) + d.get("silent_wrong", 0)
-    crashes = b.get("crashed", 0) + lr.get("crashed", 0) + mb.get("crashed", 0)
+    silent = k.get("silent_wrong", 0) + d.get("silent_wrong", 0) + sum(v.get("wrong_number", 0) for v in sweep.values())
+    crashes = (b.get("crashed", 0) + lr.get("crashed", 0) + mb.get("crashed", 0)
+               + sum(v.get("traceback", 0) for v in sweep.values()))
     rows = [
         ("driver SIGKILLs during `gram`, rerun bitwise equal", k.get("survived", 0), k.get("tried", 0),
          f"{k.get('killed_mid_run', 0)} landed mid-run"),
@@ -71,16 +81,31 @@ def main():
         ("CLI fault regressions passing (tests/test_cli_faults.py)", cli["tests"] - cli["failed"] - cli["skipped"],
          cli["tests"], f"{cli['skipped']} skipped"),
     ]
+    for kind, v in sorted(sweep.items()):  # the bit-flip sweep: one row per kind of store or model directory
+        ok = v.get("same_result", 0) + v.get("refused_naming_the_file", 0)
+        what = f"{kind[len('model_'):]} model directory" if kind.startswith("model_") else kind.replace("_", " ")
+        rows.append((f"bit flips in a {what} ({v.get('files', 0)} files): the clean result, or one "
+                     "line naming the file", ok, v.get("tried", 0),
+                     f"{v.get('same_result', 0)} same result, {v.get('refused_naming_the_file', 0)} refused; "
+                     f"{v.get('wrong_number', 0)} wrong number, {v.get('traceback', 0)} traceback, "
+                     f"{v.get('unclear_error', 0)} unclear; verify missed {v.get('refused_but_verify_missed', 0)} "
+                     "of the refused"))
+    rows.append(("integrity and input regressions passing (tests/test_integrity.py, "
+                 "tests/test_relative_paths_cluster.py)", integ["tests"] - integ["failed"] - integ["skipped"],
+                 integ["tests"], f"{integ['skipped']} skipped"))
     print("| fault | survived | tried | note |\n|---|---:|---:|---|")
     for name, ok, tried, note in rows:
         print(f"| {name} | {ok} | {tried} | {note} |")
     print(f"\nsilent wrong results: {silent}; process crashes: {crashes}")
     print(f"suite {suite['tests']} tests in {suite['seconds']} s ({suite['failed']} failed); "
-          f"CLI faults {cli['tests']} tests in {cli['seconds']} s ({cli['failed']} failed)")
+          f"CLI faults {cli['tests']} tests in {cli['seconds']} s ({cli['failed']} failed); "
+          f"bit-flip sweep {sweep_run['tests']} tests in {sweep_run['seconds']} s ({sweep_run['failed']} failed); "
+          f"integrity {integ['tests']} tests in {integ['seconds']} s ({integ['failed']} failed)")
     if a.json:
-        Path(a.json).write_text(json.dumps({"tally": tally, "suite": suite, "cli": cli, "silent_wrong": silent,
+        Path(a.json).write_text(json.dumps({"tally": tally, "sweep": sweep, "suite": suite, "cli": cli,
+                                            "sweep_run": sweep_run, "integrity": integ, "silent_wrong": silent,
                                             "crashes": crashes}, indent=1) + "\n")
-    return 0 if suite["failed"] == cli["failed"] == 0 else 1
+    return 0 if suite["failed"] == cli["failed"] == sweep_run["failed"] == integ["failed"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -460,3 +461,230 @@ def test_concurrent_fold_writers_never_share_a_temporary_name(tmp_path):
         list(ex.map(lambda _: save_folds(path, splits, labels, 2, 0), range(400)))
     assert [s.to_dict() for s in load_folds(path, labels)] == [s.to_dict() for s in splits]
     assert [p.name for p in tmp_path.iterdir()] == ["folds.json"]
+
+
+# ---- errors name the real cause -------------------------------------------------------------------
+
+def _small_files(limit):
+    def apply():
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG, as a full disk gives ENOSPC
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_an_smo_row_file_that_cannot_be_written_names_scratch_not_out(work, tmp_path):
+    """The kernel row file of 60 examples is 32,896 bytes; under a 20,000-byte file-size limit
+    its write fails with EFBIG (a full scratch disk fails the same way). Before: "cannot write
+    ...: File too large ... Fix: ... choose another --out"."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    r = subprocess.run(GRAMTILE + ["train", "--corpus", work["corpus"], "--gram", str(work["dir"] / "g.zarr"),
+                                   "--kernel", ST, "--solver", "smo", "--cache-mb", "0.001", "--scratch", str(scratch),
+                                   "--out", str(tmp_path / "m"), "-q"],
+                       capture_output=True, text=True, timeout=300, preexec_fn=_small_files(20_000))
+    assert r.returncode == 2 and one_line(r.stderr, "--scratch", str(scratch)), r.stderr
+    assert "--out" not in r.stderr, r.stderr
+    assert list(scratch.iterdir()) == [] and not (tmp_path / "m").exists()
+
+
+def test_a_feature_store_published_meanwhile_is_kept_and_the_refusal_names_a_fix_features_has(work, tmp_path):
+    """Another run publishes --out while this `features` run works (here: a finished store renamed
+    into place as soon as this run's temporary folder appears): the store is kept, and the refusal
+    is one line with a fix that `features` has (before: "Directory not empty" with no fix, then a
+    fix naming --overwrite, which `features` does not take)."""
+    from gramtile.pipeline.stores.feature_store import FeatureStore
+
+    out = tmp_path / "f.zarr"
+    argv = GRAMTILE + ["features", "--corpus", work["corpus"], "--kernel", ST, "--out", str(out)]
+    for _ in range(5):  # a round is lost when the run finishes before the rename lands
+        ready = tmp_path / "ready"
+        shutil.copytree(work["dir"] / "f.zarr", ready)
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 240
+        while p.poll() is None and time.monotonic() < deadline:
+            if any(n.startswith(".f.zarr.tmp-") for n in os.listdir(tmp_path)):
+                try:
+                    os.rename(ready, out)
+                except OSError:
+                    pass
+                break
+            time.sleep(0.0005)
+        _, err = p.communicate(timeout=240)
+        if not ready.exists() and p.returncode == 2:
+            break
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(ready, ignore_errors=True)
+    else:
+        pytest.fail("the store never appeared while the run worked: the test did not exercise the race")
+    assert one_line(err, str(out), "Fix:") and "--overwrite" not in err and "Directory not empty" not in err, err
+    assert FeatureStore(out).uid == FeatureStore(work["dir"] / "f.zarr").uid  # the one published first is kept
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["f.zarr"]
+
+
+def test_a_full_disk_under_the_corpus_store_during_features_names_that_storage(work, tmp_path):
+    """`features` first builds the corpus's feature set inside the corpus store; with that disk
+    full, the error names the corpus store and its storage (before: "cannot write F.zarr ... the
+    disk / ... is full. Fix: ... choose another --out", the wrong disk and the wrong fix)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs a tmpfs mount (root)")
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)], check=True)
+    try:
+        shutil.copytree(work["corpus"], mnt / "c.zarr", ignore=shutil.ignore_patterns("features"))
+        free = shutil.disk_usage(mnt).free
+        (mnt / "filler").write_bytes(b"x" * (free - 8192))
+        out = tmp_path / "f.zarr"
+        r = subprocess.run(GRAMTILE + ["features", "--corpus", str(mnt / "c.zarr"), "--kernel", ST, "--out", str(out)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and one_line(r.stderr, f"corpus store {mnt / 'c.zarr'}", str(mnt), "Fix:"), r.stderr
+        assert "--out" not in r.stderr and not out.exists(), r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# ---- inputs: unencodable text, texts beyond the parser, TSV fields ------------------------------------
+
+@pytest.mark.parametrize("field", ["id", "label", "token", "text-col"])
+def test_a_lone_surrogate_is_refused_with_the_file_and_line(field, tmp_path, capsys):
+    """A \\ud800 escape without its other half decodes to text no encoding can write: before, a
+    UnicodeEncodeError traceback from the store writer; now the record is refused (not altered)."""
+    rows = [{"id": "a", "label": "A", "tree": "(S (N dog))"}, {"id": "b", "label": "B", "tree": "(S (N cat))"}]
+    extra = []
+    if field == "id":
+        rows[1]["id"] = "b\ud800"
+    elif field == "label":
+        rows[1]["label"] = "B\udc00"
+    elif field == "token":
+        rows[1]["tree"] = "(S (N c\ud800at))"
+    else:
+        rows = [{"body": "the dog runs", "y": "A"}, {"body": "a c\ud800at", "y": "B"}]
+        extra = ["--text-col", "body", "--label-col", "y"]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="ascii")  # \uXXXX escapes
+    rc, out, err = run_cli(["prepare", "--input", src, "--format", "jsonl", *extra, "--out", tmp_path / "c.zarr",
+                            "--cluster", "sequential", "--no-progress", "-q"], capsys)
+    assert rc == 2 and one_line(err, f"{src}, line 2", "surrogate", "Fix:"), err
+    assert not (tmp_path / "c.zarr").exists()
+
+
+@pytest.mark.parametrize("max_tokens", [None, 2_000_000])
+def test_a_text_beyond_the_parsers_limit_is_refused_before_parsing_without_advice_beyond_it(max_tokens, tmp_path,
+                                                                                             capsys):
+    """A 600,000-token line (1.8 million characters): spaCy parses at most nlp.max_length
+    (1,000,000) characters. Before: with the default limit the error advised raising
+    --max-tokens, and with --max-tokens 2000000 spaCy's E088 ended the run in a traceback."""
+    src = tmp_path / "t.txt"
+    src.write_text("a short line\n" + " ".join(["ab"] * 600_000) + "\n")
+    extra = [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
+    rc, out, err = run_cli(["prepare", "--input", src, "--format", "text", *extra, "--out", tmp_path / "c.zarr",
+                            "--cluster", "sequential", "--no-progress", "-q"], capsys)
+    assert rc == 2 and one_line(err, f"{src}, line 2", "nlp.max_length", "split it"), err
+    assert "raise --max-tokens" not in err
+
+
+def test_the_parser_limit_of_the_loaded_pipeline_is_checked_before_parsing():
+    from gramtile.kernels.errors import RepresentationError
+    from gramtile.pipeline.parsing.parse import load_model, parse_deps
+
+    nlp = load_model()
+    with pytest.raises(RepresentationError, match="nlp.max_length"):
+        parse_deps(["x" * (nlp.max_length + 1)], nlp)
+
+
+def test_labels_and_ids_with_tabs_and_newlines_are_escaped_in_every_tsv_written(tmp_path, capsys):
+    """export's .rows.tsv / .classes.tsv and predict's output: one line per example, the columns
+    of the header, the label read back by undoing the escapes (before: a label with a newline
+    split the line, one with a tab added a column)."""
+    rows = [{"id": f"s\t{i}", "label": ["A\tx", "B\ny", "C\\z"][i % 3], "tree": tree(np.random.default_rng(i), "AB"[i % 2])}
+            for i in range(30)]
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    q = ["--cluster", "sequential", "--no-progress", "-q"]
+    c, g = tmp_path / "c.zarr", tmp_path / "g.zarr"
+    assert run_cli(["prepare", "--input", src, "--format", "jsonl", "--out", c, *q], capsys)[0] == 0
+    assert run_cli(["gram", "--corpus", c, "--kernel", BASE, "--out", g, *q], capsys)[0] == 0
+    unescape = {"\\t": "\t", "\\n": "\n", "\\r": "\r", "\\\\": "\\"}
+
+    def back(field):
+        import re
+        return re.sub(r"\\[tnr\\]", lambda m: unescape[m.group()], field)
+
+    for fmt in ("npy", "libsvm"):
+        out = tmp_path / f"k.{fmt}"
+        rc, _, err = run_cli(["export", g, "--out", out, "--format", fmt], capsys)
+        assert rc == 0, err
+        lines = (tmp_path / f"k.{fmt}.rows.tsv").read_text().split("\n")
+        assert lines[-1] == "" and len(lines) == 32 and all(len(x.split("\t")) == 4 for x in lines[:-1])
+        assert [back(x.split("\t")[3]) for x in lines[1:-1]] == [r["label"] for r in rows]
+        assert [back(x.split("\t")[2]) for x in lines[1:-1]] == [r["id"] for r in rows]
+        if fmt == "libsvm":
+            cl = (tmp_path / "k.libsvm.classes.tsv").read_text().split("\n")
+            assert len(cl) == 5 and sorted(back(x.split("\t")[1]) for x in cl[1:-1]) == ["A\tx", "B\ny", "C\\z"]
+    m = tmp_path / "m"
+    assert run_cli(["train", "--corpus", c, "--gram", g, "--kernel", BASE, "--out", m, "-q"], capsys)[0] == 0
+    for out in (None, tmp_path / "p.tsv"):
+        rc, text, err = run_cli(["predict", "--model-dir", m, "--input", src, "-q",
+                                 *([] if out is None else ["--out", out])], capsys)
+        assert rc == 0, err
+        lines = (text if out is None else out.read_text()).rstrip("\n").split("\n")
+        assert len(lines) == 30 and all(len(x.split("\t")) == 2 for x in lines)
+        assert [back(x.split("\t")[0]) for x in lines] == [r["id"] for r in rows]
+        assert {back(x.split("\t")[1]) for x in lines} <= {"A\tx", "B\ny", "C\\z"}
+
+
+# ---- every learner honours --labels or refuses it ----------------------------------------------------
+
+def _labels_file(work, tmp_path) -> Path:
+    """The corpus's labels renamed (A -> yes, B -> no): a model or evaluation that read them shows
+    the new names; one that ignored them shows A and B."""
+    lines = (work["dir"] / "d.jsonl").read_text().splitlines()
+    f = tmp_path / "labels.txt"
+    f.write_text("".join({"A": "yes", "B": "no"}[json.loads(x)["label"]] + "\n" for x in lines))
+    return f
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_train_honours_labels_or_refuses_them_for_every_learner(work, kind, tmp_path, capsys):
+    lab = _labels_file(work, tmp_path)
+    src = {"svm": ["--gram", work["dir"] / "g.zarr"], "perceptron": ["--gram", work["dir"] / "g.zarr"],
+           "nystroem": ["--gram", work["dir"] / "lm.zarr"]}
+    if kind == "linear":
+        argv = ["train", "--features", work["dir"] / "f.zarr", "--model", "linear"]
+    else:
+        argv = ["train", "--corpus", work["corpus"], *src[kind], "--kernel", ST, "--model", kind]
+    rc, out, err = run_cli([*argv, "--labels", lab, "--out", tmp_path / "m", "-q"], capsys)
+    if kind == "linear":
+        assert rc == 2 and one_line(err, "--labels") and not (tmp_path / "m").exists(), err
+        return
+    assert rc == 0, err
+    assert sorted(map(str, SavedModel.load(tmp_path / "m").classes)) == ["no", "yes"]
+    rc, out, err = predictions(tmp_path / "m", work["dir"] / "test.jsonl", capsys)
+    assert rc == 0 and {x.split("\t")[1] for x in out.strip().splitlines()} <= {"yes", "no"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_evaluate_honours_labels_or_refuses_them_for_every_learner(work, kind, tmp_path, capsys):
+    lab = _labels_file(work, tmp_path)
+    if kind == "linear":
+        argv = ["evaluate", "--features", work["dir"] / "f.zarr", "--model", "linear"]
+    else:
+        argv = ["evaluate", "--gram", work["dir"] / "g.zarr", "--kernel", ST, "--model", kind, "--folds-dir", tmp_path,
+                *(["--landmarks", "12"] if kind == "nystroem" else [])]
+    rc, out, err = run_cli([*argv, "--folds", "2", "--labels", lab, "--out", tmp_path / "r", "-q"], capsys)
+    if kind == "linear":
+        assert rc == 2 and one_line(err, "--labels"), err
+        return
+    assert rc == 0, err
+    res = json.loads((tmp_path / "r" / "results.json").read_text())
+    golds = {g for p in res["predictions"].values() for g in p["gold"]}
+    assert golds == {"yes", "no"}, golds
+
+
+def test_predict_takes_no_labels_option(work, tmp_path, capsys):
+    rc, out, err = run_cli(["predict", "--model-dir", work["models"]["svm"], "--input", work["dir"] / "test.jsonl",
+                            "--labels", _labels_file(work, tmp_path)], capsys)
+    assert rc == 2 and "--labels" in err and out == ""

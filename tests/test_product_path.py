@@ -151,6 +151,7 @@ def test_a_subsequence_vocabulary_that_cannot_fit_is_refused_before_anything_is_
     assert main(["-q", "features", "--corpus", str(c), "--kernel", spec, "--out", str(tmp_path / "f.zarr")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vocabulary would take at least" in err[0] and str(c) in err[0]
+    assert "--path" not in err[0] and "gramtile gram" in err[0]  # `features` takes no --path
     # a short corpus of the same kernel is built (the check is not a blanket refusal)
     short = corpus_store_of(tmp_path / "short.zarr", docs[1:], 2)
     _, K1 = gram(short, spec, tmp_path / "sp.zarr", "product")

@@ -136,7 +136,7 @@ def test_a_failed_write_or_a_failed_evaluation_leaves_no_file(stores, tmp_path, 
 
     with monkeypatch.context() as m:
         m.setattr(rowfile, "_pwrite_all", broken)
-        with pytest.raises(OSError):
+        with pytest.raises(EvaluationError, match="--scratch"):  # the scratch directory's fault, named
             write_row_file(src, tmp_path)
     assert os.listdir(tmp_path) == []
     with pytest.raises(RuntimeError), row_file(src, tmp_path) as rf:

@@ -15,7 +15,6 @@ import importlib
 import os
 import pkgutil
 import re
-import shutil
 import signal
 import sys
 import threading
@@ -25,7 +24,7 @@ import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.compute.errors import Terminated
 from gramtile.pipeline.progress import configure
-from gramtile.pipeline.stores.storage import is_url, object_store_message, refuse_url
+from gramtile.pipeline.stores.storage import disk_summary, is_url, object_store_message, refuse_url
 from gramtile.workflows.commands import apply_storage_options
 
 
@@ -96,17 +95,7 @@ _NO_ACCESS = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 def _disk(path) -> str:
     """The mount point holding ``path`` and its free space, e.g. "/data (12 KB free of 2.0 GB)"."""
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        p = os.path.dirname(p)
-    while not os.path.ismount(p):
-        p = os.path.dirname(p)
-    try:
-        u = shutil.disk_usage(p)
-    except OSError:
-        return p
-    size = lambda n: f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n // 1024} KB"  # noqa: E731
-    return f"{p} ({size(u.free)} free of {size(u.total)})"
+    return disk_summary(path)
 
 
 def os_error_message(e: OSError, near=None) -> str:

@@ -189,12 +189,12 @@ def ensure(corpus_path, spec, path: str) -> dict:
             if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
                 continue
         try:
-            out[b.spec_hash] = feature_store.ensure(corpus_path, b)
+            out[b.spec_hash] = feature_store.ensure(corpus_path, b, pairwise=True)
         except FeatureSetTooLargeError as e:
             if path == "product":
                 raise
             log.info(f"gramtile gram: no feature set for {b.kind} ({e}); tiles take the pairwise path")
-        except OSError as e:
+        except (OSError, feature_store.FeatureSetWriteError) as e:
             if path == "product":
                 raise StoreError(f"--path product: cannot build the feature set of {b.to_json()} into corpus "
                                  f"store {corpus_path} ({e}). Fix: make the store writable once, or use --path "

@@ -66,6 +66,7 @@ from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.learn.sources import ArrayKernelSource
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
+from gramtile.pipeline.stores.storage import absolute
 
 MODELS = ("svm", "perceptron")
 MULTICLASS = ("ovr", "ovo")
@@ -299,7 +300,7 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster
         smo_need = cache + SMO_VECTORS * row_mb
         if used == "smo" and smo_need > budget:
             raise too_big(f"smo with a {cache:,.0f} MB row cache", smo_need, memory, "a smaller --cache-mb")
-    return SolverPlan(solver, used, need, budget, cache, float(tol), None if scratch is None else str(scratch))
+    return SolverPlan(solver, used, need, budget, cache, float(tol), None if scratch is None else absolute(scratch))
 
 
 def needs_row_file(plan: SolverPlan, source, n_train: int) -> bool:

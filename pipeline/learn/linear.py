@@ -45,6 +45,7 @@ from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
 from gramtile.pipeline.learn.parallel import fit_memory, run_tasks, too_big
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
+from gramtile.pipeline.stores.storage import absolute
 
 SOLVERS = ("auto", "liblinear", "sgd")
 #: liblinear's losses (LinearSVC's ``loss``); sgd always uses the hinge loss
@@ -292,7 +293,7 @@ def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=
     log.info(describe(plan))
 
     def task(train, test, C):
-        return FitTask(str(path), fs.uid, idx[train], idx[test], C, plan["used"], class_weight, int(seed),
+        return FitTask(absolute(path), fs.uid, idx[train], idx[test], C, plan["used"], class_weight, int(seed),
                        int(epochs), int(chunk_rows), loss)
 
     common = dict(cluster=cluster, bar=Runtime.of(cluster).progress, key_prefix="gramtile-linear")

@@ -38,6 +38,7 @@ from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.stores.chunk_cache import cap_budget
 from gramtile.pipeline.stores.errors import IncompleteTileError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
+from gramtile.pipeline.stores.storage import absolute
 
 #: Sources opened per process (per thread for the threads pool), by store identities.
 OPEN_SOURCES = 4
@@ -55,7 +56,8 @@ class StoreRef:
 
     @classmethod
     def of(cls, store: GramStore) -> StoreRef:
-        return cls(str(store.path), str(store.meta.get("uid")), str(store.meta.get("rows_sha256")))
+        # absolute before the task leaves the driver: a worker started elsewhere resolves it the same way
+        return cls(absolute(store.path), str(store.meta.get("uid")), str(store.meta.get("rows_sha256")))
 
     def open(self) -> GramStore:
         st = GramStore.open(self.path)

@@ -44,6 +44,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import ArrayKernelSource, StoreKernelSource, ViewKernelSource, normalize_inplace
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramView
+from gramtile.pipeline.stores.storage import absolute
 
 MAGIC = b"GRAMTILE-ROWFILE 1\n"
 #: Bytes before the first row (the header, zero-padded).
@@ -59,7 +60,9 @@ def _idx_hash(idx) -> str | None:
 
 
 def _store_id(st) -> list:
-    return [str(st.path), str(st.meta.get("uid")), str(st.meta.get("rows_sha256"))]
+    # the absolute path: the driver (which may name the store relatively) and a worker started in
+    # another directory (which opens it by the absolute path its task carries) agree
+    return [absolute(st.path), str(st.meta.get("uid")), str(st.meta.get("rows_sha256"))]
 
 
 def identity(source):
@@ -299,8 +302,9 @@ def write_row_file(source, directory=None) -> RowFile:
         raise EvaluationError(f"row file header of {len(meta)} bytes does not fit {HEADER} (identity too long)")
     t0 = time.perf_counter()
     log.info(f"  writing kernel rows of {n:,} examples to {rf.path} ({rf.nbytes / 1e9:,.2f} GB)")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = None
     try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(fd, rf.nbytes)
         _pwrite_all(fd, np.frombuffer(MAGIC + meta, dtype=np.uint8), 0)
         if isinstance(source, StoreKernelSource):
@@ -310,11 +314,18 @@ def write_row_file(source, directory=None) -> RowFile:
         os.close(fd)
         fd = None
         os.rename(partial, rf.path)
-    except BaseException:
+    except BaseException as e:
         if fd is not None:
             os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(partial)
+        if isinstance(e, OSError) and (e.filename is None or Path(e.filename) in (partial, rf.path)):
+            # the scratch directory's fault (full, read-only, a file-size limit), not --out's
+            raise EvaluationError(
+                f"cannot write the kernel row file {partial} in the scratch directory {d} "
+                f"({e.strerror or e}). Fix: pass --scratch DIR naming a local directory you can write with "
+                f"{rf.nbytes / 1e9:,.2f} GB free, or raise --cache-mb so the cache holds every training row (no "
+                "row file is then needed)") from None
         raise
     rf.write_seconds = time.perf_counter() - t0
     log.info(f"  kernel rows written in {rf.write_seconds:.1f} s")

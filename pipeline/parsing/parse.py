@@ -122,9 +122,14 @@ def parse_deps(texts, nlp=None, pretokenized: bool = False, batch_size: int = 12
     """
     nlp = nlp or load_model()
     texts = list(texts)
+    limit = getattr(nlp, "max_length", None)
     for i, t in enumerate(texts):
         if not t or not t.split():
             raise RepresentationError(f"text {i} is empty; give at least one word per example")
+        if limit is not None and not pretokenized and len(t) > limit and len(" ".join(t.split())) > limit:
+            raise RepresentationError(f"text {i} has {len(' '.join(t.split())):,} characters, more than the "
+                                      f"{limit:,} the spaCy pipeline parses in one text (its nlp.max_length); "
+                                      "split it into shorter texts")
     if pretokenized:
         Doc = optional.spacy_doc()
         inputs = (Doc(nlp.vocab, words=t.split()) for t in texts)

@@ -18,6 +18,11 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 
 DEFAULT_MAX_TOKENS = 1000
 MAX_TOKENS_FIX = "split it, or raise --max-tokens (max_tokens=) if the kernels should see it whole"
+#: Characters spaCy parses in one text (``nlp.max_length`` of its pipelines, 1,000,000 by default;
+#: longer texts end in its error E088). Raw text read for parsing is checked against it here, with
+#: its file and line, and :func:`gramtile.pipeline.parsing.parse.parse_deps` checks the loaded
+#: pipeline's own value before parsing.
+PARSER_MAX_CHARS = 1_000_000
 
 
 class ErrorPolicy:
@@ -215,6 +220,30 @@ def check_tokens(n: int, max_tokens: int | None, path, line: int, what: str = "s
     if max_tokens is not None and n > max_tokens:
         raise CorpusFormatError(f"{what} has {n} tokens, more than max_tokens={max_tokens}",
                                 path=path, line=line, fix=MAX_TOKENS_FIX)
+
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_field(x) -> str:
+    """``x`` as one field of a TSV line gramtile writes: a backslash, tab, newline or carriage
+    return becomes a backslash followed by a backslash, t, n or r (the escapes of PostgreSQL's and
+    MySQL's text format), so an id or label holding them never splits a line or a column."""
+    return str(x).translate(_TSV_ESCAPES)
+
+
+def check_text(text: str, max_tokens: int | None, path, line: int, what: str = "text") -> None:
+    """:func:`check_tokens` for raw text that spaCy will parse: its tokens (split on whitespace)
+    against ``max_tokens``, and its characters against :data:`PARSER_MAX_CHARS`, so the advice to
+    raise ``--max-tokens`` is given only where the parser can take the text."""
+    words = text.split()
+    n = len(words)
+    chars = sum(map(len, words)) + max(0, n - 1)  # as the parser receives it: words joined by one space
+    if chars > PARSER_MAX_CHARS:
+        raise CorpusFormatError(f"{what} has {chars:,} characters ({n:,} tokens), more than the "
+                                f"{PARSER_MAX_CHARS:,} spaCy parses in one text (nlp.max_length)", path=path,
+                                line=line, fix="split it into shorter texts (no --max-tokens lets spaCy parse it)")
+    check_tokens(n, max_tokens, path, line, what)
 
 
 def head_problem(heads) -> tuple[int, str] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, check_path, check_tokens, guarded, make_policy
+from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, check_path, check_text, guarded, make_policy
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.structures import Document
 
@@ -42,7 +42,7 @@ def _document(f: Path, root: Path, label, encoding, max_tokens):
     if not text.strip():
         raise CorpusFormatError("empty document: the file holds no text", path=f,
                                 fix="remove the file or write its text")
-    check_tokens(len(text.split()), max_tokens, f, None, "document")
+    check_text(text, max_tokens, f, None, "document")
     return Document(id=f.relative_to(root).as_posix(), label=label, text=text.strip(), source=str(f))
 
 

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS,
     HEAD_FIX,
+    check_text,
     check_tokens,
     guarded,
     head_problem,
@@ -118,7 +120,42 @@ def _json_object(text, path, line):
     if not isinstance(obj, dict):
         raise CorpusFormatError(f"expected a JSON object, got {type(obj).__name__}", path=path,
                                 line=line, fix='write one object per line, e.g. {"id": "s1", "tokens": ["hi"]}')
+    if "\\u" in text:  # only a \uXXXX escape can give text that UTF-8 cannot hold (the line itself decoded)
+        bad = _unencodable(obj)
+        if bad is not None:
+            where, ch = bad
+            raise CorpusFormatError(f"{where} holds {ch!r}, half of a UTF-16 surrogate pair (a \\u escape without "
+                                    "its other half), which no text encoding can store; the record is refused, "
+                                    "not altered", path=path, line=line,
+                                    fix="escape the whole character (both halves, e.g. \\ud83d\\ude00) or write "
+                                        "it unescaped, or remove it")
     return obj
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unencodable(obj, where: str = "the object"):
+    """(where, character) of the first lone surrogate in the keys and strings of ``obj``, or None."""
+    if isinstance(obj, str):
+        m = _SURROGATE.search(obj)
+        return None if m is None else (where, m.group())
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, list):
+        items = ((str(i), v) for i, v in enumerate(obj))
+    else:
+        return None
+    for k, v in items:
+        inner = f"key {k!r}" if where == "the object" else f"{where}[{k!r}]" if isinstance(obj, dict) else f"{where}[{k}]"
+        if isinstance(obj, dict):
+            found = _unencodable(k, f"a key of {where}")
+            if found is not None:
+                return found
+        found = _unencodable(v, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _fields_document(text, path, line, number, max_tokens, ids, fields):
@@ -183,6 +220,8 @@ def _document(text, path, line, number, max_tokens, ids):
     if not structures and text is None:
         raise CorpusFormatError("object has no representation and no text", path=path, line=line,
                                 fix="add 'text' or a representation ('tree', 'words'+'heads', 'tokens', ...)")
+    if not structures:  # a text to parse: within what the parser takes in one text
+        check_text(text, None, path, line, "text")
     return Document(id=doc_id if doc_id is not None else record_id(path, number),
                     label=label, text=text, structures=structures, source=source(path, line))
 

@@ -16,7 +16,7 @@ import re
 
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS,
-    check_tokens,
+    check_text,
     guarded,
     lines,
     make_policy,
@@ -79,7 +79,7 @@ def read_text(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise"
     policy = make_policy(on_error, policy)
 
     def make(text, path, line):
-        check_tokens(len(text.split()), max_tokens, path, line, "line")
+        check_text(text, max_tokens, path, line, "line")
         return Document(id=record_id(path, line), text=text, source=source(path, line))
 
     yield from _read(path, policy, encoding, make)
@@ -115,7 +115,7 @@ def read_trec(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise"
         if not _TREC_LABEL.fullmatch(tag):
             raise CorpusFormatError(f"{tag[:40]!r} is not a 'COARSE:fine' label", path=path, line=line,
                                     fix="start the line with COARSE:fine and a space, e.g. 'DESC:manner How ...'")
-        check_tokens(len(question.split()), max_tokens, path, line, "question")
+        check_text(question, max_tokens, path, line, "question")
         value = tag.split(":", 1)[0] if label == "coarse" else tag
         return Document(id=record_id(path, line), label=value, text=question, source=source(path, line))
 

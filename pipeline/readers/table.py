@@ -27,7 +27,7 @@ import numbers
 
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS,
-    check_tokens,
+    check_text,
     lines,
     make_policy,
     record_id,
@@ -190,7 +190,7 @@ def _document(lay, row, path, line, max_tokens, ids, tsv):
     text = row[i]
     if not text.strip():
         raise _cell_error(path, line, lay.name(i), "empty text", "write a text in every row, or remove the row")
-    check_tokens(len(text.split()), max_tokens, path, line, "text")
+    check_text(text, max_tokens, path, line, "text")
     label = None
     if "label" in lay.index:
         i = lay.index["label"]
@@ -369,7 +369,7 @@ def record_document(get, chosen, number, ids, where, default_id, path=None, line
     """The Document of one record whose column values ``get(name)`` returns; ``where(name)`` says where a
     value is, for errors (``"row 3, column 'text'"``)."""
     text = cell_text(get(chosen["text"]), where(chosen["text"]), path, line)
-    check_tokens(len(text.split()), max_tokens, path, line, f"text ({where(chosen['text'])})")
+    check_text(text, max_tokens, path, line, f"text ({where(chosen['text'])})")
     label = None if chosen["label"] is None else cell_label(get(chosen["label"]), where(chosen["label"]), path, line)
     doc_id = default_id if chosen["id"] is None else cell_id(get(chosen["id"]), where(chosen["id"]), ids, path, line)
     return Document(id=doc_id, label=label, text=text, source=None if path is None else source(path, line or number))

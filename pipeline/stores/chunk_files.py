@@ -73,16 +73,16 @@ def read_chunk(store, a: int, b: int, shape: tuple, scratch: np.ndarray | None =
         raise StoreCorruptError(f"chunk of tile {(a, b)} is missing from {store.path} (no file {path}); run "
                                 f"`gramtile verify {store.path} --repair`") from None
     except OSError as e:
-        raise StoreCorruptError(f"chunk of tile {(a, b)} in {store.path} cannot be read ({e}); run "
+        raise StoreCorruptError(f"chunk {path} of tile {(a, b)} cannot be read ({e}); run "
                                 f"`gramtile verify {store.path} --repair`") from None
     if got != buf.size or extra:
         size = f"more than {buf.size}" if extra else str(got)
-        raise StoreCorruptError(f"chunk of tile {(a, b)} in {store.path} holds {size} bytes, not the {buf.size} of a "
+        raise StoreCorruptError(f"chunk {path} of tile {(a, b)} holds {size} bytes, not the {buf.size} of a "
                                 f"{tile} x {tile} {dtype.name} chunk and its checksum (truncated or replaced); run "
                                 f"`gramtile verify {store.path} --repair`")
     body = buf[:nbytes]
     if crc32c.crc32c(body) != int.from_bytes(buf[nbytes:].tobytes(), "little"):
-        raise StoreCorruptError(f"chunk of tile {(a, b)} in {store.path} fails its crc32c check (damaged on disk); "
+        raise StoreCorruptError(f"chunk {path} of tile {(a, b)} fails its crc32c check (damaged on disk); "
                                 f"run `gramtile verify {store.path} --repair`")
     vals = body.view(dtype).reshape(tile, tile)
     r, c = shape

@@ -49,7 +49,7 @@ from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, StoreCorruptError, StoreError
 from gramtile.pipeline.stores.integrity import attr_intact, clean_stale, publish_dir, sealed, temp_sibling
 from gramtile.pipeline.stores.resource_store import corpus_lock
-from gramtile.pipeline.stores.storage import location
+from gramtile.pipeline.stores.storage import disk_summary, is_url, location
 
 ATTR = "gramtile_features"
 GROUP = "features"
@@ -239,12 +239,14 @@ def _write(g, name, a):
     g.create_array(name, data=a, chunks=(max(1, a.shape[0]),), compressors=_COMPRESSORS, overwrite=True)
 
 
-def too_large(corpus_path, base, cs: CorpusStore) -> str | None:
+def too_large(corpus_path, base, cs: CorpusStore, pairwise: bool = False) -> str | None:
     """Why the feature set of ``base`` over ``cs`` could not be built in the memory available now,
     or None. Only the subsequence map's vocabulary can outgrow memory on its own: it enumerates
     sum_p C(L, p) occurrences per sequence, most of them distinct features (the tree, route and
     bag maps have at most one feature per node, route position or token). Checked by the build
-    only, so a feature set already stored is used whatever the memory now."""
+    only, so a feature set already stored is used whatever the memory now. ``pairwise``: the caller
+    (``gramtile gram``) has a pairwise path to suggest; other commands (``features``, linear
+    learning) do not take ``--path``."""
     if base.kind != "subsequence":
         return None
     occ = occurrences(base, cs.sizes(base.rep_name))
@@ -255,18 +257,18 @@ def too_large(corpus_path, base, cs: CorpusStore) -> str | None:
     return (f"the feature set of {base.to_json()} over corpus store {corpus_path} enumerates {occ:,} "
             f"subsequence occurrences; its vocabulary would take at least {need_mb:,.0f} MB (at "
             f"{MIN_DISTINCT:g} distinct features per occurrence, {VOCAB_BYTES} B each) and {avail_mb:,.0f} MB "
-            f"are available. Fix: use the pairwise path (--path pairwise, or auto, which keeps it here), "
+            f"are available. Fix: {'use the pairwise path (--path pairwise, or auto, which keeps it here)' if pairwise else 'compute the kernel pair by pair with `gramtile gram` (no feature set is built) and learn from that Gram store'}, "
             f"a smaller n, or shorter sequences")
 
 
-def _build(corpus_path, base, cs: CorpusStore) -> dict:
+def _build(corpus_path, base, cs: CorpusStore, pairwise: bool = False) -> dict:
     t0 = time.perf_counter()
     fmap = map_of(base)
     rep = base.rep_name
     if rep not in cs.representations:
         raise KernelSpecError(f"kernel {base.to_json()} reads representation {rep!r}, which corpus store "
                               f"{corpus_path} does not hold (it holds {sorted(cs.representations)})")
-    reason = too_large(corpus_path, base, cs)
+    reason = too_large(corpus_path, base, cs, pairwise)
     if reason:
         raise FeatureSetTooLargeError(reason)
     root = _open(corpus_path, mode="r+")
@@ -306,9 +308,15 @@ def _build(corpus_path, base, cs: CorpusStore) -> dict:
     return meta
 
 
-def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
+class FeatureSetWriteError(StoreError):
+    """The corpus store's storage refused the feature set (full, read-only): the message names the
+    corpus store and its storage, not the command's --out."""
+
+
+def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS, pairwise: bool = False) -> dict:
     """The feature set of ``base`` in the corpus store, built (under the store's writer lock,
-    from every example) if missing or made from another corpus content; returns its attribute."""
+    from every example) if missing or made from another corpus content; returns its attribute.
+    ``pairwise``: a refusal as too large may suggest ``--path pairwise`` (``gramtile gram``)."""
     cs = CorpusStore.open(corpus_path)
     meta = info(corpus_path, base)
     if meta is not None and meta.get("corpus_content_hash") == cs.content_hash:
@@ -320,7 +328,15 @@ def ensure(corpus_path, base, wait: float = LOCK_WAIT_SECONDS) -> dict:
     try:
         meta = info(corpus_path, base)  # another driver may have built it while we waited
         if meta is None or meta.get("corpus_content_hash") != cs.content_hash:
-            meta = _build(corpus_path, base, cs)
+            try:
+                meta = _build(corpus_path, base, cs, pairwise)
+            except OSError as e:  # the corpus store's storage (full, read-only), not the command's --out
+                where = f"the storage {disk_summary(corpus_path)}" if not is_url(str(corpus_path)) else "its storage"
+                raise FeatureSetWriteError(
+                    f"cannot write the feature set {group_name(base)} into the corpus store {corpus_path} "
+                    f"({e.strerror or e}; feature sets of a corpus are kept in its store, on {where}). Fix: free "
+                    f"space on the storage holding {corpus_path} (or make it writable), then rerun the same "
+                    "command") from None
     finally:
         lock.release()
     return meta
@@ -491,7 +507,8 @@ def write_store(corpus_path, spec, out) -> dict:
                 "strings_sha256": hashes, "uid": uuid.uuid4().hex}
         meta = sealed(meta)  # the attribute bound to itself: sizes, shard hashes, the hashes above
         g.attrs[STORE_ATTR] = meta
-        publish_dir(tmp, out, False, "feature store")
+        publish_dir(tmp, out, False, "feature store",
+                    fix=f"use the store that run wrote, or choose another --out (or delete {out} and run again)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return meta

@@ -78,6 +78,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
+from gramtile.pipeline.readers.base import tsv_field
 from gramtile.pipeline.stores.chunk_cache import chunk_cache, chunk_key
 from gramtile.pipeline.stores.chunk_files import chunk_file_bytes, local_chunk_reader, read_chunk
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -829,7 +830,7 @@ class GramView:
             try:
                 m = np.zeros((0, 0), dtype=np.uint32) if arr is None else np.asarray(arr[...], dtype=np.uint32)
             except Exception:  # noqa: BLE001
-                raise StoreCorruptError(f"the tile checksum manifest of {self.store.path} is damaged; run "
+                raise StoreCorruptError(f"the tile checksum manifest of {self.store.path} ({TILE_CRC}) is damaged; run "
                                         f"`gramtile verify {self.store.path} --repair`") from None
             self._manifest = m
         return int(m[a, b]) if a < m.shape[0] and b < m.shape[1] else 0
@@ -1140,7 +1141,7 @@ def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normali
                         f.write(head + " ".join(f"{j}:{x:.17g}" for j, x in enumerate(row, 1)) + "\n")
             if classes is not None:
                 cl = out.with_name(out.name + ".classes.tsv")
-                cl.write_text("code\tlabel\n" + "".join(f"{k}\t{lab}\n" for k, lab in enumerate(classes)),
+                cl.write_text("code\tlabel\n" + "".join(f"{k}\t{tsv_field(lab)}\n" for k, lab in enumerate(classes)),
                               encoding="utf-8")
                 written.append(cl)
         tmp.replace(out)
@@ -1151,14 +1152,15 @@ def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normali
     idx_r = st.rows()
     side = out.with_name(out.name + ".rows.tsv")
     side.write_text("position\tcorpus_index\tid\tlabel\n" + "".join(
-        f"{p}\t{idx_r[p]}\t{ids_r[p]}\t{'' if row_labels is None else row_labels[k]}\n" for k, p in enumerate(r)),
+        f"{p}\t{idx_r[p]}\t{tsv_field(ids_r[p])}\t{'' if row_labels is None else tsv_field(row_labels[k])}\n"
+        for k, p in enumerate(r)),
         encoding="utf-8")
     written.append(side)
     if not (same or (cols is None and rows is None and st.symmetric)):
         ids_c, idx_c = st.ids("col"), (st.rows() if st.symmetric else st.cols())
         side = out.with_name(out.name + ".cols.tsv")
         side.write_text("position\tcorpus_index\tid\n" + "".join(
-            f"{p}\t{idx_c[p]}\t{ids_c[p]}\n" for p in c), encoding="utf-8")
+            f"{p}\t{idx_c[p]}\t{tsv_field(ids_c[p])}\n" for p in c), encoding="utf-8")
         written.append(side)
     return written
 

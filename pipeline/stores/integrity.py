@@ -180,13 +180,16 @@ def clean_stale(final) -> list:
     return gone
 
 
-def publish_dir(tmp, final, overwrite: bool, what: str, option: str = "--out"):
+def publish_dir(tmp, final, overwrite: bool, what: str, option: str = "--out", fix: str | None = None):
     """Move the finished folder ``tmp`` to ``final`` by a rename.
 
     Without ``overwrite`` the rename is the check: renaming a folder onto a non-empty one fails,
     so a ``final`` that another run published meanwhile is never replaced (an empty folder is).
     With ``overwrite`` an existing ``final`` is moved aside first and removed once the new one is
     in place.
+
+    ``fix`` replaces the advice of the refusal (default: pass ``--overwrite`` or choose another
+    ``option``), for commands without ``--overwrite``.
 
     Raises
     ------
@@ -203,7 +206,8 @@ def publish_dir(tmp, final, overwrite: bool, what: str, option: str = "--out"):
             if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
                 raise
         raise StoreError(f"{option} {final} was written by another run while this {what} was made; it is kept and "
-                         f"nothing was replaced. Fix: pass --overwrite to replace it, or choose another {option}")
+                         f"nothing was replaced. Fix: "
+                         f"{fix or f'pass --overwrite to replace it, or choose another {option}'}")
     old = None
     if final.exists() or final.is_symlink():
         old = temp_sibling(final, "old")

@@ -289,6 +289,32 @@ def location(x):
     return FsspecLocation(x) if is_url(x) else LocalLocation(x)
 
 
+def disk_summary(path) -> str:
+    """The mount point holding the local ``path`` and its free space, e.g. "/data (12 KB free of 2.0 GB)"."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        p = os.path.dirname(p)
+    while not os.path.ismount(p):
+        p = os.path.dirname(p)
+    try:
+        u = shutil.disk_usage(p)
+    except OSError:
+        return p
+
+    def size(n):
+        return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n // 1024} KB"
+    return f"{p} ({size(u.free)} free of {size(u.total)})"
+
+
+def absolute(x) -> str:
+    """``x`` as a task sent to another process names it: a URL as given, a local path made absolute
+    against this process's working directory (without resolving symbolic links), so a worker
+    started in another directory opens the same file. The driver calls it before any task leaves."""
+    if isinstance(x, (LocalLocation, FsspecLocation)):
+        x = x.path if isinstance(x, LocalLocation) else x.url
+    return x if is_url(str(x)) else os.path.abspath(os.fspath(x))
+
+
 def beside(x, suffix: str):
     """The path or URL of a sibling of ``x`` named ``x``'s last component plus ``suffix``.
 
@@ -307,9 +333,25 @@ def refuse_url(x, what: str, fix: str):
         raise StoreError(f"{x}: {what} cannot be written to a URL. Fix: {fix}")
 
 
+def _zarr_metadata(doc: dict):
+    """Parse a ``zarr.json`` document as Zarr does when it opens the node; raises on anything Zarr
+    would refuse later with an error of its own (a damaged key, codec, data type or chunk grid)."""
+    from zarr.core.group import GroupMetadata
+    from zarr.core.metadata.v3 import ArrayV3Metadata
+
+    kind = doc.get("node_type")
+    if kind == "array":
+        ArrayV3Metadata.from_dict(dict(doc))
+    elif kind == "group":
+        GroupMetadata.from_dict(dict(doc))
+    else:
+        raise ValueError(f"node_type {kind!r}")
+
+
 def unreadable_metadata(loc, rel: str = "", depth: int = 5) -> list:
     """The ``zarr.json`` files of the store at ``loc`` (its groups and arrays, ``depth`` levels
-    down) that are not valid JSON objects, as paths relative to the store."""
+    down) that are not valid JSON objects or not metadata Zarr can open (a flipped bit in a key,
+    a codec name, a data type), as paths relative to the store."""
     if isinstance(loc, FsspecLocation) and not loc.exclusive and not rel:
         return _unreadable_listed(loc, depth)
     bad = []
@@ -318,9 +360,10 @@ def unreadable_metadata(loc, rel: str = "", depth: int = 5) -> list:
         doc = json.loads(loc.read_bytes(meta))
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
+        _zarr_metadata(doc)
     except FileNotFoundError:
         return bad
-    except (ValueError, UnicodeDecodeError, RecursionError):
+    except Exception:  # noqa: BLE001  (Zarr's parser raises TypeError, ValueError, KeyError, ... on damage)
         bad.append(meta)
     if depth:
         for name in sorted(loc.listdir(rel)):
@@ -368,7 +411,8 @@ def _unreadable_listed(loc, depth: int) -> list:
             doc = json.loads(data)
             if not isinstance(doc, dict):
                 raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError, RecursionError):
+            _zarr_metadata(doc)
+        except Exception:  # noqa: BLE001  (Zarr's parser raises TypeError, ValueError, KeyError, ... on damage)
             bad.append(m)
     return bad
 

@@ -33,10 +33,12 @@ def add_cluster_options(p, default: str = "local", help: str = CLUSTER_HELP, met
 def runtime(args) -> Runtime:
     """The command's run-time object from its options: the cluster (a bad profile fails here) and
     the run's settings (``--no-progress``, ``--memory-mb``, ``--cache-mb``, ``--scratch``, where
-    the command has them)."""
+    the command has them; ``--scratch`` made absolute)."""
+    scratch = getattr(args, "scratch", None)  # absolute here: tasks name it to workers started elsewhere
     return Runtime(args.cluster, args.cluster_file, scheduler_file=getattr(args, "scheduler_file", None),
                    progress=not getattr(args, "no_progress", False), memory_mb=getattr(args, "memory_mb", None),
-                   cache_mb=getattr(args, "cache_mb", None), scratch=getattr(args, "scratch", None))
+                   cache_mb=getattr(args, "cache_mb", None),
+                   scratch=None if scratch is None else os.path.abspath(scratch))
 
 
 def add_storage_options(p):

@@ -19,6 +19,7 @@ import numpy as np
 from gramtile.pipeline.learn.linear_models import LinearModel, is_linear_model
 from gramtile.pipeline.learn.models import SavedModel, read_documents
 from gramtile.pipeline.progress import log
+from gramtile.pipeline.readers.base import tsv_field
 from gramtile.workflows.commands import check_output_file, deprecated, overwrite_flag, write_text_atomic
 from gramtile.workflows.datainput import add_table_options
 from gramtile.workflows.datainput import reader_options as data_options
@@ -54,7 +55,7 @@ def run(args) -> int:
     docs = read_documents(args.input, args.format, model=args.spacy_model, **data_options(args, args.format))
     K = m.kernel_to_support(docs)
     pred = m.predict_from_kernel(K)
-    lines = [f"{d.id}\t{p}" for d, p in zip(docs, pred)]
+    lines = [f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, pred)]
     if args.out:
         out = Path(args.out)
         if out.suffix == ".json":
@@ -89,9 +90,9 @@ def run_linear(args, t0) -> int:
                                                 "score": np.atleast_1d(s).tolist()}
                                                for d, p, s in zip(docs, pred, S)], indent=1))
         else:
-            write_text_atomic(out, "\n".join(f"{d.id}\t{p}" for d, p in zip(docs, pred)) + "\n")
+            write_text_atomic(out, "\n".join(f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, pred)) + "\n")
     else:
-        print("\n".join(f"{d.id}\t{p}" for d, p in zip(docs, pred)))
+        print("\n".join(f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, pred)))
     gold = [d.label for d in docs]
     msg = f"gramtile predict: {len(docs)} examples, linear model over {m.n_features} features ({X.nnz} known non-zeros)"
     if gold and all(isinstance(g, str) for g in gold):
