@@ -34,3 +34,29 @@ def test_the_pattern_finds_history(text):
 
 def test_the_pattern_spares_the_product():
     assert history_refs("an open issue of scikit-learn; a shell session on real data; since 2026-12") == []
+
+
+def _roles():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sphinx_roles", ROOT / "docs" / "_ext" / "sphinx_roles.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sphinx_roles_become_optional_cross_references():
+    """The site's griffe extension: roles resolve in the docstring's scope; ``~`` shortens the title."""
+    import griffe
+
+    roles = _roles()
+    pkg = griffe.Module("pkg")
+    mod = griffe.Module("engine", parent=pkg)
+    pkg.set_member("engine", mod)
+    fn = griffe.Function("run", parent=mod)
+    mod.set_member("run", fn)
+    out = roles.rewrite("see :func:`run`, :class:`~pkg.stores.GramStore` and :mod:`other`", fn)
+    assert out == ('see <autoref identifier="pkg.engine.run" optional><code>run()</code></autoref>, '
+                   '<autoref identifier="pkg.stores.GramStore" optional><code>GramStore</code></autoref> and '
+                   '<autoref identifier="other" optional><code>other</code></autoref>')
+    assert ":func:" not in roles.rewrite(":meth:`Runtime.task_memory` and :func:`title <pkg.engine.run>`", fn)

@@ -92,11 +92,13 @@ class Runtime:
     client : distributed.Client, optional
         An already connected client to run on (never closed here).
 
-    The run's settings, read by every step instead of travelling through their signatures:
-
+    Other Parameters
+    ----------------
     progress : bool
         Progress bars (tiles, shards, fits; a plain line every few seconds off a terminal).
-        Messages (plans, summaries) go to the ``gramtile`` logger either way.
+        Messages (plans, summaries) go to the ``gramtile`` logger either way. This and the
+        following keyword-only arguments are the run's settings, read by every step instead of
+        travelling through their signatures.
     memory_mb : float, optional
         The learners' memory budget per process (default: from where the fits run,
         :meth:`task_memory`).

@@ -228,6 +228,8 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
     random_state : int or None, default None
         With an integer, the internal folds are shuffled with this seed (None: unshuffled).
 
+    Notes
+    -----
     Nested parameters ``kernel__<name>`` (see :class:`KernelParamsMixin`) set the spec's own
     parameters, e.g. ``GridSearchCV(KernelSVC(kernel=spec), {"C": [1, 10], "kernel__lam": [0.2, 0.4]})``.
 
@@ -356,6 +358,8 @@ class GramTransformer(KernelParamsMixin, TransformerMixin, BaseEstimator):
     normalized : bool, default False
         K(x, y) / sqrt(K(x, x) K(y, y)) (the spec wrapped in ``normalized``).
 
+    Notes
+    -----
     Kernels whose corpus resources are built from the examples (LSA, domain spaces) are
     computed with the resources of the training examples joined with Z by
     :func:`gramtile.gram`, so for those the transform of Z depends on Z as a whole.
