@@ -38,8 +38,13 @@ pkgtree:
 	@cp -l gramtile/*.py gramtile/py.typed $(LINT_TREE)/gramtile/ && cp -rl kernels pipeline workflows $(LINT_TREE)/gramtile/
 	@find $(LINT_TREE) -name __pycache__ -prune -exec rm -rf {} +
 
+# mypy checks the public modules ([tool.mypy] in pyproject.toml: --strict's flags on these)
+MYPY_FILES := gramtile/__init__.py gramtile/pipeline/compute/runtime.py gramtile/pipeline/compute/engine.py \
+              gramtile/pipeline/learn/estimator.py
 lint: setup pkgtree
 	cd $(LINT_TREE) && PYTHONPATH=. $(abspath $(VENV))/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
+	cd $(LINT_TREE) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml \
+	  --cache-dir $(CURDIR)/build/mypy-cache $(MYPY_FILES)
 	$(VENV)/bin/ruff check .
 
 # The documentation site (mkdocs.yml): docs/ and the API reference from the docstrings, built with

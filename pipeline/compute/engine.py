@@ -21,9 +21,12 @@ round-off of the kernel's own pair evaluation order (tests: bitwise equal across
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +45,14 @@ from gramtile.pipeline.stores.landmarks import landmark_columns, landmark_meta
 from gramtile.pipeline.stores.resource_store import ensure_for_spec
 from gramtile.pipeline.stores.storage import location
 from gramtile.pipeline.stores.tiles import TileGrid, as_selection, check_tile, choose_tile, parse_selection, plan
+
+if TYPE_CHECKING:
+    from gramtile.kernels.spec import KernelSpec
+    from gramtile.pipeline.compute.tile_task import TileResult
+    from gramtile.pipeline.stores.storage import FsspecLocation, LocalLocation
+
+    #: rows or columns of a Gram matrix: None (all), "all", "a:b", "@file.txt", a slice, a range or corpus indices
+    Selection = str | slice | range | Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None
 
 
 def _open_corpus(corpus):
@@ -93,10 +104,12 @@ def tile_budget(rt: Runtime) -> int:
     return int(min(TILE_BUDGET, rt.worker_memory_mb() * 1e6 / 4))
 
 
-def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local",
+def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | dict[str, Any] | str,
+             out: str | os.PathLike[str] | LocalLocation | FsspecLocation, rows: Selection = None,
+             cols: Selection = None, tile: int | None = None, cluster: str | Runtime | None = "local",
              memory_budget: int | None = None, max_in_flight: int | None = None,
-             on_tile=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
-             landmark_seed: int = 0) -> GramStore:
+             on_tile: Callable[[TileResult], object] | None = None, path: str = "auto", dtype: str = "float64",
+             landmarks: int | None = None, landmark_seed: int = 0) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
 
     Parameters
@@ -238,7 +251,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             bar = progress_bar(len(todo), "tile", f"gram {spec.kind}", dynamic_ncols=True)
         state = {"evals": 0, "t0": time.perf_counter(), "tiles": 0}
 
-        def record(res):
+        def record(res: TileResult) -> None:
             store.mark_done(res.tile, res.diag_r, res.diag_c, res.crc)
             line = {"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
                     "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),
