@@ -1,7 +1,8 @@
 """What users read speaks of the product, not of the project's history.
 
-The README and every page of docs/ (the documentation site) cite measurements by their bench
-script or BENCHMARKS.md topic and by date, never by an issue or a work session's number.
+The README, every page of docs/ (the documentation site) and the shipped workflow files cite
+measurements by their bench script or BENCHMARKS.md topic and by date, never by an issue or a
+work session's number.
 """
 import re
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "workflows").glob("*.yaml")])
 
 # "issue 19", "issues 15, 18", "session 7", "seventh session", "Issue 15:" (case-insensitive)
 _ORDINALS = "first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
