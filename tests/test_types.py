@@ -7,7 +7,7 @@ import pytest
 import tomllib
 
 import gramtile
-from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.engine import _check_out, _open_corpus, _selection, run_gram
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.estimator import GramTransformer, KernelSVC
 
@@ -30,7 +30,7 @@ def unannotated(fn) -> list[str]:
     return missing
 
 
-PUBLIC = [run_gram, Runtime.__init__, Runtime.of, Runtime.with_settings, Runtime.task_memory,
+PUBLIC = [run_gram, _open_corpus, _selection, _check_out, Runtime.__init__, Runtime.of, Runtime.with_settings, Runtime.task_memory,
           Runtime.worker_memory_mb, Runtime.close, KernelSVC.__init__, KernelSVC.fit, KernelSVC.predict,
           KernelSVC.decision_function, KernelSVC.predict_proba, KernelSVC.get_params, KernelSVC.set_params,
           GramTransformer.__init__, GramTransformer.fit, GramTransformer.transform]

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     Selection = str | slice | range | Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None
 
 
-def _open_corpus(corpus):
+def _open_corpus(corpus: str | os.PathLike[str] | CorpusStore) -> CorpusStore:
 
     cs = corpus if isinstance(corpus, CorpusStore) else CorpusStore.open(corpus)
     if not cs.complete or not cs.content_hash:
@@ -64,18 +64,18 @@ def _open_corpus(corpus):
     return cs
 
 
-def _selection(sel, n, name):
+def _selection(sel: Selection, n: int, name: str) -> np.ndarray[Any, np.dtype[np.int64]]:
     if isinstance(sel, str):
         return parse_selection(sel, n, f"--{name}")
     return as_selection(sel, n, name)
 
 
-def _start_warm_up(job, ridx) -> threading.Thread:
+def _start_warm_up(job: TileJob, ridx: np.ndarray[Any, np.dtype[np.int64]]) -> threading.Thread:
     """Warm the kernel in a daemon thread while a Dask cluster starts (see
     :func:`~gramtile.pipeline.compute.tile_task.warm_up`); a failure there is left to the tiles to report."""
 
 
-    def run():
+    def run() -> None:
         try:
             warm_up(job, ridx)
         except Exception:  # noqa: BLE001  (the first tile raises the same error with its context)
@@ -86,7 +86,7 @@ def _start_warm_up(job, ridx) -> threading.Thread:
     return t
 
 
-def _check_out(out):
+def _check_out(out: LocalLocation | FsspecLocation) -> None:
     if out.exists() and not out.exists("zarr.json"):
         junk = [name for name in out.listdir() if name != "gramtile.lock"]
         if junk:
