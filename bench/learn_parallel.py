@@ -80,7 +80,7 @@ def build_wsd(workdir: Path, words: list) -> Path:
         wdir.mkdir(parents=True, exist_ok=True)
         corpus = wsd.word_corpus(docs, wdir / "corpus.zarr", src, cfg["lemmas"], cfg["subsample"], False)
         every = [s for alts in cfg["select"].values() for s in alts]
-        wsd.gram_stores(every, corpus, wdir / "gram", Runtime("threads", progress=False))
+        wsd.gram_stores(every, corpus, wdir / "gram", Runtime("threads"))
     return wf
 
 

@@ -15,6 +15,7 @@ from gramtile.kernels import (  # noqa: F401  (each family registers its specs o
     hdag,
     relation_subtree,
     route,
+    sptk,
     subsequence,
     tree_kernels,
     wsd_kernels,

@@ -180,6 +180,17 @@ def _compact_keys(*indexes):
     return tuple(out)
 
 
+def label_index(batch):
+    """The arrays a block core reads for one tree batch, nodes grouped by label (the layout of
+    :func:`_index`); the smoothed partial tree kernel (:mod:`gramtile.kernels.sptk`) reads it."""
+    return _index(batch, "label")
+
+
+def check_tree(spec, batch, which):
+    """Raise :class:`RepresentationError` unless ``batch`` is an ordered-tree batch."""
+    _check_tree(spec, batch, which)
+
+
 def _leaf_index(batch):
     """Groups of leaves by label (SST-bow): ``(uoff, ukey, ubeg, uend)``."""
     off = np.ascontiguousarray(batch.offsets, dtype=np.int64)

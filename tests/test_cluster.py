@@ -51,7 +51,11 @@ def test_repository_cluster_file(no_env):
     assert {"sequential", "local", "threads", "scheduler", "slurm", "kubernetes"} <= set(profiles)
     assert profiles["threads"].in_process and profiles["threads"].type == "threads"
     assert profiles["local"].options == {"n_workers": 2, "threads_per_worker": 1, "memory_limit": "2GiB", "worker_ttl": 60}
-    assert profiles["slurm"].n_workers == profiles["slurm"].options["jobs"]
+    slurm = profiles["slurm"]
+    assert slurm.n_workers == slurm.options["min_jobs"] and slurm.options["max_jobs"] >= slurm.options["min_jobs"]
+    assert "jobs" not in slurm.options and slurm.options["worker_wait"] > 0
+    life, stagger = lifetime(slurm)  # workers retire before the walltime, their jobs are replaced
+    assert life + stagger < 7200
 
 
 def test_lookup_order(no_env, monkeypatch):
@@ -124,6 +128,36 @@ def test_slurm_job_script_is_the_clusters_own(no_env):
     assert "--lifetime 4590s --lifetime-stagger 270s" in script
     with pytest.raises(ClusterConfigError, match="needs a slurm profile"):
         slurm_job_script("local", f)
+
+
+def test_profiles_job_script_prints_what_slurmcluster_gives(no_env, capsys):
+    # `gramtile profiles --job-script NAME`: the script of the SLURMCluster a run starts (before,
+    # slurm_job_script() wrote its own text, which differed from what dask-jobqueue submitted)
+    from dask_jobqueue import SLURMCluster
+
+    from gramtile.pipeline.compute.cluster import slurm_cluster_options
+    from gramtile.workflows.cli import main
+
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  hpc:\n    type: slurm\n    cores: 2\n    memory: 3GiB\n    walltime: '00:30:00'\n"
+                 "    queue: short\n    min_jobs: 1\n    max_jobs: 3\n    job_name: nlp-gram\n"
+                 "    scheduler_options: {host: 127.0.0.1}\n")
+    assert main(["profiles", "--job-script", "hpc", "--cluster-file", str(f)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""  # no dashboard warning
+    opts = slurm_cluster_options(get_profile("hpc", f))
+    opts["scheduler_options"] = {**opts["scheduler_options"], "dashboard": False}
+    with SLURMCluster(**opts) as cluster:
+        own = cluster.job_script()
+
+    def same(script):  # the scheduler's port differs between two clusters
+        import re
+        return re.sub(r"tcp://127\.0\.0\.1:\d+", "tcp://127.0.0.1:PORT", script).strip()
+    assert same(out) == same(own)
+    assert "#SBATCH -J nlp-gram" in out and "--lifetime 1530s --lifetime-stagger 90s" in out
+    assert main(["profiles", "--job-script", "local", "--cluster-file", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "needs a slurm profile" in err
 
 
 def test_lifetime_defaults_from_the_walltime_and_checks(no_env):

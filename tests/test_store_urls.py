@@ -294,8 +294,8 @@ def test_on_an_object_store_the_lock_is_written_if_absent_and_read_back(object_s
 
 def test_a_scheme_without_an_installed_filesystem_names_the_url_and_the_package(corpus, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a URL mistaken for a relative path would land here, and be seen
-    with pytest.raises(StoreError, match=r"s3://bucket/g\.zarr.*Fix: pip install s3fs"):
-        run_gram(corpus, SST, "s3://bucket/g.zarr", cluster="sequential")
+    with pytest.raises(StoreError, match=r"gs://bucket/g\.zarr.*Fix: pip install gcsfs"):
+        run_gram(corpus, SST, "gs://bucket/g.zarr", cluster="sequential")
     with pytest.raises(StoreError, match=r"gs://b/c\.zarr.*Fix: pip install gcsfs"):
         CorpusStore.open("gs://b/c.zarr")
     with pytest.raises(StoreError, match="fsspec knows no scheme 'nosuch'"):
@@ -314,10 +314,10 @@ def test_corpus_stores_are_written_to_urls_and_a_missing_filesystem_is_named(cor
         CorpusStore.create(f"{mem}/new.zarr")
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "tree": "(S (A a))"}\n{"id": "b", "tree": "(S (B (C b)))"}\n')
-    r = subprocess.run(GRAMTILE + ["prepare", "--input", str(src), "--format", "jsonl", "--out", "s3://b/c.zarr",
+    r = subprocess.run(GRAMTILE + ["prepare", "--input", str(src), "--format", "jsonl", "--out", "abfs://b/c.zarr",
                                    "--cluster", "sequential", "--no-progress"], capture_output=True, text=True,
                        cwd=tmp_path)
-    assert r.returncode == 2 and "s3://b/c.zarr" in r.stderr and "Fix: pip install s3fs" in r.stderr
+    assert r.returncode == 2 and "abfs://b/c.zarr" in r.stderr and "Fix: pip install adlfs" in r.stderr
     # gram --input at a URL: its corpus store goes beside --out, at the URL
     assert main(["gram", "--input", str(src), "--kernel", SST, "--out", f"{mem}/g.zarr", "--cluster", "sequential",
                  "--no-progress"]) == 0

@@ -25,7 +25,8 @@ import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.compute.errors import Terminated
 from gramtile.pipeline.progress import configure
-from gramtile.pipeline.stores.storage import is_url, refuse_url
+from gramtile.pipeline.stores.storage import is_url, object_store_message, refuse_url
+from gramtile.workflows.commands import apply_storage_options
 
 
 def _command_modules():
@@ -136,6 +137,7 @@ def main(argv=None) -> int:
     previous = _on_sigterm()
     try:
         _local_out(args)
+        apply_storage_options(args)
         rc = args.func(args)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): stores were left consistent on the way out
         print(f"gramtile {args.command}: interrupted{' by SIGTERM' if isinstance(e, Terminated) else ''}; "
@@ -149,7 +151,8 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as e:
-        print(f"gramtile {args.command}: error: {os_error_message(e, getattr(args, 'out', None))}", file=sys.stderr)
+        msg = object_store_message(e, _urls(args)) or os_error_message(e, getattr(args, 'out', None))
+        print(f"gramtile {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except (MemoryError, RecursionError) as e:
         # an example too large for a kernel's dynamic program (its tables grow with the product of two
@@ -159,10 +162,27 @@ def main(argv=None) -> int:
               f"this step (`gramtile inspect CORPUS.zarr` shows the largest). Fix: split or drop the largest examples, "
               f"or run on a machine with more memory; work already finished is kept", file=sys.stderr)
         return 2
+    except Exception as e:
+        # an object store's own errors (botocore's, aiohttp's) met mid-run: one line, not a traceback
+        msg = object_store_message(e, _urls(args))
+        if msg is None:
+            raise  # a bug: the traceback is wanted
+        print(f"gramtile {args.command}: error: {msg}", file=sys.stderr)
+        return 2
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return int(rc or 0)
+
+
+def _urls(args) -> list:
+    """The store URLs a command was given (its positional store, --corpus, --gram, --out, ...)."""
+    out = []
+    for value in vars(args).values():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str) and is_url(v):
+                out.append(v)
+    return out
 
 
 def _raise_terminated(signum, frame):

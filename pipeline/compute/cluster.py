@@ -105,6 +105,10 @@ class Profile:
     type: str
     options: dict = field(default_factory=dict)
     source: str = "built-in"
+    #: fsspec options of the object stores a run under this profile opens (``storage_options:`` in
+    #: any profile; :func:`gramtile.pipeline.stores.storage.set_storage_options`), kept apart from
+    #: the options that start its workers
+    storage_options: dict = field(default_factory=dict)
 
     @property
     def in_process(self) -> bool:
@@ -189,6 +193,10 @@ def _validate(name, opts, path) -> Profile:
         raise ClusterConfigError(f"{where}: settings must be a mapping, got {opts!r}")
     opts = dict(opts)
     ptype = opts.pop("type", name)
+    storage = opts.pop("storage_options", None) or {}
+    if not isinstance(storage, dict) or not all(isinstance(k, str) for k in storage):
+        raise ClusterConfigError(f"{where}: storage_options = {storage!r} is not a mapping of fsspec options. "
+                                 "Fix: e.g. storage_options: {endpoint_url: 'http://127.0.0.1:9000', profile: lab}")
     if ptype not in TYPES:
         raise ClusterConfigError(f"{where}: type {ptype!r} is unknown. Fix: set 'type' to one of {list(TYPES)}")
     allowed = _KEYS[ptype]
@@ -217,7 +225,7 @@ def _validate(name, opts, path) -> Profile:
                 f"{where}: lifetime {opts['lifetime']} (+ stagger {opts.get('lifetime_stagger', 0)}) reaches the "
                 f"walltime {opts['walltime']}: SLURM would kill the workers before they retire. Fix: a lifetime "
                 "a few minutes (or a tenth) shorter than the walltime")
-    return Profile(name, ptype, opts, str(path))
+    return Profile(name, ptype, opts, str(path), storage)
 
 
 def _ok(check, v) -> bool:
@@ -380,6 +388,10 @@ def slurm_cluster_options(profile: Profile) -> dict:
     return o
 
 
+#: Dask's adaptive target_duration for slurm profiles with min_jobs < max_jobs.
+ADAPT_TARGET = "1s"
+
+
 def start_jobs(profile: Profile, cluster) -> tuple:
     """Ask a dask-jobqueue cluster for the profile's jobs: a fixed number (``jobs``, or equal
     ``min_jobs``/``max_jobs``) or adaptively between ``min_jobs`` and ``max_jobs``."""
@@ -387,7 +399,10 @@ def start_jobs(profile: Profile, cluster) -> tuple:
     if low == high:
         cluster.scale(jobs=low)
     else:
-        cluster.adapt(minimum_jobs=low, maximum_jobs=high)
+        # Dask asks for workers to finish the queued work within target_duration: a run keeps only a
+        # window of its tasks queued (twice the threads of max_jobs), so the default of 5 s would
+        # never add a job for tasks shorter than a few seconds
+        cluster.adapt(minimum_jobs=low, maximum_jobs=high, target_duration=ADAPT_TARGET)
     return low, high
 
 
@@ -408,5 +423,8 @@ def slurm_job_script(profile, cluster_file=None) -> str:
         SLURMCluster = optional.dask_jobqueue().SLURMCluster
     except ImportError:
         raise ClusterConfigError("dask-jobqueue is not installed. Fix: pip install 'gramtile[slurm]'") from None
-    with SLURMCluster(**slurm_cluster_options(profile)) as cluster:
+    opts = slurm_cluster_options(profile)
+    # the scheduler started for this look serves no dashboard (a run's would warn that port 8787 is taken)
+    opts["scheduler_options"] = {**opts.get("scheduler_options", {}), "dashboard": False}
+    with SLURMCluster(**opts) as cluster:
         return cluster.job_script()

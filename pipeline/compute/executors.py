@@ -21,6 +21,7 @@ the same tasks: an executor changes speed, never a number.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import time
 import uuid
 from collections import deque
@@ -33,6 +34,8 @@ _END = object()
 
 #: Seconds between two looks of the watchdog while no task finishes.
 POLL_SECONDS = 1.0
+#: Seconds the first fetch of a finished task's result may take (doubled on each retry).
+FETCH_SECONDS = 5.0
 
 
 class TaskQueue:
@@ -210,6 +213,19 @@ class Watchdog:
             return {}
 
 
+class _OrphanedWaits(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" for the Dask client's internal ``AllExit``:
+    a fetch given up on (:data:`FETCH_SECONDS`) leaves the client's inner wait behind, which ends
+    with that exception when the client closes. It is no error of the run."""
+
+    def filter(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        return type(exc).__name__ != "AllExit"
+
+
+_ORPHANS = _OrphanedWaits()
+
+
 class DaskExecutor(Executor):
     """Tasks on a Dask cluster through ``client``.
 
@@ -223,15 +239,20 @@ class DaskExecutor(Executor):
         The job watch of a dask-jobqueue cluster.
     slots : int, optional
         Tasks at once, when no worker is connected yet (jobs still queued); default 1.
+    capacity : int, optional
+        Tasks at once when the cluster is at its largest (an adaptive dask-jobqueue cluster's
+        ``max_jobs``): the default window keeps twice that many in flight, so that the cluster's
+        adaptive scaling sees the work waiting and asks for more jobs.
     """
 
     name = "dask"
 
     def __init__(self, client, *, in_process: bool = False, worker_wait: float = 300.0,
-                 stall_timeout: float = 1800.0, jobs=None, slots: int | None = None):
+                 stall_timeout: float = 1800.0, jobs=None, slots: int | None = None, capacity: int | None = None):
         self.client, self.in_process = client, in_process
+        logging.getLogger("asyncio").addFilter(_ORPHANS)  # once per logger: filters are a set
         self.worker_wait, self.stall_timeout, self.jobs = worker_wait, stall_timeout, jobs
-        self._slots = slots
+        self._slots, self.capacity = slots, capacity
 
     @property
     def slots(self) -> int:
@@ -243,15 +264,19 @@ class DaskExecutor(Executor):
 
     def imap(self, fn, items, *, window=None, key=None, retries=0, status=None, what="task", hint=""):
         distributed = optional.distributed()
-        window = window or max(4, 2 * self.slots)
+        # the window follows the workers as they come and go (jobs start late, are replaced, scale)
+        fixed, window, sized = window, 4, float("-inf")
         token = uuid.uuid4().hex[:12]
         it = iter(items)
         pending: dict = {}
+        fetch: dict = {}  # future -> seconds its next fetch may take
         count = 0
         watch = Watchdog(self.client, self.worker_wait, self.stall_timeout, self.jobs)
         try:
             while True:
-                while len(pending) < window and (x := _take(it)) is not _END:
+                if not fixed and time.monotonic() - sized >= POLL_SECONDS:
+                    window, sized = max(4, 2 * max(self.slots, self.capacity or 0)), time.monotonic()
+                while len(pending) < (fixed or window) and (x := _take(it)) is not _END:
                     tag, args = x
                     k = key(tag) if key is not None else f"gramtile-{what}-{token}-{count}"
                     count += 1
@@ -262,19 +287,26 @@ class DaskExecutor(Executor):
                     finished, _ = distributed.wait(list(pending), timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 except (TimeoutError, distributed.TimeoutError):
                     finished = ()
-                if finished:
-                    watch.progressed()
                 watch.look(status, what)
                 for f in finished:
-                    tag = pending.pop(f)
                     try:
-                        res = f.result()
+                        # bounded: a result lost with its worker between the wait and this fetch (a job
+                        # ended at its time limit) is computed again only when a worker comes, and an
+                        # unbounded fetch would wait for that without the watchdog looking
+                        res = f.result(timeout=fetch.get(f, FETCH_SECONDS))
+                    except (TimeoutError, distributed.TimeoutError):
+                        if f.status == "finished":  # still there: a large result, given longer next time
+                            fetch[f] = min(2 * fetch.get(f, FETCH_SECONDS), 300.0)
+                        break  # lost (computed again when a worker comes): the watchdog looks, then wait again
                     except distributed.KilledWorker as e:
                         raise TaskLostError(
                             f"a {what} task was lost with its worker more often than the scheduler allows ({e}); a "
                             "worker that dies on every attempt usually runs out of memory. Fix: "
                             + (hint or "give the workers more memory, or use fewer workers per machine")
                             + ", then rerun the same command") from None
+                    tag = pending.pop(f)
+                    fetch.pop(f, None)
+                    watch.progressed()
                     f.release()
                     yield tag, res
         finally:

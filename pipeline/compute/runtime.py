@@ -39,6 +39,7 @@ from gramtile.pipeline.compute.cluster import (
     WORKER_TTL,
     Profile,
     get_profile,
+    job_range,
     lost_scheduler,
     parse_memory_mb,
     slurm_cluster_options,
@@ -180,6 +181,9 @@ class Runtime:
             nthreads: dict[str, int] = self.client.nthreads()
             return max(1, sum(nthreads.values()))
         p = self.profile
+        if p.type == "slurm":  # a job's `cores` threads, over its processes
+            jobs: int = job_range(p)[0]
+            return jobs * int(p.options.get("cores", 1))
         per = int(p.options.get("threads_per_worker", 1)) if p.type == "local" else 1
         return 1 if p.type == "sequential" else p.n_workers * per
 
@@ -330,7 +334,9 @@ class Runtime:
         elif p.type == "slurm":
             SLURMCluster = optional.dask_jobqueue().SLURMCluster
             try:
-                cluster = SLURMCluster(**slurm_cluster_options(p))
+                # its scheduler runs in this process: its log (workers lost at their time limit, results
+                # fetched again) is the run's business, reported in one line when it cannot go on
+                cluster = SLURMCluster(silence_logs=logging.CRITICAL, **slurm_cluster_options(p))
             except (OSError, ValueError, RuntimeError) as e:
                 raise ClusterConfigError(f"profile {p.name!r}: cannot start the SLURM cluster ({e}). Fix: check the "
                                          "profile's keys (`gramtile profiles --job-script NAME` shows the job "
@@ -339,7 +345,9 @@ class Runtime:
                 low, high = start_jobs(p, cluster)
                 watch = JobWatch(cluster, low, high, per_job=int(o.get("processes", 1)))
                 _announce(p, client, f"{low}-{high} job(s)" if low != high else f"{low} job(s)")
-                yield DaskExecutor(client, slots=low * int(o.get("processes", 1)), jobs=watch, **waits)
+                # a job runs `cores` threads (over its processes): the run keeps them all busy
+                threads = int(o.get("cores", 1))
+                yield DaskExecutor(client, slots=low * threads, capacity=high * threads, jobs=watch, **waits)
         elif p.type == "kubernetes":
             try:
                 KubeCluster = optional.dask_kubernetes_operator().KubeCluster

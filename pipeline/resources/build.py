@@ -16,6 +16,8 @@ import scipy.sparse as sp
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline.resources.domain import domain_resource
+from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
+from gramtile.pipeline.resources.lexical import lexical_table
 from gramtile.pipeline.resources.similarity import similarity_resource
 
 # ---- building ------------------------------------------------------------------------------
@@ -29,7 +31,8 @@ def build_value(name: str, vocab_strings, structs):
     Parameters
     ----------
     name : str
-        ``similarity/wordnet``, ``similarity/lsa/<field>`` or ``domain/lsa/<dims>``.
+        ``similarity/wordnet``, ``similarity/lsa/<field>``, ``domain/lsa/<dims>`` or ``sptk:{...}``
+        (the smoothed partial tree kernel's lexical table, :mod:`gramtile.pipeline.resources.lexical`).
     vocab_strings : sequence of str
         Symbol strings in id order (``Vocabularies.sym.strings``).
     structs : list of structures
@@ -37,8 +40,10 @@ def build_value(name: str, vocab_strings, structs):
 
     Returns
     -------
-    scipy.sparse.csr_matrix (WordNet) or ndarray of shape (V, k) (LSA / domain factors)
+    scipy.sparse.csr_matrix (WordNet, SPTK table) or ndarray of shape (V, k) (LSA / domain factors)
     """
+    if name.startswith(LEXICAL_PREFIX):
+        return lexical_table(name, vocab_strings, structs)
     if name.startswith("domain/"):
 
         return domain_resource(name, vocab_strings, structs)

@@ -92,6 +92,8 @@ class ResourceKey:
             p.update(dims=LSA_DIMS, random_state=SEED, field=self.name.rsplit("/", 1)[1])
         elif self.name.startswith("domain/lsa/"):
             p.update(dims=int(self.name.rsplit("/", 1)[1]), random_state=SEED, idf="log(N/df)")
+        elif self.name.startswith("sptk:") and '"source":"lsa"' in self.name:
+            p.update(dims=LSA_DIMS, random_state=SEED)
         return p
 
     @property
@@ -100,7 +102,10 @@ class ResourceKey:
 
     @property
     def group(self) -> str:
-        """Path of the resource's group inside the corpus store."""
+        """Path of the resource's group inside the corpus store (an SPTK table, whose name holds
+        JSON and perhaps a file path, is named by its param hash alone)."""
+        if self.name.startswith("sptk:"):
+            return f"{GROUP}/sptk-{self.param_hash}"
         return f"{GROUP}/{self.name.replace('/', '.')}-{self.param_hash}"
 
 

@@ -48,13 +48,18 @@ Crash safety: a shard is written in this order — its manifest entry with ``don
 its arrays, its ids/labels/texts/sources, the vocabulary strings it added, and only then its
 ``done: true`` flag together with the vocabulary sizes after it. Each Zarr metadata write is
 atomic (write-then-rename at paths and file:// URLs, one PUT on object stores), so a killed
-writer leaves at worst an entry with ``done: false``.
+writer leaves at worst an entry with ``done: false``. At a URL the writer goes through a
+:class:`~gramtile.pipeline.stores.storage.WriterCache`: a shard's objects are sent together,
+concurrently, while the next shard is read and encoded, but in the same order (each group only
+after the one before it has landed), so the same holds.
 Shards are written strictly in order, so the done shards are always a prefix; on reopening,
 the vocabularies are cut to the sizes recorded with the last done shard and the next shard
 overwrites whatever a killed run left behind. Ids are therefore deterministic.
 
 The content hash (sha256) is computed when the store is completed, by reading back every
-stored array. It covers the ids, labels, texts, vocabularies, the kind of each
+stored array (at a URL, the objects the writer sent in this run and still holds in memory, at
+most 64 MB, are read from there: the bytes it sent, whose upload the object store checked,
+decoded by Zarr as a read from the store would be). It covers the ids, labels, texts, vocabularies, the kind of each
 representation, its per-example sizes and node columns, but not the source path, the run
 history, ``resources/`` or ``features/`` (adding either keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
 which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
@@ -65,7 +70,8 @@ import hashlib
 import json
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from importlib.metadata import version
 
@@ -80,7 +86,7 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.storage import check_metadata, location
+from gramtile.pipeline.stores.storage import FsspecLocation, check_metadata, location
 
 #: 2: the ``prod`` column of ordered trees holds label-only productions (a node's label and its
 #: children's labels); version 1 stores told leaf children from internal ones there, and
@@ -145,6 +151,27 @@ def _split_source(src):
     return src, None
 
 
+def _ahead(fn, items, depth: int = 16):
+    """``fn(item)`` for each of ``items``, in order, computed up to ``depth`` items ahead on a few
+    threads: a store at a URL answers many small reads at once, not one after the other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        window = deque()
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= depth:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+
+def _writer_store(loc):
+    """The writer's Zarr store at a URL (:meth:`~gramtile.pipeline.stores.storage.FsspecLocation.writer_store`);
+    None at a path, where Zarr gets the path string as always."""
+    return loc.writer_store() if isinstance(loc, FsspecLocation) else None
+
+
 class CorpusStore:
     """A corpus store on disk (layout, manifest and write order in the module docstring).
 
@@ -153,8 +180,10 @@ class CorpusStore:
     :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
     """
 
-    def __init__(self, group, path, writable: bool, lock=None):
+    def __init__(self, group, path, writable: bool, lock=None, cache=None):
         self._g = group
+        #: the writer's :class:`~gramtile.pipeline.stores.storage.WriterCache` at a URL, else None
+        self._writer = cache
         self.path = path
         self.writable = writable
         self._lock = lock
@@ -200,7 +229,8 @@ class CorpusStore:
             raise StoreError(f"shard_size={shard_size!r} must be a positive integer. Fix: pass e.g. --shard-size 1000")
         if loc.exists() and not overwrite:
             raise StoreMismatchError(f"{path} already exists. Fix: open it to resume, or choose another --out")
-        group = zarr.open_group(loc.zarr_store(), mode="w" if overwrite else "w-")
+        cache = _writer_store(loc)
+        group = zarr.open_group(cache or loc.zarr_store(), mode="w" if overwrite else "w-")
         manifest = {
             "format_version": FORMAT_VERSION, "gramtile_version": version("gramtile"),
             "source": None if source is None else str(source), "input_format": input_format,
@@ -217,7 +247,7 @@ class CorpusStore:
         group.attrs["manifest"] = manifest
         lock = loc.lock(".lock", f"corpus store {path}")
         lock.acquire()
-        return cls(group, path, True, lock)
+        return cls(group, path, True, lock, cache)
 
     @classmethod
     def open(cls, path, mode: str = "r") -> CorpusStore:
@@ -233,13 +263,14 @@ class CorpusStore:
             raise StoreError(f"no corpus store at {path}. Fix: create it with `gramtile prepare --out {path}`")
         redo = f"delete {path} and rerun the `gramtile prepare` command that made it"
         check_metadata(loc, "corpus store", f"its description is lost; {redo}", redo)
-        group = zarr.open_group(loc.zarr_store(), mode=mode)
-        lock = None
+        lock = cache = None
         if mode == "r+":
             lock = loc.lock(".lock", f"corpus store {path}")
             lock.acquire()
+            cache = _writer_store(loc)
+        group = zarr.open_group(cache or loc.zarr_store(), mode=mode)
         try:
-            return cls(group, path, mode == "r+", lock)
+            return cls(group, path, mode == "r+", lock, cache)
         except Exception:
             if lock:
                 lock.release()
@@ -247,8 +278,12 @@ class CorpusStore:
 
     def close(self):
         """Release the writer's lock (reading needs no close)."""
-        if self._lock:
-            self._lock.release()
+        try:
+            if self._writer is not None:
+                self._writer.close()  # sends what is left; what it remembers holds only while the lock is held
+        finally:
+            if self._lock:
+                self._lock.release()
 
     def __enter__(self):
         return self
@@ -489,29 +524,27 @@ class CorpusStore:
             raise
         entry = {"index": index, "start": start, "stop": stop, "done": False, "vocab_sizes": None, "run": run}
         shards = self._manifest["shards"]
+        fresh = len(shards) == index  # no entry yet, so nothing of this shard was ever written
         del shards[index:]  # a stale not-done entry of a killed run
         shards.append(entry)
         self._save_manifest()
+        cache = self._writer
+        groups = [f"reps/{rep}/{index}" for rep in batches]
         try:
-            rg = self._g["reps"]
-            for rep, batch in batches.items():
-                sg = rg.require_group(rep).require_group(str(index))
-                for name, arr in batch.arrays().items():
-                    sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
-                                    compressors=_COMPRESSORS, overwrite=True)
-            for name, values in cols.items():
-                a = self._g[name]
-                a.resize((stop,))
-                a[start:stop] = np.array(values, dtype=object)
-            after = vocabs.sizes()
-            for name in Vocabularies.NAMES:
-                a = self._g["vocab"][name]
-                a.resize((after[name],))
-                if after[name] > before[name]:
-                    a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
+            if cache is not None:
+                # at a URL: what the shard's groups hold now (nothing for a fresh shard, else one
+                # listing each, concurrently), then every object of the shard sent together when
+                # the block ends, before the done flag
+                cache.assume_empty(groups) if fresh else cache.learn(groups)
+            with cache.batch() if cache is not None else nullcontext():
+                self._write_arrays(index, batches, cols, vocabs, before, start, stop)
         except BaseException:
             vocabs.truncate(before)
             raise
+        finally:
+            if cache is not None:
+                cache.unlearn(groups)
+        after = vocabs.sizes()
         entry.update(done=True, vocab_sizes=after)
         if not self._manifest["representations"]:
             self._manifest["representations"] = dict(reps)
@@ -519,6 +552,26 @@ class CorpusStore:
         if rec is not None and parsed:
             rec["parsed_shards"].append(index)
         self._save_manifest()
+
+    def _write_arrays(self, index, batches, cols, vocabs, before, start, stop):
+        """Shard ``index``'s arrays, its text columns and the vocabulary strings it added."""
+        rg = self._g["reps"]
+        for rep, batch in batches.items():
+            sg = rg.require_group(rep).require_group(str(index))
+            for name, arr in batch.arrays().items():
+                sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
+                                compressors=_COMPRESSORS, overwrite=True)
+        for name, values in cols.items():
+            a = self._g[name]
+            a.resize((stop,))
+            a[start:stop] = np.array(values, dtype=object)
+        after = vocabs.sizes()
+        for name in Vocabularies.NAMES:
+            if after[name] == before[name]:
+                continue  # no new strings: nothing to write (a longer array left by a killed run is cut on reading)
+            a = self._g["vocab"][name]
+            a.resize((after[name],))
+            a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
 
     def note_reused(self, run: int, count: int):
         """Record in the run log how many done shards this run found and did not redo."""
@@ -586,6 +639,8 @@ class CorpusStore:
             raise StoreError(f"corpus store {self.path} cannot be completed: not every shard is done")
         self._manifest["skipped"] = list(skipped)
         self._manifest["n_examples"] = self.n
+        if self._writer is not None:
+            self._writer.drain()  # every shard has landed before the store can be called complete
         self._manifest["content_hash"] = self.compute_content_hash()
         self._manifest["complete"] = True
         self._manifest["completed"] = now()
@@ -611,11 +666,14 @@ class CorpusStore:
             parts[f"vocab/{name}"] = hashlib.sha256(json.dumps(strings, ensure_ascii=False).encode()).hexdigest()
         for rep, kind in sorted(self._manifest["representations"].items()):
             hs = {c: hashlib.sha256() for c in ("sizes",) + KIND_COLUMNS[kind]}
-            for s in self._done():
-                g = self._g["reps"][rep][str(s["index"])]
-                hs["sizes"].update(np.diff(g["offsets"][:]).astype("<i8").tobytes())
-                for c in KIND_COLUMNS[kind]:
-                    a = g[c][:]
+
+            def read(index, rep=rep, kind=kind):
+                g = self._g["reps"][rep][str(index)]
+                return [g[c][:] for c in ("offsets",) + KIND_COLUMNS[kind]]
+
+            for offsets, *cols in _ahead(read, [s["index"] for s in self._done()]):
+                hs["sizes"].update(np.diff(offsets).astype("<i8").tobytes())
+                for c, a in zip(KIND_COLUMNS[kind], cols):
                     hs[c].update(a.astype(a.dtype.newbyteorder("<")).tobytes())
             parts[f"reps/{rep}"] = {"kind": kind, **{c: h.hexdigest() for c, h in hs.items()}}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

@@ -9,6 +9,9 @@ store these are **artefacts inside the store**, built once and afterwards only l
                        provenance, content_hash
         indptr, indices, data      kind "csr" (WordNet synonymy A = S S^T)
         value                      kind "dense" (LSA factor D, domain factor F = I^IDF D)
+    CORPUS.zarr/resources/sptk-<param hash>/   the SPTK lexical similarity table (kind "csr";
+                                               its name ``sptk:{...}`` holds JSON, so the group is
+                                               named by the param hash alone)
 
 - The **param hash** (sha256 of the build parameters: name, representation whose examples
   feed it, LSA dimensions, SVD seed, format version) names the group, so a resource built with
@@ -20,7 +23,8 @@ store these are **artefacts inside the store**, built once and afterwards only l
   a group without it is an interrupted build and is rebuilt. Loading recomputes it, so a
   corrupt resource is reported (:class:`StoreCorruptError`), never silently used.
 - **Provenance** records what fixed the numbers: the corpus content hash, the WordNet directory
-  and the sha256 of its index and exception files, the numpy / scipy / scikit-learn versions,
+  and the sha256 of its index and exception files, the word-vector files of an SPTK table (path,
+  size, sha256), the numpy / scipy / scikit-learn versions,
   the vocabulary size, and when and where it was built.
 - The corpus content hash does not cover ``resources/``: adding a resource leaves existing
   Gram stores valid. A Gram store records the content hashes of the resources its kernel read
@@ -56,7 +60,10 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.representations.encode import decode
 from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, value_of
 from gramtile.pipeline.resources.keys import GROUP, ResourceKey, keys_of
+from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
+from gramtile.pipeline.resources.lexical import table_params
 from gramtile.pipeline.resources.similarity import POS_FILES, WORDNET_DIR
+from gramtile.pipeline.resources.vectors import file_sha256, vector_files
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
 from gramtile.pipeline.stores.storage import location
@@ -87,7 +94,13 @@ def _provenance(key: ResourceKey, cs) -> dict:
             "scikit_learn": sklearn.__version__,
             "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": socket.gethostname(), "pid": os.getpid()}
-    if key.name == "similarity/wordnet":
+    lexical = table_params(key.name) if key.name.startswith(LEXICAL_PREFIX) else None
+    if lexical is not None and lexical["source"] == "vectors":
+        # the vector source: the files, their size and sha256 (the table's own content hash is
+        # what Gram stores record; this says which vectors gave it)
+        prov["vectors"] = [{"path": str(f), "bytes": f.stat().st_size, "sha256": file_sha256(f)}
+                           for f in vector_files(lexical["vectors"]) if f.is_file()]
+    if key.name == "similarity/wordnet" or (lexical is not None and lexical["source"] == "wordnet"):
 
         files = [f"index.{f}" for f in POS_FILES.values()] + [f"{f}.exc" for f in POS_FILES.values()]
         prov["wordnet"] = {"path": str(WORDNET_DIR), "version": "3.0 (Debian wordnet-base)",
@@ -232,6 +245,9 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
 
     keys = list(keys)
     out = {k.group: info(corpus_path, k) for k in keys}
+    for k in keys:
+        if out[k.group] is not None:
+            check_sources(corpus_path, k, out[k.group])
     missing = [k for k in keys if out[k.group] is None]
     built = set()
     if missing:
@@ -255,6 +271,21 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
             lock.release()
     return {k.group: {"name": k.name, "rep": k.rep, "content_hash": info(corpus_path, k)["content_hash"],
                       "built": k.group in built} for k in keys}
+
+
+def check_sources(corpus_path, key: ResourceKey, meta: dict):
+    """A stored table built from vector files names them by path, size and sha256: a file changed
+    since would leave its table (and every Gram store made with it) describing other vectors, so
+    it is refused, with the fix, rather than silently reused."""
+    for v in (meta.get("provenance") or {}).get("vectors", []):
+        f = Path(v["path"])
+        now = file_sha256(f) if f.is_file() else None
+        if now != v["sha256"]:
+            what = "is gone" if now is None else f"changed (sha256 {v['sha256'][:12]} when the table was built, " \
+                                                 f"{now[:12]} now)"
+            raise StoreMismatchError(
+                f"{corpus_path}: resource {key.name!r} was built from the vector file {f}, which {what}. Fix: "
+                "give the new vectors another file name (a new table is built for them), or restore the file")
 
 
 def ensure_for_spec(corpus_path, spec) -> dict:

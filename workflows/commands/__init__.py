@@ -6,9 +6,11 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from gramtile.pipeline.compute.cluster import get_profile
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.integrity import clean_stale, publish_dir, temp_sibling
+from gramtile.pipeline.stores.storage import parse_storage_options, set_storage_options, storage_options
 from gramtile.workflows.errors import UsageError
 
 #: ``--cluster`` help of the commands that compute Gram stores (``gram``, ``run``).
@@ -35,6 +37,31 @@ def runtime(args) -> Runtime:
     return Runtime(args.cluster, args.cluster_file, scheduler_file=getattr(args, "scheduler_file", None),
                    progress=not getattr(args, "no_progress", False), memory_mb=getattr(args, "memory_mb", None),
                    cache_mb=getattr(args, "cache_mb", None), scratch=getattr(args, "scratch", None))
+
+
+def add_storage_options(p):
+    """``--storage-options JSON``: fsspec options of the object stores a command opens (applied by
+    :func:`apply_storage_options` before the command runs)."""
+    p.add_argument("--storage-options", default=None, metavar="JSON",
+                   help="fsspec options of stores at object-store URLs, as a JSON object, e.g. "
+                        "'{\"endpoint_url\": \"http://127.0.0.1:9000\", \"profile\": \"lab\"}' or '{\"anon\": true}' "
+                        "(s3fs; default: the cluster profile's storage_options, then the AWS_* environment); "
+                        "these keys override the profile's")
+
+
+def apply_storage_options(args):
+    """Put the storage options of a command in force, for it and the workers it starts:
+    ``$GRAMTILE_STORAGE_OPTIONS``, then the cluster profile's ``storage_options``, then
+    ``--storage-options`` (each overriding the keys of the one before). A bad JSON names the option."""
+    text = getattr(args, "storage_options", None)
+    cluster = getattr(args, "cluster", None)
+    profile = {}
+    if isinstance(cluster, str) and not getattr(args, "scheduler_file", None):
+        profile = get_profile(cluster, getattr(args, "cluster_file", None)).storage_options
+    if text is None and not profile:
+        return
+    given = parse_storage_options(text, "--storage-options") if text is not None else {}
+    set_storage_options({**storage_options(), **profile, **given})
 
 
 class DeprecatedAlias(argparse.Action):

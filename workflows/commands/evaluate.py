@@ -33,6 +33,7 @@ from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
 from gramtile.workflows.commands import (
     add_cluster_options,
+    add_storage_options,
     check_output_dir,
     deprecated,
     int_at_least_2,
@@ -69,6 +70,7 @@ def add_learn_options(p, cluster_default="sequential"):
                         "On workers a solver that cannot fit is refused before the run starts")
     if cluster_default is not None:
         add_cluster_options(p, default=cluster_default, help=LEARN_CLUSTER_HELP)
+    add_storage_options(p)
 
 
 def add_scratch_option(p):

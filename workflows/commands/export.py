@@ -24,13 +24,14 @@ import argparse
 from gramtile.pipeline.learn.sources import read_labels
 from gramtile.pipeline.stores.gram_store import EXPORT_FORMATS, GramStore, export_selection
 from gramtile.pipeline.stores.tiles import parse_selection
-from gramtile.workflows.commands import check_output_file, overwrite_flag
+from gramtile.workflows.commands import add_storage_options, check_output_file, overwrite_flag
 
 
 def add_parser(sub):
     p = sub.add_parser("export", help="write K of a complete Gram store (or a selection) to .npy, LIBSVM or SVM-light",
                        description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("store", help="Gram store (GRAM.zarr)")
+    add_storage_options(p)
     p.add_argument("--out", required=True, help="output file")
     p.add_argument("--format", default="npy", choices=EXPORT_FORMATS, help="output format (default npy)")
     p.add_argument("--rows", default=None, help="row positions: all | a:b | @file.txt (default all)")

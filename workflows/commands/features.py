@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.stores.feature_store import write_store
+from gramtile.workflows.commands import add_storage_options
 
 
 def add_parser(sub):
@@ -21,6 +22,7 @@ def add_parser(sub):
     p.add_argument("--kernel", required=True,
                    help="spec JSON or @spec.json: a kernel with a feature map, or 'normalized' of one")
     p.add_argument("--out", required=True, help="the feature store to write (F.zarr, a new local path)")
+    add_storage_options(p)
     p.set_defaults(func=run)
     return p
 

@@ -27,7 +27,7 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.storage import beside, is_url
-from gramtile.workflows.commands import add_cluster_options, runtime
+from gramtile.workflows.commands import add_cluster_options, add_storage_options, runtime
 from gramtile.workflows.errors import UsageError
 
 
@@ -53,6 +53,7 @@ def add_parser(sub):
     p.add_argument("--tile", type=int, default=None,
                    help="tile edge in examples (default: the store's, else chosen from a memory budget)")
     add_cluster_options(p)
+    add_storage_options(p)
     p.add_argument("--path", choices=("auto", "pairwise", "product"), default="auto",
                    help="for kernels with an explicit feature map (st, bow, route, exact subsequence): compute "
                         "tiles as matrix products of stored feature rows when estimated cheaper (auto, the "

@@ -5,6 +5,7 @@ import json
 from collections import Counter
 
 from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.workflows.commands import add_storage_options
 
 
 def add_parser(sub):
@@ -12,6 +13,7 @@ def add_parser(sub):
                        description="Show what a corpus store holds: example and label counts, per-representation "
                                    "sizes, vocabulary sizes, shards done, content hash and provenance.")
     p.add_argument("corpus", metavar="CORPUS.zarr")
+    add_storage_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
     return p

@@ -15,7 +15,14 @@ from gramtile.pipeline.resources.keys import keys_for_option, parse_option
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.pipeline.stores.storage import is_url, location
-from gramtile.workflows.commands import add_cluster_options, check_output_file, deprecated, positive_int, runtime
+from gramtile.workflows.commands import (
+    add_cluster_options,
+    add_storage_options,
+    check_output_file,
+    deprecated,
+    positive_int,
+    runtime,
+)
 from gramtile.workflows.datainput import add_labels_option, add_table_options, needs_spacy, stdin_input
 from gramtile.workflows.datainput import reader_options as data_options
 from gramtile.workflows.errors import UsageError
@@ -38,6 +45,7 @@ def add_parser(sub):
     p.add_argument("--shard-size", type=int, default=1000, metavar="N", help="examples per shard (1000)")
     add_cluster_options(p, metavar="PROFILE", help="cluster.yaml profile or scheduler address the parses run on; "
                         "'sequential' parses in-process")
+    add_storage_options(p)
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise",
                    help="stop at a malformed record (raise), or skip and list it (skip)")
     p.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS, metavar="N",

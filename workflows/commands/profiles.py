@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from gramtile.pipeline.compute.cluster import find_cluster_file, load_profiles, packaged_cluster_file
+from gramtile.pipeline.compute.cluster import find_cluster_file, load_profiles, packaged_cluster_file, slurm_job_script
 
 
 def add_parser(sub):
@@ -14,11 +14,18 @@ def add_parser(sub):
                                    "built-ins of the same name.")
     p.add_argument("--cluster-file", default=None, metavar="FILE", help="cluster profiles file to read too")
     p.add_argument("--json", action="store_true", help="print the profiles as JSON")
+    p.add_argument("--job-script", default=None, metavar="NAME",
+                   help="print the job script slurm profile NAME submits for each worker job, as "
+                        "dask-jobqueue's SLURMCluster writes it (the scheduler address and the worker name "
+                        "are those of this look; a run has its own)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args) -> int:
+    if args.job_script is not None:
+        print(slurm_job_script(args.job_script, args.cluster_file))
+        return 0
     profiles = load_profiles(args.cluster_file)
     if args.json:
         print(json.dumps({n: {"type": p.type, "options": p.options, "source": p.source}

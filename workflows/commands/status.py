@@ -4,11 +4,13 @@ from __future__ import annotations
 import json
 
 from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.workflows.commands import add_storage_options
 
 
 def add_parser(sub):
     p = sub.add_parser("status", help="tiles done / total and provenance of a Gram store")
     p.add_argument("store", help="Gram store (GRAM.zarr)")
+    add_storage_options(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
     return p

@@ -12,13 +12,14 @@ from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import is_feature_store, verify_store
 from gramtile.pipeline.stores.gram_store import verify
 from gramtile.pipeline.stores.integrity import MANIFEST, write_manifest
-from gramtile.workflows.commands import add_cluster_options, runtime
+from gramtile.workflows.commands import add_cluster_options, add_storage_options, runtime
 
 
 def add_parser(sub):
     p = sub.add_parser("verify", help="re-check every done tile of a Gram store (--repair recomputes bad tiles), "
                                       "or every file of a model directory")
     p.add_argument("store", help="Gram store (GRAM.zarr), feature store (F.zarr) or model directory")
+    add_storage_options(p)
     p.add_argument("--repair", action="store_true",
                    help="clear the done bits of bad tiles and recompute them from the corpus store; for a model "
                         "directory or feature store written before its files had checksums, record them")

@@ -1,0 +1,263 @@
+"""Word vectors: reading the usual file formats, training small ones from a corpus, and the
+sparse thresholded cosine table the smoothed partial tree kernel reads.
+
+Formats read by :func:`read_vectors` (chosen by the file name):
+
+- ``*.bin``: word2vec binary (a header line ``N D``, then per word its bytes, a space and D
+  little-endian float32 values, optionally followed by a newline);
+- ``*.npy``: a float matrix (N, D) with its vocabulary in a text file beside it, same stem and
+  suffix ``.vocab`` (one word per line, in row order);
+- anything else: text, one word and its D values per line, space separated: word2vec text and
+  fastText ``.vec`` (a first line ``N D``), GloVe (no header). Gzip-compressed text (``.gz``)
+  is read too.
+
+Cosine similarity is **clipped at 0**: sigma multiplies sums of positive fragment weights, so a
+negative value would subtract the fragments of one word pair from the kernel, which no reading
+of "similar" supports; raising to a power would instead change every similarity above the
+threshold (and the threshold's meaning). Words pointing away from each other are simply not
+similar. Neither choice makes the thresholded table positive semidefinite (docs/kernels.md).
+
+:func:`train_vectors` builds vectors from a corpus when no outside vectors exist: positive
+pointwise mutual information of word co-occurrences in a symmetric window, factored by a seeded
+randomized truncated SVD (Levy & Goldberg 2014 show PPMI-SVD is close to word2vec's SGNS on
+similarity tasks), rows scaled by the square root of the singular values.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.pipeline import optional
+from gramtile.pipeline.representations.errors import CorpusFormatError
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def vector_files(path) -> list:
+    """The files a vector source consists of (the ``.npy`` matrix and its ``.vocab``, or one file)."""
+    p = Path(path)
+    return [p, p.with_suffix(".vocab")] if p.suffix == ".npy" else [p]
+
+
+def _keep(word, words):
+    return words is None or word in words
+
+
+def _read_text(path, words):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    out_w, out_v = [], []
+    dim = None
+    with opener(path, "rt", encoding="utf-8", errors="strict") as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.rstrip("\n").rstrip(" ").split(" ")
+            if lineno == 1 and len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                dim = int(parts[1])  # word2vec / fastText header "N D"
+                continue
+            if len(parts) < 2 or parts == [""]:
+                if not line.strip():
+                    continue
+                raise CorpusFormatError("a word-vector line needs a word and its values", path=path, line=lineno,
+                                        fix="write one 'word v1 v2 ... vD' per line")
+            if dim is None:
+                dim = len(parts) - 1
+            if len(parts) - 1 != dim:
+                raise CorpusFormatError(f"{len(parts) - 1} values where the file has {dim}", path=path, line=lineno,
+                                        fix="every word needs the same number of values")
+            if not _keep(parts[0], words):
+                continue
+            try:
+                out_v.append(np.asarray(parts[1:], dtype=np.float64))
+            except ValueError:
+                raise CorpusFormatError("a value is not a number", path=path, line=lineno,
+                                        fix="write 'word v1 v2 ... vD' with decimal numbers") from None
+            out_w.append(parts[0])
+    return out_w, out_v, dim or 0
+
+
+def _read_bin(path, words):
+    out_w, out_v = [], []
+    with open(path, "rb") as f:
+        header = f.readline().split()
+        if len(header) != 2 or not all(h.isdigit() for h in header):
+            raise CorpusFormatError("a word2vec binary file starts with a line 'N D'", path=path, line=1,
+                                    fix="name text files other than *.bin")
+        n, dim = int(header[0]), int(header[1])
+        for k in range(n):
+            chars = bytearray()
+            while True:
+                c = f.read(1)
+                if not c:
+                    raise CorpusFormatError(f"the file ends inside word {k + 1} of {n}", path=path,
+                                            fix="the file is truncated: copy it again")
+                if c == b" ":
+                    break
+                if c != b"\n" or chars:
+                    chars += c
+            vec = f.read(4 * dim)
+            if len(vec) != 4 * dim:
+                raise CorpusFormatError(f"the file ends inside the values of word {k + 1} of {n}", path=path,
+                                        fix="the file is truncated: copy it again")
+            word = chars.decode("utf-8", errors="replace")
+            if _keep(word, words):
+                out_w.append(word)
+                out_v.append(np.frombuffer(vec, dtype="<f4").astype(np.float64))
+    return out_w, out_v, dim
+
+
+def _read_npy(path, words):
+    vocab_path = Path(path).with_suffix(".vocab")
+    if not vocab_path.is_file():
+        raise FileNotFoundError(f"word vectors {path}: the vocabulary {vocab_path} (one word per line, in row "
+                                f"order) is missing")
+    M = np.load(path, allow_pickle=False)
+    vocab = vocab_path.read_text(encoding="utf-8").splitlines()
+    if M.ndim != 2 or M.shape[0] != len(vocab):
+        raise CorpusFormatError(f"the matrix has shape {M.shape} but {vocab_path.name} lists {len(vocab)} words",
+                                path=path, fix="save one row per vocabulary line")
+    rows = [k for k, w in enumerate(vocab) if _keep(w, words)]
+    return [vocab[k] for k in rows], [M[k].astype(np.float64) for k in rows], int(M.shape[1])
+
+
+def read_vectors(path, words=None):
+    """Word vectors of a file (format by name: module docstring).
+
+    Parameters
+    ----------
+    path : path-like
+    words : set of str or None
+        Keep only these words (None: all). A word listed twice keeps its first vector.
+
+    Returns
+    -------
+    (list of str, ndarray float64 (n, D))
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"word vectors {path}: no such file")
+    suffix = path.suffix.lower()
+    reader = _read_bin if suffix == ".bin" else _read_npy if suffix == ".npy" else _read_text
+    ws, vs, dim = reader(path, words)
+    seen, keep = set(), []
+    for k, w in enumerate(ws):
+        if w not in seen:
+            seen.add(w)
+            keep.append(k)
+    M = np.vstack([vs[k] for k in keep]) if keep else np.zeros((0, dim))
+    if not np.all(np.isfinite(M)):
+        raise CorpusFormatError("a vector holds a value that is not finite", path=path,
+                                fix="remove or repair the words with inf / nan values")
+    return [ws[k] for k in keep], M
+
+
+def write_vectors_text(path, words, M):
+    """Write word2vec text format (header ``N D``; values with 8 significant digits)."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"{len(words)} {M.shape[1]}\n")
+        for w, row in zip(words, M):
+            f.write(w + " " + " ".join(f"{x:.8g}" for x in row) + "\n")
+
+
+def unit_rows(M):
+    """Rows scaled to unit length; zero rows stay zero (such a word is similar to nothing)."""
+    M = np.asarray(M, dtype=np.float64)
+    norms = np.linalg.norm(M, axis=1)
+    out = np.zeros_like(M)
+    nz = norms > 0
+    out[nz] = M[nz] / norms[nz, None]
+    return out
+
+
+def cosine_table(M, threshold: float, block: int = 2048) -> sp.csr_matrix:
+    """Sparse cosine table of the rows of ``M``: entries with cosine >= ``threshold`` and > 0
+    (clipped at 0), the diagonal of non-zero rows included; float64 CSR, sorted indices.
+
+    Built a block of rows at a time (one BLAS product of ``block`` x n), so memory stays at
+    ``block * n`` floats plus the kept entries.
+    """
+    U = unit_rows(M)
+    n = U.shape[0]
+    indptr = [np.zeros(1, np.int64)]
+    idx, val = [], []
+    total = 0
+    for a in range(0, n, block):
+        G = U[a:a + block] @ U.T
+        np.minimum(G, 1.0, out=G)
+        keep = (G >= threshold) & (G > 0)
+        r, c = np.nonzero(keep)
+        idx.append(c.astype(np.int32))
+        val.append(G[r, c])
+        counts = np.bincount(r, minlength=G.shape[0])
+        indptr.append(total + np.cumsum(counts))
+        total += int(counts.sum())
+    return sp.csr_matrix((np.concatenate(val) if val else np.zeros(0),
+                          np.concatenate(idx) if idx else np.zeros(0, np.int32),
+                          np.concatenate(indptr)), shape=(n, n))
+
+
+def train_vectors(docs, dims: int = 100, window: int = 5, min_count: int = 2, seed: int = 0):
+    """Word vectors from a corpus: PPMI of co-occurrences within ``window`` words, factored by a
+    seeded randomized SVD (module docstring).
+
+    Parameters
+    ----------
+    docs : iterable of sequences of str
+    dims : int >= 1
+    window : int >= 1
+        Words at distance 1..window on either side co-occur (weight 1).
+    min_count : int >= 1
+        Words seen fewer times are left out.
+    seed : int
+        Seed of the randomized SVD.
+
+    Returns
+    -------
+    (list of str, ndarray float64 (n, k)), k <= dims
+    """
+    if not isinstance(dims, int) or dims < 1:
+        raise KernelSpecError(f"vector dimensions must be an integer >= 1, got {dims!r}")
+    docs = [list(d) for d in docs]
+    counts = Counter(w for d in docs for w in d)
+    words = sorted(w for w, c in counts.items() if c >= min_count)
+    index = {w: k for k, w in enumerate(words)}
+    rows, cols = [], []
+    for d in docs:
+        ids = np.array([index.get(w, -1) for w in d], dtype=np.int64)
+        for off in range(1, window + 1):
+            a, b = ids[:-off], ids[off:]
+            ok = (a >= 0) & (b >= 0)
+            rows.append(a[ok])
+            cols.append(b[ok])
+    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    n = len(words)
+    C = sp.csr_matrix((np.ones(2 * r.size), (np.concatenate([r, c]), np.concatenate([c, r]))), shape=(n, n))
+    C.sum_duplicates()
+    total = C.sum()
+    if n == 0 or total == 0:
+        return words, np.zeros((n, 1))
+    rs = np.asarray(C.sum(axis=1)).ravel()
+    C = C.tocoo()
+    pmi = np.log(C.data * total / (rs[C.row] * rs[C.col]))
+    ok = pmi > 0
+    P = sp.csr_matrix((pmi[ok], (C.row[ok], C.col[ok])), shape=(n, n))
+    k = min(dims, n - 1)
+    if k < 1:
+        return words, np.zeros((n, 1))
+    TruncatedSVD = optional.sklearn("decomposition").TruncatedSVD
+    svd = TruncatedSVD(n_components=k, algorithm="randomized", n_iter=7, random_state=seed)
+    US = svd.fit_transform(P)
+    s = svd.singular_values_
+    V = US / np.sqrt(np.where(s > 0, s, 1.0))
+    return words, np.ascontiguousarray(V, dtype=np.float64)
