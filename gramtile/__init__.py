@@ -15,6 +15,7 @@ Numba is imported, so the compiled kernel cores are cached even in a read-only i
 import importlib
 import os
 from importlib.metadata import version
+from typing import TYPE_CHECKING, Any
 
 from platformdirs import user_cache_dir
 
@@ -32,12 +33,18 @@ _ESTIMATORS = {"KernelSVC": "gramtile.pipeline.learn.estimator", "GramTransforme
                "VotedPerceptron": "gramtile.pipeline.learn.perceptron", "SavedModel": "gramtile.pipeline.learn.models"}
 __all__ += list(_ESTIMATORS)
 
+if TYPE_CHECKING:   # for type checkers and the API reference; at run time __getattr__ imports them
+    from gramtile.pipeline.learn.estimator import GramTransformer as GramTransformer
+    from gramtile.pipeline.learn.estimator import KernelSVC as KernelSVC
+    from gramtile.pipeline.learn.models import SavedModel as SavedModel
+    from gramtile.pipeline.learn.perceptron import VotedPerceptron as VotedPerceptron
 
-def __getattr__(name):
+
+def __getattr__(name: str) -> Any:
     if name in _ESTIMATORS:
         return getattr(importlib.import_module(_ESTIMATORS[name]), name)
     raise AttributeError(f"module 'gramtile' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_ESTIMATORS))

@@ -21,9 +21,12 @@ round-off of the kernel's own pair evaluation order (tests: bitwise equal across
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,8 +46,16 @@ from gramtile.pipeline.stores.resource_store import ensure_for_spec
 from gramtile.pipeline.stores.storage import location
 from gramtile.pipeline.stores.tiles import TileGrid, as_selection, check_tile, choose_tile, parse_selection, plan
 
+if TYPE_CHECKING:
+    from gramtile.kernels.spec import KernelSpec
+    from gramtile.pipeline.compute.tile_task import TileResult
+    from gramtile.pipeline.stores.storage import FsspecLocation, LocalLocation
 
-def _open_corpus(corpus):
+    #: rows or columns of a Gram matrix: None (all), "all", "a:b", "@file.txt", a slice, a range or corpus indices
+    Selection = str | slice | range | Sequence[int] | np.ndarray[Any, np.dtype[np.integer[Any]]] | None
+
+
+def _open_corpus(corpus: str | os.PathLike[str] | CorpusStore) -> CorpusStore:
 
     cs = corpus if isinstance(corpus, CorpusStore) else CorpusStore.open(corpus)
     if not cs.complete or not cs.content_hash:
@@ -53,18 +64,18 @@ def _open_corpus(corpus):
     return cs
 
 
-def _selection(sel, n, name):
+def _selection(sel: Selection, n: int, name: str) -> np.ndarray[Any, np.dtype[np.int64]]:
     if isinstance(sel, str):
         return parse_selection(sel, n, f"--{name}")
     return as_selection(sel, n, name)
 
 
-def _start_warm_up(job, ridx) -> threading.Thread:
+def _start_warm_up(job: TileJob, ridx: np.ndarray[Any, np.dtype[np.int64]]) -> threading.Thread:
     """Warm the kernel in a daemon thread while a Dask cluster starts (see
     :func:`~gramtile.pipeline.compute.tile_task.warm_up`); a failure there is left to the tiles to report."""
 
 
-    def run():
+    def run() -> None:
         try:
             warm_up(job, ridx)
         except Exception:  # noqa: BLE001  (the first tile raises the same error with its context)
@@ -75,7 +86,7 @@ def _start_warm_up(job, ridx) -> threading.Thread:
     return t
 
 
-def _check_out(out):
+def _check_out(out: LocalLocation | FsspecLocation) -> None:
     if out.exists() and not out.exists("zarr.json"):
         junk = [name for name in out.listdir() if name != "gramtile.lock"]
         if junk:
@@ -93,10 +104,12 @@ def tile_budget(rt: Runtime) -> int:
     return int(min(TILE_BUDGET, rt.worker_memory_mb() * 1e6 / 4))
 
 
-def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local",
+def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | dict[str, Any] | str,
+             out: str | os.PathLike[str] | LocalLocation | FsspecLocation, rows: Selection = None,
+             cols: Selection = None, tile: int | None = None, cluster: str | Runtime | None = "local",
              memory_budget: int | None = None, max_in_flight: int | None = None,
-             on_tile=None, path: str = "auto", dtype: str = "float64", landmarks: int | None = None,
-             landmark_seed: int = 0) -> GramStore:
+             on_tile: Callable[[TileResult], object] | None = None, path: str = "auto", dtype: str = "float64",
+             landmarks: int | None = None, landmark_seed: int = 0) -> GramStore:
     """Compute (or finish) the Gram matrix K(rows, cols) of ``spec`` over a corpus store.
 
     Parameters
@@ -238,7 +251,7 @@ def run_gram(corpus, spec, out, rows=None, cols=None, tile=None, cluster="local"
             bar = progress_bar(len(todo), "tile", f"gram {spec.kind}", dynamic_ncols=True)
         state = {"evals": 0, "t0": time.perf_counter(), "tiles": 0}
 
-        def record(res):
+        def record(res: TileResult) -> None:
             store.mark_done(res.tile, res.diag_r, res.diag_c, res.crc)
             line = {"event": "tile", "run": run_id, "tile": [res.tile.i, res.tile.j],
                     "evaluations": int(res.evaluations), "seconds": round(res.seconds, 6),

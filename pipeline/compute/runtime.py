@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import dask
 
@@ -47,6 +50,9 @@ from gramtile.pipeline.compute.executors import DaskExecutor, Executor, Sequenti
 from gramtile.pipeline.compute.jobwatch import JobWatch
 from gramtile.pipeline.memory import available_memory_mb
 from gramtile.pipeline.progress import log
+
+if TYPE_CHECKING:
+    from distributed import Client
 
 #: What a worker process holds before any task (MB): measured at 213 MB once the learners and the
 #: tile task are imported; compiling their Numba cores adds to it. Used until the scheduler
@@ -71,7 +77,7 @@ class TaskMemory:
 class _OpenState:
     """What an entered Runtime holds open: its exit stack, the executor, the ``with`` depth."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stack: ExitStack | None = None
         self.executor: Executor | None = None
         self.depth = 0  # nested ``with``: the outermost closes
@@ -93,11 +99,13 @@ class Runtime:
     client : distributed.Client, optional
         An already connected client to run on (never closed here).
 
-    The run's settings, read by every step instead of travelling through their signatures:
-
+    Other Parameters
+    ----------------
     progress : bool
         Progress bars (tiles, shards, fits; a plain line every few seconds off a terminal).
-        Messages (plans, summaries) go to the ``gramtile`` logger either way.
+        Messages (plans, summaries) go to the ``gramtile`` logger either way. This and the
+        following keyword-only arguments are the run's settings, read by every step instead of
+        travelling through their signatures.
     memory_mb : float, optional
         The learners' memory budget per process (default: from where the fits run,
         :meth:`task_memory`).
@@ -107,8 +115,10 @@ class Runtime:
         Local folder for smo's kernel row file (default: the system's temporary folder).
     """
 
-    def __init__(self, cluster="local", cluster_file=None, scheduler_file=None, client=None, *,
-                 progress: bool = True, memory_mb=None, cache_mb=None, scratch=None):
+    def __init__(self, cluster: str | Profile | None = "local", cluster_file: str | os.PathLike[str] | None = None,
+                 scheduler_file: str | os.PathLike[str] | None = None, client: Client | None = None, *,
+                 progress: bool = True, memory_mb: float | None = None, cache_mb: float | None = None,
+                 scratch: str | os.PathLike[str] | None = None) -> None:
         self.client = client
         self.progress, self.memory_mb, self.cache_mb = bool(progress), memory_mb, cache_mb
         self.scratch = None if scratch is None else str(scratch)
@@ -124,14 +134,15 @@ class Runtime:
         self._state = _OpenState()  # shared with the copies of :meth:`with_settings`
 
     @classmethod
-    def of(cls, cluster=None, cluster_file=None, **settings) -> Runtime:
+    def of(cls, cluster: str | Profile | Runtime | None = None, cluster_file: str | os.PathLike[str] | None = None,
+           **settings: Any) -> Runtime:
         """``cluster`` as a Runtime: itself when it is one; else a profile name or address
         (None: ``sequential``) with ``settings`` (``progress``, ``memory_mb``, ...)."""
         if isinstance(cluster, Runtime):
             return cluster
         return cls(cluster or "sequential", cluster_file, **settings)
 
-    def with_settings(self, **settings) -> Runtime:
+    def with_settings(self, **settings: Any) -> Runtime:
         """This Runtime with other settings (e.g. ``progress=False`` for a step that runs beside
         others): the same profile and the same open executor, opened and closed once for both."""
         other = copy.copy(self)
@@ -167,10 +178,12 @@ class Runtime:
         if self._state.executor is not None:
             return self._state.executor.slots
         if self.client is not None:
-            return max(1, sum(self.client.nthreads().values()))
+            nthreads: dict[str, int] = self.client.nthreads()
+            return max(1, sum(nthreads.values()))
         p = self.profile
         if p.type == "slurm":  # a job's `cores` threads, over its processes
-            return job_range(p)[0] * int(p.options.get("cores", 1))
+            jobs: int = job_range(p)[0]
+            return jobs * int(p.options.get("cores", 1))
         per = int(p.options.get("threads_per_worker", 1)) if p.type == "local" else 1
         return 1 if p.type == "sequential" else p.n_workers * per
 
@@ -182,7 +195,8 @@ class Runtime:
         p, o = self.profile, self.profile.options
         reported = self._worker_metrics()
         if reported and reported["limit_mb"]:
-            return reported["limit_mb"]
+            limit: float = reported["limit_mb"]
+            return limit
         free = available_memory_mb()
         if p.type == "local" and o.get("memory_limit", "auto") != "auto":
             return parse_memory_mb(o["memory_limit"], f"profile {p.name!r} memory_limit")
@@ -226,7 +240,7 @@ class Runtime:
                  f"{held:,.0f} MB held by the worker itself)")
         return TaskMemory(max(0.0, pause * limit - held), tasks, where, True)
 
-    def _worker_metrics(self) -> dict | None:
+    def _worker_metrics(self) -> dict[str, Any] | None:
         """The connected workers' smallest memory limit, largest memory in use and most threads."""
         client = self.client or getattr(self._state.executor, "client", None)
         if client is None:
@@ -251,13 +265,13 @@ class Runtime:
         self._state.depth += 1
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool | None:
         self._state.depth -= 1
         if self._state.depth <= 0:
             return self.close(*exc)
         return False
 
-    def close(self, *exc):
+    def close(self, *exc: Any) -> bool | None:
         """Close the executor and the cluster this Runtime started (a given client stays open).
         An exception the command ends with passes through what was opened, which may put it in
         its own words (a lost scheduler becomes one :class:`ClusterLostError` line)."""
@@ -268,7 +282,7 @@ class Runtime:
         return stack.__exit__(*(exc or (None, None, None)))
 
     @contextmanager
-    def session(self):
+    def session(self) -> Iterator[Executor]:
         """The executor for one step: the open one when the Runtime is entered (opened now if no
         step opened it yet, kept until the Runtime closes), else one opened for this step."""
         if self._state.stack is not None:
@@ -285,7 +299,7 @@ class Runtime:
         return self._state.executor
 
     @contextmanager
-    def _open(self):
+    def _open(self) -> Iterator[Executor]:
         p, o = self.profile, self.profile.options
         if p.type == "sequential":
             yield SequentialExecutor()
@@ -293,7 +307,8 @@ class Runtime:
         if p.type == "threads":
             yield ThreadExecutor(p.n_workers)
             return
-        waits = {"worker_wait": float(o.get("worker_wait", 300)), "stall_timeout": float(o.get("stall_timeout", 1800))}
+        waits: dict[str, Any] = {"worker_wait": float(o.get("worker_wait", 300)),
+                                 "stall_timeout": float(o.get("stall_timeout", 1800))}
         if self.client is not None:
             yield DaskExecutor(self.client, in_process=self.in_process, **waits)
             return
@@ -347,7 +362,7 @@ class Runtime:
             raise ClusterConfigError(f"profile {p.name!r}: unknown type {p.type!r}")
 
     @staticmethod
-    def _connect(p: Profile, distributed):
+    def _connect(p: Profile, distributed: Any) -> tuple[str, Client]:
         o = p.options
         timeout = o.get("timeout", 10)
         if "scheduler_file" in o:
@@ -370,15 +385,15 @@ class Runtime:
         return address, client
 
     @staticmethod
-    def _client_in_process(client) -> bool:
+    def _client_in_process(client: Any) -> bool:
         cluster = getattr(client, "cluster", None)
         return bool(cluster is not None and getattr(cluster, "processes", True) is False)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Runtime({self.profile.name!r}, type={self.profile.type!r})"
 
 
-def _announce(p: Profile, client, extra: str = "", level: int = logging.INFO):
+def _announce(p: Profile, client: Any, extra: str = "", level: int = logging.INFO) -> None:
     """The cluster a run started, and its dashboard: said for batch clusters (their jobs take time
     to start), a debugging line (``-v``) for a LocalCluster."""
     link = getattr(client, "dashboard_link", None)
@@ -387,7 +402,7 @@ def _announce(p: Profile, client, extra: str = "", level: int = logging.INFO):
 
 
 @contextmanager
-def _sigint_ignored():
+def _sigint_ignored() -> Iterator[None]:
     """SIGINT ignored while worker processes start, so that they inherit it (Python keeps an
     ignored SIGINT at start-up): a Ctrl-C in the terminal then interrupts the driver alone, which
     closes the cluster, instead of printing every worker's KeyboardInterrupt traceback."""

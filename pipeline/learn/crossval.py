@@ -659,8 +659,8 @@ def learning_curve(source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), mode
 
     Every (split, fraction, setting) is a fit of :mod:`~gramtile.pipeline.learn.fits`, run as a
     task on ``cluster`` like :func:`evaluate`'s (the settings of one split and
-    fraction packed into one task when there are enough of them), each reading K[train'][:, train']
-    and K[test][:, train'] of its subset train'. ``seed`` fixes the nested subsets;
+    fraction packed into one task when there are enough of them), each reading ``K[train'][:, train']``
+    and ``K[test][:, train']`` of its subset train'. ``seed`` fixes the nested subsets;
     ``perceptron_seed`` is the perceptron's visiting order as in :func:`evaluate` (other
     parameters as there). Results are those of the serial run.
 
@@ -736,7 +736,7 @@ def select_C(source, labels, train, C, folds: int = 3, seed: int = 0, class_weig
              positive=None, metric: str = "accuracy"):
     """Choose the SVM's C by stratified k-fold cross-validation inside the training examples only.
 
-    K[train][:, train] is read once; the inner folds are cut from it in memory. Ties go to the
+    ``K[train][:, train]`` is read once; the inner folds are cut from it in memory. Ties go to the
     smaller C (the simpler model).
 
     Returns
@@ -753,7 +753,7 @@ def select_C(source, labels, train, C, folds: int = 3, seed: int = 0, class_weig
 
 def choose_C(K_train, y_train, C, folds: int = 3, seed: int = 0, class_weight=None, multiclass: str = "ovr",
              positive=None, metric: str = "accuracy"):
-    """:func:`select_C` on an in-memory K[train][:, train] and its labels (ties to the smaller C).
+    """:func:`select_C` on an in-memory ``K[train][:, train]`` and its labels (ties to the smaller C).
 
     Returns
     -------

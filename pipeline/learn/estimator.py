@@ -28,8 +28,10 @@ computes K(train, train) with the space of the training examples and the model k
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 
 from gramtile.kernels.errors import GramtileError
@@ -40,11 +42,16 @@ from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
 from gramtile.pipeline.learn.models import TrainedResources, as_documents, kernel_reps, train
 from gramtile.pipeline.resources.keys import resource_reps
 
-_POOLS: dict = {}
+if TYPE_CHECKING:
+    from gramtile.kernels.spec import KernelSpec
+    from gramtile.pipeline.learn.models import SavedModel
+    from gramtile.pipeline.representations.structures import Document
+
+_POOLS: dict[str, _Pool] = {}
 _STATS = {"pairs": 0, "fit_pairs": 0, "predict_pairs": 0}
 
 
-def pool_stats() -> dict:
+def pool_stats() -> dict[str, int]:
     """Kernel pairs evaluated by KernelSVC in this process: total, in fit, in predict."""
     return dict(_STATS)
 
@@ -56,16 +63,17 @@ def clear_pool() -> None:
         _STATS[k] = 0
 
 
-def _as_docs(X, reps, who: str = "KernelSVC"):
+def _as_docs(X: Any, reps: list[str], who: str = "KernelSVC") -> list[Document]:
     """Documents with the representations ``reps`` from Documents, bare structures, raw texts
     or spaCy Docs (:func:`gramtile.pipeline.learn.models.as_documents`)."""
     if isinstance(X, np.ndarray) and X.dtype.kind in "biufc":
         raise PredictInputError(f"{who}: got a numeric array of shape {X.shape}; pass examples (Documents, "
                                 "structures or texts): the kernel is computed from them")
-    return as_documents(X, reps, who=who)
+    docs: list[Document] = as_documents(X, reps, who=who)
+    return docs
 
 
-def _key(doc, reps) -> str:
+def _key(doc: Document, reps: list[str]) -> str:
     h = hashlib.sha1()
     for r in reps:
         h.update(r.encode())
@@ -76,20 +84,21 @@ def _key(doc, reps) -> str:
 class _Pool:
     """Examples of one kernel spec and K among them (grown as new examples arrive)."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: KernelSpec) -> None:
         self.spec = spec
 
-        self.reps = kernel_reps(spec)
+        self.reps: list[str] = kernel_reps(spec)
         # a space built from the examples makes K depend on the whole example set: no pooling
         self.poolable = all(r is None for r in resource_reps(spec).values())
-        self.index: dict = {}
-        self.docs: list = []
-        self.K = np.zeros((0, 0))
+        self.index: dict[str, int] = {}
+        self.docs: list[Document] = []
+        self.K: NDArray[np.float64] = np.zeros((0, 0))
 
-    def positions(self, docs, add: bool):
+    def positions(self, docs: list[Document], add: bool) -> list[int | None]:
         keys = [_key(d, self.reps) for d in docs]
         if add:
-            new, seen = [], set()
+            new: list[tuple[str, Document]] = []
+            seen: set[str] = set()
             for k, d in zip(keys, docs):
                 if k not in self.index and k not in seen:
                     seen.add(k)
@@ -98,7 +107,7 @@ class _Pool:
                 self._grow(new)
         return [self.index.get(k) for k in keys]
 
-    def _grow(self, new):
+    def _grow(self, new: list[tuple[str, Document]]) -> None:
 
         p, m = len(self.docs), len(new)
         new_docs = [d for _, d in new]
@@ -116,14 +125,14 @@ class _Pool:
             self.docs.append(d)
 
 
-def _by_rep(docs, reps):
+def _by_rep(docs: list[Document], reps: list[str]) -> dict[str, list[Any]]:
     return {r: [d.structures[r] for d in docs] for r in reps}
 
 
-def _flatten(d, prefix: str) -> dict:
+def _flatten(d: dict[str, Any] | list[Any], prefix: str) -> dict[str, Any]:
     """``{"kind": "normalized", "kernel": {"lam": 0.4}}`` -> ``{prefix__kind: ..., prefix__kernel__lam: 0.4}``
     (list items by index: ``prefix__kernels__0__weight``)."""
-    out = {}
+    out: dict[str, Any] = {}
     items = d.items() if isinstance(d, dict) else enumerate(d)
     for k, v in items:
         key = f"{prefix}__{k}"
@@ -134,8 +143,9 @@ def _flatten(d, prefix: str) -> dict:
     return out
 
 
-def _set_path(d, path: list, value, full: str):
-    node = d
+def _set_path(d: dict[str, Any], path: list[str], value: Any, full: str) -> None:
+    node: Any = d
+    k: Any
     for i, k in enumerate(path):
         last = i == len(path) - 1
         if isinstance(node, list):
@@ -153,7 +163,7 @@ def _set_path(d, path: list, value, full: str):
             node = node[k]
 
 
-def kernel_params(kernel) -> dict:
+def kernel_params(kernel: KernelSpec | dict[str, Any] | str | None) -> dict[str, Any]:
     """The nested ``kernel__...`` parameters of a spec (its full dict, defaults included).
 
     An invalid spec has none here (``get_params`` never raises; ``fit`` reports the spec error)."""
@@ -165,7 +175,7 @@ def kernel_params(kernel) -> dict:
         return {}
 
 
-def with_kernel_params(kernel, params: dict) -> dict:
+def with_kernel_params(kernel: KernelSpec | dict[str, Any] | str, params: dict[str, Any]) -> dict[str, Any]:
     """A copy of the spec dict of ``kernel`` with ``kernel__a__b=v`` parameters set (validated)."""
     d = as_spec(kernel).to_dict()
     for key, v in params.items():
@@ -178,17 +188,20 @@ class KernelParamsMixin:
     ``kernel__kernel__mu``, ``kernel__kernels__0__weight`` ...; ``set_params`` takes them, so
     ``GridSearchCV(est, {"kernel__lam": [0.2, 0.4]})`` searches the kernel as well as C."""
 
-    def get_params(self, deep: bool = True):
-        out = super().get_params(deep=False)
+    kernel: KernelSpec | dict[str, Any] | str | None
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        # a mixin: super() is scikit-learn's BaseEstimator, later in the estimators' bases
+        out: dict[str, Any] = super().get_params(deep=False)  # type: ignore[misc]
         if deep:
             out.update(kernel_params(out.get("kernel")))
         return out
 
-    def set_params(self, **params):
+    def set_params(self, **params: Any) -> KernelParamsMixin:
         nested = {k: v for k, v in params.items() if k.startswith("kernel__")}
         rest = {k: v for k, v in params.items() if not k.startswith("kernel__")}
         if rest:
-            super().set_params(**rest)
+            super().set_params(**rest)  # type: ignore[misc]
         if nested:
             if self.kernel is None:
                 raise EvaluationError("set_params: kernel__... parameters need a kernel spec; set kernel= first")
@@ -196,7 +209,8 @@ class KernelParamsMixin:
         return self
 
 
-def platt_calibrated(C: float, class_weight=None, random_state=None):
+def platt_calibrated(C: float, class_weight: str | dict[Any, float] | None = None,
+                     random_state: int | None = None) -> Any:
     """An unfitted Platt-scaled SVM on a precomputed kernel: ``CalibratedClassifierCV`` (sigmoid,
     ``ensemble=False``) over ``SVC(kernel="precomputed")`` with stratified 5-fold inner folds."""
     SVC = optional.sklearn("svm").SVC
@@ -228,6 +242,8 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
     random_state : int or None, default None
         With an integer, the internal folds are shuffled with this seed (None: unshuffled).
 
+    Notes
+    -----
     Nested parameters ``kernel__<name>`` (see :class:`KernelParamsMixin`) set the spec's own
     parameters, e.g. ``GridSearchCV(KernelSVC(kernel=spec), {"C": [1, 10], "kernel__lam": [0.2, 0.4]})``.
 
@@ -239,8 +255,15 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
         ``gramtile predict``).
     """
 
-    def __init__(self, kernel=None, C: float = 1.0, class_weight=None, multiclass: str = "ovr",
-                 probability: bool = False, random_state=None):
+    classes_: NDArray[Any]
+    model_: SavedModel
+    _train_pos: NDArray[np.int64] | None
+    _train_docs: list[Document]
+    _label_of: dict[str, Any]
+
+    def __init__(self, kernel: KernelSpec | dict[str, Any] | str | None = None, C: float = 1.0,
+                 class_weight: str | dict[Any, float] | None = None, multiclass: str = "ovr",
+                 probability: bool = False, random_state: int | None = None) -> None:
         self.kernel = kernel
         self.C = C
         self.class_weight = class_weight
@@ -248,7 +271,7 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
         self.probability = probability
         self.random_state = random_state
 
-    def _pool(self):
+    def _pool(self) -> _Pool:
 
         if self.kernel is None:
             raise EvaluationError("KernelSVC: kernel=None; pass a kernel spec, e.g. {'kind': 'sst', 'lam': 0.4}")
@@ -258,7 +281,7 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
             pool = _POOLS[spec.spec_hash] = _Pool(spec)
         return pool
 
-    def fit(self, X, y):
+    def fit(self, X: Any, y: ArrayLike) -> KernelSVC:
         """Fit on examples X (Documents or structures) and labels y."""
 
         if self.multiclass not in ("ovr", "ovo"):
@@ -298,7 +321,7 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
         self.n_features_in_ = None  # examples are structures, not feature vectors
         return self
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: Any) -> NDArray[np.float64]:
         """Class probabilities (n, n_classes) in ``classes_`` order, by Platt scaling; needs
         ``probability=True`` at fit."""
         if not hasattr(self, "model_"):
@@ -310,32 +333,36 @@ class KernelSVC(KernelParamsMixin, ClassifierMixin, BaseEstimator):
         docs = _as_docs(X, pool.reps)
         pos = pool.positions(docs, add=False) if self._train_pos is not None else [None]
         if all(p is not None for p in pos):
-            K = pool.K[np.ix_(np.asarray(pos, dtype=np.int64), self._train_pos)]
+            train_pos = cast("NDArray[np.int64]", self._train_pos)  # not None: every input is in the pool
+            K = pool.K[np.ix_(np.asarray(pos, dtype=np.int64), train_pos)]
         else:
             K = gram(pool.spec, _by_rep(docs, pool.reps), _by_rep(self._train_docs, pool.reps))
             _STATS["pairs"] += K.size
             _STATS["predict_pairs"] += K.size
-        return self.proba_.predict_proba(K)
+        proba: NDArray[np.float64] = self.proba_.predict_proba(K)
+        return proba
 
-    def _kernel_to_support(self, X):
+    def _kernel_to_support(self, X: Any) -> NDArray[np.float64]:
         if not hasattr(self, "model_"):
             raise EvaluationError("KernelSVC: call fit() before predict()")
         pool = self._pool()
         docs = _as_docs(X, pool.reps)
         pos = pool.positions(docs, add=False) if self._train_pos is not None else [None]
         if all(p is not None for p in pos):
-            sv = self._train_pos[[int(d.id.rsplit("#", 1)[1]) for d in self.model_.support]]
+            train_pos = cast("NDArray[np.int64]", self._train_pos)  # not None: every input is in the pool
+            sv = train_pos[[int(d.id.rsplit("#", 1)[1]) for d in self.model_.support]]
             return pool.K[np.ix_(np.asarray(pos, dtype=np.int64), sv)]
-        K = self.model_.kernel_to_support(docs)
+        K: NDArray[np.float64] = self.model_.kernel_to_support(docs)
         _STATS["pairs"] += K.size
         _STATS["predict_pairs"] += K.size
         return K
 
-    def decision_function(self, X):
+    def decision_function(self, X: Any) -> NDArray[np.float64]:
         """Scores: (n,) for two classes (> 0 means ``classes_[1]``), else (n, n_functions)."""
-        return self.model_.decision_function(self._kernel_to_support(X))
+        scores: NDArray[np.float64] = self.model_.decision_function(self._kernel_to_support(X))
+        return scores
 
-    def predict(self, X):
+    def predict(self, X: Any) -> NDArray[Any]:
         """Predicted labels of X."""
         pred = self.model_.predict_from_kernel(self._kernel_to_support(X))
         return np.asarray([self._label_of[p] for p in pred])
@@ -356,22 +383,28 @@ class GramTransformer(KernelParamsMixin, TransformerMixin, BaseEstimator):
     normalized : bool, default False
         K(x, y) / sqrt(K(x, x) K(y, y)) (the spec wrapped in ``normalized``).
 
+    Notes
+    -----
     Kernels whose corpus resources are built from the examples (LSA, domain spaces) are
     computed with the resources of the training examples joined with Z by
     :func:`gramtile.gram`, so for those the transform of Z depends on Z as a whole.
     """
 
-    def __init__(self, kernel=None, normalized: bool = False):
+    reps_: list[str]
+    train_: list[Document]
+    n_train_: int
+
+    def __init__(self, kernel: KernelSpec | dict[str, Any] | str | None = None, normalized: bool = False) -> None:
         self.kernel = kernel
         self.normalized = normalized
 
-    def _spec(self):
+    def _spec(self) -> KernelSpec:
         if self.kernel is None:
             raise EvaluationError("GramTransformer: kernel=None; pass a kernel spec, e.g. {'kind': 'sst', 'lam': 0.4}")
         spec = as_spec(self.kernel)
         return as_spec({"kind": "normalized", "kernel": spec.to_dict()}) if self.normalized else spec
 
-    def fit(self, X, y=None):
+    def fit(self, X: Any, y: ArrayLike | None = None) -> GramTransformer:
         """Keep the training examples."""
         spec = self._spec()
         self.reps_ = kernel_reps(spec)
@@ -379,7 +412,7 @@ class GramTransformer(KernelParamsMixin, TransformerMixin, BaseEstimator):
         self.n_train_ = len(self.train_)
         return self
 
-    def transform(self, X):
+    def transform(self, X: Any) -> NDArray[np.float64]:
         """K(X, training examples), float64 (len(X), n_train)."""
         if not hasattr(self, "train_"):
             raise EvaluationError("GramTransformer: call fit() before transform()")

@@ -854,7 +854,7 @@ class GramView:
                                     f"`gramtile verify {self.store.path} --repair`") from None
 
     def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
-        """K[rows][:, cols] as a dense array of the store's dtype (float64, or float32).
+        """``K[rows][:, cols]`` as a dense array of the store's dtype (float64, or float32).
 
         Parameters
         ----------
@@ -1072,7 +1072,7 @@ def numeric_labels(labels) -> tuple:
 
 def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normalized: bool = False,
                      labels=None) -> list:
-    """Write K[rows][:, cols] of a store in one of :data:`EXPORT_FORMATS`, plus the ids and labels beside it.
+    """Write ``K[rows][:, cols]`` of a store in one of :data:`EXPORT_FORMATS`, plus the ids and labels beside it.
 
     - ``npy``: a .npy of shape (len(rows), len(cols)) in the store's dtype (float64 or float32);
     - ``libsvm``: LIBSVM's precomputed-kernel format (``svm-train -t 4``), one line per row

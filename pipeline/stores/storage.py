@@ -272,7 +272,7 @@ def _refuse_chained(x: str):
                      f"Fix: {fix}")
 
 
-def location(x):
+def location(x: str | os.PathLike[str] | LocalLocation | FsspecLocation) -> LocalLocation | FsspecLocation:
     """The :class:`LocalLocation` or :class:`FsspecLocation` of a path, URL or location.
 
     Raises
@@ -468,7 +468,7 @@ class LocalLocation:
         p = self.path / rel if rel else self.path
         return [c.name for c in p.iterdir()] if p.is_dir() else []
 
-    def makedirs(self):
+    def makedirs(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
 
     def read_bytes(self, rel: str) -> bytes:
@@ -591,7 +591,7 @@ class FsspecLocation:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
-    def makedirs(self):
+    def makedirs(self) -> None:
         if self.protocol in LOCAL_LIKE_PROTOCOLS:  # object stores have no directories to make
             self.fs.makedirs(self.root, exist_ok=True)
 
