@@ -57,6 +57,7 @@ def _meta_without_times(st):
     m.pop("updated")
     m.pop("uid")
     m.pop("run")  # the id of the run that last took the store (fences older runs' tasks)
+    m.pop("attr_sha256", None)  # the sha256 of the attribute, times and uid included
     return m
 
 
