@@ -291,7 +291,7 @@ def test_a_run_longer_than_the_walltime_finishes_on_replacement_jobs(slurm, jobs
 
     K is checked bitwise against the sequential reference on the first row of every row of
     tiles, over the columns the symmetric run computes (i <= j): every stored tile."""
-    n = 2400 if ending == "retired" else 1800
+    n = 2400  # idle here: 150-200 s of tiles on two one-core jobs, so both jobs end at least once
     d = tmp_path
     corpus = corpus_store_of(d / "c.zarr", num_trees(n), 200)
     life = ({"lifetime": "40s", "lifetime_stagger": "5s"} if ending == "retired"
@@ -310,7 +310,7 @@ def test_a_run_longer_than_the_walltime_finishes_on_replacement_jobs(slurm, jobs
     assert len(submitted) >= 4 and len(workers) >= 4, (states, workers)  # each of the 2 jobs replaced
     if ending == "killed":
         assert list(states.values()).count("TIMEOUT") >= 2, states
-    assert took > 90, "the run did not outlive the walltime: the test exercised nothing"
+    assert took > 65, "the run did not outlive its first jobs' walltime: the test exercised nothing"
 
     rows = list(range(0, n, 20))  # the first row of each row of tiles
     (d / "rows.txt").write_text("".join(f"{r}\n" for r in rows))
