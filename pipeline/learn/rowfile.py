@@ -44,6 +44,7 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import ArrayKernelSource, StoreKernelSource, ViewKernelSource, normalize_inplace
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramView
+from gramtile.pipeline.stores.locks import pid_alive
 from gramtile.pipeline.stores.storage import absolute
 
 MAGIC = b"GRAMTILE-ROWFILE 1\n"
@@ -196,15 +197,8 @@ def remove_stale(directory) -> list:
     gone, pat = [], _name_re(socket.gethostname())
     for p in Path(directory).iterdir():
         m = pat.fullmatch(p.name)
-        if m is None or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-            continue  # its writer still runs
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # another user's live process
+        if m is None or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
+            continue  # not a row file, or its writer still runs
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
             gone.append(str(p))

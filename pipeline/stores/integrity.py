@@ -29,6 +29,7 @@ from pathlib import Path
 
 from gramtile.pipeline.checksums import file_sha256
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
+from gramtile.pipeline.stores.locks import pid_alive
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "gramtile-manifest"
@@ -162,15 +163,8 @@ def clean_stale(final) -> list:
         return gone
     for p in entries:
         m = pat.fullmatch(p.name)
-        if m is None or int(m.group(2)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(2)), 0)
-            continue  # its writer still runs
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue  # another user's live process
+        if m is None or int(m.group(2)) == os.getpid() or pid_alive(int(m.group(2))):
+            continue  # not a temporary name, or its writer still runs
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
         else:
