@@ -86,7 +86,7 @@ def test_memory_is_one_feature_array(monkeypatch):
     src, y, _ = rbf_problem(1, n=3000)
     splits = stratified_kfold(y, 5, seed=0)
     m = 300
-    monkeypatch.setattr(nystroem, "_band_rows", lambda source, m: 200)
+    monkeypatch.setattr(nystroem, "_band_rows", lambda source, m, free_mb=None: 200)
     evaluate_nystroem(src, y, splits[:1], m=m, C=(1.0,), max_iter=5)  # one-time costs (Numba's cache) first
     tracemalloc.start()
     try:

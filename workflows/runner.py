@@ -547,7 +547,8 @@ def _learn(wf, stores, seconds, labels, splits, p, say, learn) -> list:
             if model == "nystroem":
 
                 ny = evaluate_nystroem(source, labels, splits, m=p["landmarks"], C=C, seed=p["seed"],
-                                       class_weight=p["class_weight"], kernel=name, positive=p["positive"])
+                                       class_weight=p["class_weight"], kernel=name, positive=p["positive"],
+                                       cluster=learn.get("cluster"))
                 for r in ny:
                     r.pop("predictions")
                     r.update(spec=spec.to_dict(), learn_seconds=round(time.perf_counter() - t0, 2),

@@ -32,6 +32,7 @@ import numpy as np
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec, has_map, no_map_reason
+from gramtile.pipeline.compute import product
 from gramtile.pipeline.compute.compilation import announce, mark_compiled, pending
 from gramtile.pipeline.compute.product import PATHS
 from gramtile.pipeline.compute.product import ensure as ensure_features
@@ -221,12 +222,18 @@ def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | di
         # in the driver, if the corpus store lacks them; their content hashes join the provenance
         resources = ensure_for_spec(corpus_at, spec)
         feature_sets = ensure_features(corpus_at, spec, path)  # explicit features: built here too
+        default_tile = choose_tile(len(r_idx), len(c_idx), memory_budget or tile_budget(rt), len(spec.base_specs()))
+        task_memory = rt.task_memory(product.MEMORY_SHARE) if feature_sets else None
+        if task_memory is not None:  # the product path's blocks sized from one task's memory too
+            default_tile = product.fitting_tile(corpus_at, spec, feature_sets, default_tile, task_memory)
         store = GramStore.create_or_open(
             out, spec=spec, corpus_hash=cs.content_hash, corpus_path=corpus_at, resources=resources,
             rows=r_idx, cols=c_idx, tile=tile, symmetric=symmetric,
             row_ids=None if ids is None else ids[0], col_ids=None if ids is None else ids[1],
-            dtype=dtype, landmarks=lm,
-            default_tile=choose_tile(len(r_idx), len(c_idx), memory_budget or tile_budget(rt), len(spec.base_specs())))
+            dtype=dtype, landmarks=lm, default_tile=default_tile)
+        if task_memory is not None:  # refused (product) or left to the pairwise path (auto) before any tile
+            feature_sets = product.within_memory(corpus_at, spec, feature_sets, store.tile, len(r_idx), len(c_idx),
+                                                 task_memory, path)
         grid = TileGrid(r_idx, c_idx, store.tile, symmetric=symmetric)
         done = store.done_mask()
         todo = plan(grid, done)
@@ -238,7 +245,8 @@ def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | di
                       store_path=out.canonical(), tile=store.tile, symmetric=symmetric,
                       token=store_token(cs.content_hash, selection_hash(r_idx), selection_hash(c_idx), store.tile),
                       store_uid=store.meta.get("uid"), run=run_id, path=path if feature_sets else "pairwise",
-                      dtype=store.dtype, col_positions=None if lm is None else tuple(lm["row_positions"]))
+                      dtype=store.dtype, col_positions=None if lm is None else tuple(lm["row_positions"]),
+                      product_bases=tuple(feature_sets))
         store.log({"event": "start", "run": run_id, "time": time.time(), "tiles_todo": len(todo),
                    "tiles_total": total_tiles, "executor": rt.kind, "cluster": rt.name, "path": path,
                    "feature_sets": {h[:16]: {"n_features": m["n_features"], "build_seconds": m["build_seconds"]}

@@ -27,3 +27,8 @@ class Terminated(KeyboardInterrupt):
     ``finally`` and ``except KeyboardInterrupt`` that keeps a store consistent runs for it too."""
 
     signal_name = "SIGTERM"
+
+
+class TaskTooLargeError(GramtileError):
+    """A task planned for more memory than one worker (or this process) may give it: refused
+    before it starts, since a worker over its limit pauses and the run would stall."""

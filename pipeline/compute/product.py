@@ -12,6 +12,14 @@ The engine (:func:`tile_products`, called by each tile task) chooses per tile an
 ``path="pairwise"`` or ``"product"`` forces one; ``"auto"`` takes the product path when its
 estimated cost beats the pairwise estimate (:func:`estimate`, from the stored feature
 frequencies and the examples' sizes). The choice and both estimates go into the store's log.
+
+Memory: a tile task on the product path holds, besides the block, the feature set's per-feature
+arrays, the sparse product's postings over every feature, the tile's feature rows and the dense
+parts (:func:`block_bytes`). The driver plans this against the memory one task may use where the
+tiles run (:meth:`~gramtile.pipeline.compute.runtime.Runtime.task_memory`: one worker's limit on
+a cluster, this process's memory otherwise; :func:`within_memory`): a new store's default tile
+is made small enough for it; a base kernel whose product block cannot fit a task takes the
+pairwise path under ``auto`` and is refused, with the figures and the fix, under ``product``.
 """
 from __future__ import annotations
 
@@ -21,6 +29,8 @@ import scipy.sparse as sp
 from gramtile.kernels.maps import feature_map, weights
 from gramtile.kernels.maps.product import mirror_upper, sparse_block
 from gramtile.kernels.maps.subsequence import occurrences
+from gramtile.pipeline.compute.errors import TaskTooLargeError
+from gramtile.pipeline.compute.runtime import TaskMemory
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -44,6 +54,17 @@ PAIR_COST = {"st": (60.0, 8.0), "bow": (15.0, 2.0), "route": (20.0, 1.5), "subse
 MAX_OCCURRENCES = 50_000_000
 #: At most this many frequent features go to the dense part.
 MAX_DENSE = 2048
+#: Share of the memory available now that a product tile task in this process plans for (on
+#: workers: what one worker may hold; :meth:`Runtime.task_memory`).
+MEMORY_SHARE = 0.6
+#: Bytes per feature of a product block beyond the loaded feature set: the sparse product's
+#: posting pointers, fill and cursor (int64 each) and the dense/sparse split's mask (one byte).
+FEATURE_BYTES = 3 * 8 + 1
+#: Bytes per stored feature value of a tile's rows: the rows read (value and int64 index), their
+#: sparse part, the int64 copies handed to the core, the row ids of the split and the postings.
+NNZ_BYTES = 80
+#: Feature-row shards a process keeps decoded (feature_store's shard cache).
+CACHED_SHARDS = 64
 
 
 def dense_threshold() -> float:
@@ -205,17 +226,101 @@ def ensure(corpus_path, spec, path: str) -> dict:
     return out
 
 
-def tile_products(corpus_path: str, spec, path: str, ridx, cidx, X, Y, symmetric: bool):
+def block_bytes(fs, r: int, c: int, symmetric: bool) -> float:
+    """Bytes a tile task holds for the product block of ``r`` x ``c`` examples of feature set
+    ``fs``: its per-feature arrays (frequencies, orders, weights; kept loaded) and
+    :data:`FEATURE_BYTES` per feature, the decoded shards it caches, :data:`NNZ_BYTES` per feature
+    value of the tile's rows (mean values per example), the dense parts (examples x frequent
+    features, and the weighted copy of the rows') and the block itself."""
+    nf, n = int(fs.n_features), max(int(fs.n), 1)
+    nnz = float(fs.meta.get("nnz", 0))
+    shards = max(1, len(fs.meta.get("shards", ())))
+    k = int(frequent(fs).shape[0])
+    examples = r if symmetric else r + c
+    return float(fs.df.nbytes + fs.order.nbytes + fs.w.nbytes + FEATURE_BYTES * nf
+                 + 16 * nnz * min(1.0, CACHED_SHARDS / shards) + NNZ_BYTES * nnz / n * examples
+                 + 8 * k * (r + examples) + 8 * r * c)
+
+
+def largest_tile(fs, budget_bytes: float, upto: int) -> int | None:
+    """The largest tile edge (16 .. ``upto``) whose product blocks fit ``budget_bytes``
+    (off-diagonal blocks, the larger), or None when not even a tile of 16 fits."""
+    lo, hi = 16, max(16, int(upto))
+    if block_bytes(fs, lo, lo, False) > budget_bytes:
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if block_bytes(fs, mid, mid, False) <= budget_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def fitting_tile(corpus_path, spec, feature_sets: dict, tile: int, memory: TaskMemory) -> int:
+    """A new store's default tile made no larger than the product blocks of its feature sets
+    allow in ``memory`` (a feature set that fits no tile leaves it as it is: that kernel takes
+    the pairwise path, or is refused, in :func:`within_memory`)."""
+    budget = memory.per_task_mb * 1e6
+    for b in bases_with_map(spec):
+        if b.spec_hash in feature_sets:
+            t = largest_tile(feature_store.load(corpus_path, b), budget, tile)
+            if t is not None:
+                tile = min(tile, t)
+    return tile
+
+
+def within_memory(corpus_path, spec, feature_sets: dict, tile: int, n_rows: int, n_cols: int,
+                  memory: TaskMemory, path: str) -> dict:
+    """The feature sets whose product blocks fit the memory of one tile task (``memory``, from
+    :meth:`~gramtile.pipeline.compute.runtime.Runtime.task_memory`), checked before any tile runs.
+
+    Under ``auto`` a base kernel whose block would not fit takes the pairwise path (said in the
+    log); under ``product`` the run is refused with the figures and the fix.
+
+    Raises
+    ------
+    TaskTooLargeError
+        ``path="product"`` and a product block needs more than one task may use.
+    """
+    r, c = min(int(tile), int(n_rows)), min(int(tile), int(n_cols))
+    keep = {}
+    for b in bases_with_map(spec):
+        if b.spec_hash not in feature_sets:
+            continue
+        fs = feature_store.load(corpus_path, b)
+        need_mb = block_bytes(fs, r, c, False) / 1e6
+        if need_mb <= memory.per_task_mb:
+            keep[b.spec_hash] = feature_sets[b.spec_hash]
+            continue
+        fits = largest_tile(fs, memory.per_task_mb * 1e6, tile)
+        figures = (f"the product path of {b.kind} needs {need_mb:,.0f} MB per tile task (tile {tile}, "
+                   f"{fs.n_features:,} features), but {memory.where} leaves {memory.per_task_mb:,.0f} MB per "
+                   f"task ({memory.tasks} at once)")
+        if path == "product":
+            smaller = f"a new --out with --tile {fits}, " if fits is not None and fits < tile else ""
+            raise TaskTooLargeError(f"{figures}; the worker would pause and the run stall. Fix: {smaller}--path "
+                                    "pairwise (or auto), or give the workers more memory (the profile's memory / "
+                                    "memory_limit, or --memory-mb)")
+        log.info(f"gramtile gram: {figures}; its tiles take the pairwise path")
+    return keep
+
+
+def tile_products(corpus_path: str, spec, path: str, ridx, cidx, X, Y, symmetric: bool, bases=None):
     """Tile side: the blocks of the base kernels that take the product path on this tile.
 
     Returns ``(done, choices)``: ``done`` maps base spec hash -> (K, diag_rows, diag_cols) for
     :func:`~gramtile.pipeline.compute.inmemory.evaluate_block`; ``choices`` lists, per base
-    kernel with a map, ``{"kernel", "path", "estimate_ns": {...}}`` for the log.
+    kernel with a map, ``{"kernel", "path", "estimate_ns": {...}}`` for the log. ``bases``:
+    the spec hashes of the base kernels that may take the product path (None: every one with a
+    stored feature set), as the driver planned them (:func:`within_memory`).
     """
     done, choices = {}, []
     if path == "pairwise":
         return done, choices
     for b in bases_with_map(spec):
+        if bases is not None and b.spec_hash not in bases:
+            continue
         meta = feature_store.info(corpus_path, b)
         if meta is None:  # auto left it out (too many occurrences)
             continue

@@ -79,6 +79,9 @@ class TileJob:
     dtype: str = "float64"
     #: a landmark store's landmark positions among its rows (see :func:`oriented_block`), else None
     col_positions: tuple | None = None
+    #: spec hashes of the base kernels planned for the product path (``product.within_memory``);
+    #: None: every one with a stored feature set
+    product_bases: tuple | None = None
 
     def key(self, t: Tile) -> str:
         """Deterministic Dask key of tile ``t`` within its run (a rerun's keys differ, so a task of
@@ -288,7 +291,8 @@ def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> T
         paths = None
     else:
         Y = None if on_diag else load_examples(job.corpus_path, job.corpus_hash, job.reps, cidx)
-        done, paths = tile_products(job.corpus_path, spec, job.path, ridx, cidx, X, Y, on_diag)
+        done, paths = tile_products(job.corpus_path, spec, job.path, ridx, cidx, X, Y, on_diag,
+                                     job.product_bases)
         K, dr, dc = evaluate_block(spec, X, Y, done=done)
     if job.dtype != "float64":  # rounded once, here: the checksum is of the values stored
         K, dr, dc = (np.asarray(a, dtype=job.dtype) for a in (K, dr, dc))

@@ -42,11 +42,13 @@ from importlib.metadata import version
 
 import numpy as np
 
+from gramtile.pipeline.compute.runtime import Runtime, TaskMemory
 from gramtile.pipeline.learn import dcd
 from gramtile.pipeline.learn.crossval import check_classes, check_inputs, prediction_scores, read_block, settings_for
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.metrics import positive_class
 from gramtile.pipeline.learn.models import SavedModel, kernel_reps, stored_resources
+from gramtile.pipeline.learn.parallel import MEMORY_SHARE
 from gramtile.pipeline.learn.sources import store_labels
 from gramtile.pipeline.readers.labels import read_label_file
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -158,18 +160,51 @@ class NystroemMap:
         return np.asarray(K_xL, dtype=np.float64) @ self.W
 
 
-def _band_rows(source, m: int) -> int:
-    """Rows per band read: about 32 MB of K(band, L), a multiple of the store's tile when the
-    source is a Gram store (so each chunk is read once)."""
-    want = max(1, (1 << 22) // max(1, m))
+#: Bytes of K(band, L) a band read holds at most (the band's values, their copy into the feature
+#: array and the chunks read for them are about three times that)
+BAND_BYTES = 1 << 25
+
+
+def _band_rows(source, m: int, free_mb: float | None = None) -> int:
+    """Rows per band read: about 32 MB of K(band, L), or a sixth of ``free_mb`` (the memory left
+    beside the feature array) when that is less, a multiple of the store's tile when the source
+    is a Gram store (so each chunk is read once) and that fits."""
+    limit = BAND_BYTES if free_mb is None else max(0.0, min(BAND_BYTES, free_mb * 1e6 / 6))
+    want = max(1, int(limit) // (8 * max(1, m)))
     tile = getattr(getattr(source, "store", None), "tile", None)
-    if isinstance(tile, int) and tile > 0:
-        want = max(tile, want // tile * tile)
+    if isinstance(tile, int) and tile > 0 and want >= tile:
+        want = want // tile * tile
     return want
 
 
+def nystroem_memory(cluster=None) -> TaskMemory:
+    """The memory Nystroem's features may use: they are made in this process, whatever the profile
+    (:meth:`Runtime.task_memory` of an in-process run: the Runtime's ``memory_mb``, else
+    :data:`~gramtile.pipeline.learn.parallel.MEMORY_SHARE` of what is available now)."""
+    rt = Runtime.of(cluster)
+    here = rt if rt.in_process else Runtime("sequential", memory_mb=rt.memory_mb)
+    return here.task_memory(MEMORY_SHARE)
+
+
+def _need_mb(n: int, m: int) -> float:
+    """MB that the features of n examples over m landmarks need: the n x m array, K_LL, its
+    symmetrised copy, eigenvectors and map (4 m^2), and a band of one tile of rows read."""
+    return 8 * (n * m + 4 * m * m + 3 * 64 * m) / 1e6
+
+
+def check_memory(n: int, m: int, memory: TaskMemory) -> None:
+    """Refuse, before anything is read, features that cannot fit ``memory``."""
+    need = _need_mb(n, m)
+    if need > memory.process_mb:
+        raise EvaluationError(
+            f"nystroem: {n:,} examples x {m:,} landmarks need {need:,.0f} MB (the {8 * n * m / 1e6:,.0f} MB "
+            f"feature array and the landmark block's eigendecomposition), but {memory.where} leaves "
+            f"{memory.process_mb:,.0f} MB. Fix: fewer landmarks (--landmarks), the linear learner on explicit "
+            f"features (--model linear), or more memory for this process (--memory-mb)")
+
+
 def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = "examples x landmarks",
-                      band: int | None = None):
+                      band: int | None = None, cluster=None):
     """Nystroem features of ``rows`` (sorted positions; must contain the landmarks ``L``) in the
     flat float64 buffer ``buf`` (at least len(rows) * len(L) values), without a second n x m array.
 
@@ -178,7 +213,8 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     front to back, into ``buf`` viewed as (len(rows), rank): since rank <= m, a band's features
     end before the next band's kernel values begin. Returns (features (len(rows), rank), a
     C-contiguous view of ``buf``, and the :class:`NystroemMap`). Memory beyond ``buf``:
-    O(m^2 + band * m) (``band``: rows per read, default about 32 MB of values).
+    O(m^2 + band * m) (``band``: rows per read, default about 32 MB of values, less when the
+    memory this process may use (:func:`nystroem_memory` of ``cluster``) leaves less beside ``buf``).
 
     Raises
     ------
@@ -193,7 +229,10 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     if np.any(where >= n) or np.any(rows[np.minimum(where, n - 1)] != L):
         raise EvaluationError("nystroem: every landmark must be among the rows whose features are made")
     raw = buf[:n * m].reshape(n, m)
-    band = _band_rows(source, m) if band is None else int(band)
+    if band is None:
+        free_mb = nystroem_memory(cluster).process_mb - 8 * (n * m + 4 * m * m) / 1e6
+        band = _band_rows(source, m, free_mb)
+    band = int(band)
     for a in range(0, n, band):
         raw[a:a + band] = read_block(source, rows[a:a + band], L, what)
     fmap = NystroemMap(cutoff).fit(raw[where])
@@ -207,7 +246,7 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
 def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
                       class_weight=None, cutoff: float = CUTOFF, kernel: str = "kernel", positive=None,
                       max_iter: int = MAX_ITER, landmarks=None, protocol: str = "train", tol: float = TOL,
-                      progress=None, loss: str = LOSS) -> list[dict]:
+                      progress=None, loss: str = LOSS, cluster=None) -> list[dict]:
     """Train and score the linear SVM (:mod:`gramtile.pipeline.learn.dcd`) on Nystroem features
     for each split and C.
 
@@ -223,6 +262,9 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
     ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
     ``loss``: ``"squared_hinge"`` (the default) or ``"hinge"`` (the kernel SVC's loss, whose
     dual often stops at ``max_iter`` here; see docs/learning.md).
+    ``cluster``: the run's Runtime (or profile); the features are made in this process, planned
+    for its memory (:func:`nystroem_memory`): bands of K are read to fit beside the feature
+    array, and an array that cannot fit is refused before anything is read.
     """
     grid = settings_for("svm", C)
     if protocol not in PROTOCOLS:
@@ -247,11 +289,13 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
                 raise EvaluationError(f"{sp.name}: none of the {fixed.size} landmarks is in its training part; "
                                       "compute the landmark store with more --landmarks")
         plan.append((sp, L, np.union1d(np.union1d(sp.train, sp.test), L)))
+    _, big_L, big_rows = max(plan, key=lambda p: p[2].size * p[1].size)
+    check_memory(big_rows.size, big_L.size, nystroem_memory(cluster))
     buf = np.empty(max(rows.size * L.size for _, L, rows in plan))  # the one n x m array, for every split
     for sp, L, rows in plan:
         t0 = time.perf_counter()
         used.append(int(L.size))
-        F, fmap = features_in_place(source, rows, L, buf, cutoff, f"{sp.name} examples x landmarks")
+        F, fmap = features_in_place(source, rows, L, buf, cutoff, f"{sp.name} examples x landmarks", cluster=cluster)
         ranks.append(fmap.rank)
         tr, te = np.searchsorted(rows, sp.train), np.searchsorted(rows, sp.test)
         for s in grid:
@@ -284,7 +328,7 @@ def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, s
 
 def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = CUTOFF,
                    max_iter: int = MAX_ITER, provenance=None, tol: float = TOL,
-                   loss: str = LOSS, labels_file=None) -> SavedModel:
+                   loss: str = LOSS, labels_file=None, cluster=None) -> SavedModel:
     """Train the Nystroem linear SVM on every row of a landmark store and return it as a
     :class:`~gramtile.pipeline.learn.models.SavedModel` over the landmarks.
 
@@ -304,6 +348,9 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
         The store's kernel, or ``normalized`` of it.
     labels_file : path, optional
         One label per line for the store's rows, in row order, instead of the corpus store's.
+    cluster : Runtime or profile, optional
+        The run's Runtime: the features are planned for this process's memory
+        (:func:`nystroem_memory`; refused before anything is read when they cannot fit).
 
     Raises
     ------
@@ -329,7 +376,9 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
         raise EvaluationError(f"the rows of {st.path} have one class only ({classes!r}); training needs two")
     L = src.landmarks
     rows = np.arange(src.n)
-    F, fmap = features_in_place(src, rows, L, np.empty(rows.size * L.size), cutoff, "rows x landmarks")
+    check_memory(rows.size, L.size, nystroem_memory(cluster))
+    F, fmap = features_in_place(src, rows, L, np.empty(rows.size * L.size), cutoff, "rows x landmarks",
+                                cluster=cluster)
     clf = dcd.fit(F, rows, y, C=float(C), class_weight=class_weight, loss=loss, tol=tol, max_iter=max_iter)
     del F
     A = fmap.W @ np.atleast_2d(clf.coef).T  # (M, n_functions)
