@@ -163,6 +163,9 @@ class NystroemMap:
 #: Bytes of K(band, L) a band read holds at most (the band's values, their copy into the feature
 #: array and the chunks read for them are about three times that)
 BAND_BYTES = 1 << 25
+#: Rows per product of the map: fixed, so that the features are the same numbers whatever the band
+#: read (BLAS may sum a product's entries in another order for another number of rows)
+TRANSFORM_ROWS = 256
 
 
 def _band_rows(source, m: int, free_mb: float | None = None) -> int:
@@ -209,12 +212,14 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     flat float64 buffer ``buf`` (at least len(rows) * len(L) values), without a second n x m array.
 
     K(rows, L) is read in bands into ``buf`` (viewed as (len(rows), m)); K_LL is copied out of
-    it (m x m) and the map fitted; then each band is replaced by its features K(band, L) W,
-    front to back, into ``buf`` viewed as (len(rows), rank): since rank <= m, a band's features
-    end before the next band's kernel values begin. Returns (features (len(rows), rank), a
-    C-contiguous view of ``buf``, and the :class:`NystroemMap`). Memory beyond ``buf``:
-    O(m^2 + band * m) (``band``: rows per read, default about 32 MB of values, less when the
-    memory this process may use (:func:`nystroem_memory` of ``cluster``) leaves less beside ``buf``).
+    it (m x m) and the map fitted; then each block of :data:`TRANSFORM_ROWS` rows is replaced by
+    its features K(rows, L) W, front to back, into ``buf`` viewed as (len(rows), rank): since
+    rank <= m, a block's features end before the next block's kernel values begin. Returns
+    (features (len(rows), rank), a C-contiguous view of ``buf``, and the :class:`NystroemMap`).
+    Memory beyond ``buf``: O(m^2 + band * m + TRANSFORM_ROWS * rank) (``band``: rows per read,
+    default about 32 MB of values, less when the memory this process may use
+    (:func:`nystroem_memory` of ``cluster``) leaves less beside ``buf``). The features do not
+    depend on ``band``.
 
     Raises
     ------
@@ -238,8 +243,8 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     fmap = NystroemMap(cutoff).fit(raw[where])
     r = fmap.rank
     F = buf[:n * r].reshape(n, r)
-    for a in range(0, n, band):
-        F[a:a + band] = raw[a:a + band] @ fmap.W  # the product is made before F's band is written
+    for a in range(0, n, TRANSFORM_ROWS):  # whatever the band: the same products, the same bits
+        F[a:a + TRANSFORM_ROWS] = raw[a:a + TRANSFORM_ROWS] @ fmap.W  # made before F's rows are written
     return F, fmap
 
 
