@@ -51,7 +51,13 @@ atomic (write-then-rename at paths and file:// URLs, one PUT on object stores), 
 writer leaves at worst an entry with ``done: false``. At a URL the writer goes through a
 :class:`~gramtile.pipeline.stores.storage.WriterCache`: a shard's objects are sent together,
 concurrently, while the next shard is read and encoded, but in the same order (each group only
-after the one before it has landed), so the same holds.
+after the one before it has landed), so the same holds. Two things save requests there: a
+shard's ``done: true`` flag is not a write of its own but goes out with the next manifest write
+(the next shard's entry, or the end of the run), still after the shard's objects; and the
+ids/labels/texts/sources and vocabulary arrays grow ahead of the shards (their capacity doubled,
+by at most 64 shards or chunks at a time) instead of one metadata write each per shard, and are
+cut to the stored length when the store is completed. Readers read them only up to the done
+shards' lengths, so the room ahead is never read.
 Shards are written strictly in order, so the done shards are always a prefix; on reopening,
 the vocabularies are cut to the sizes recorded with the last done shard and the next shard
 overwrites whatever a killed run left behind. Ids are therefore deterministic.
@@ -94,6 +100,14 @@ from gramtile.pipeline.stores.storage import FsspecLocation, check_metadata, loc
 FORMAT_VERSION = 2
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
 _TEXT_ARRAYS = ("ids", "labels", "texts", "sources")
+#: At a URL the text and vocabulary arrays grow ahead by at most this many chunks at a time
+GROW_CHUNKS = 64
+
+
+def _grown(size: int, need: int, chunk: int) -> int:
+    """The new length of an array of ``size`` that must hold ``need``: doubled, by at most
+    :data:`GROW_CHUNKS` chunks, and at least ``need``."""
+    return max(need, size + min(max(size, chunk), GROW_CHUNKS * chunk))
 LABELS_ENCODING = "text"  # new stores; a manifest without the key means "json" (older stores)
 
 
@@ -199,6 +213,7 @@ class CorpusStore:
             raise StoreMismatchError(f"{path} has corpus store format version {fv}, this gramtile reads "
                                      f"version {FORMAT_VERSION}{why}. Fix: prepare the corpus again into a new store")
         self._vocabs = None
+        self._unsaved = False  # a done flag not yet written (at a URL: sent with the next manifest write)
         self._cache: OrderedDict = OrderedDict()
         self._cache_lock = threading.Lock()  # executors may load from several threads
 
@@ -280,7 +295,11 @@ class CorpusStore:
         """Release the writer's lock (reading needs no close)."""
         try:
             if self._writer is not None:
-                self._writer.close()  # sends what is left; what it remembers holds only while the lock is held
+                try:
+                    if self._unsaved and self.writable:
+                        self._save_manifest()  # the last shard's done flag (module docstring)
+                finally:
+                    self._writer.close()  # sends what is left; what it remembers holds only while the lock is held
         finally:
             if self._lock:
                 self._lock.release()
@@ -462,6 +481,7 @@ class CorpusStore:
 
     def _save_manifest(self):
         self._g.attrs["manifest"] = self._manifest
+        self._unsaved = False
 
     def update_manifest(self, **fields):
         """Set top-level manifest fields (e.g. ``parser``, ``runs``) and save."""
@@ -551,7 +571,10 @@ class CorpusStore:
         rec = self._run_record(run)
         if rec is not None and parsed:
             rec["parsed_shards"].append(index)
-        self._save_manifest()
+        if cache is None:
+            self._save_manifest()
+        else:  # sent with the next manifest write, after this shard's objects (module docstring)
+            self._unsaved = True
 
     def _write_arrays(self, index, batches, cols, vocabs, before, start, stop):
         """Shard ``index``'s arrays, its text columns and the vocabulary strings it added."""
@@ -561,17 +584,33 @@ class CorpusStore:
             for name, arr in batch.arrays().items():
                 sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
                                 compressors=_COMPRESSORS, overwrite=True)
+        ahead = self._writer is not None  # at a URL the arrays grow ahead (module docstring)
         for name, values in cols.items():
             a = self._g[name]
-            a.resize((stop,))
+            if not ahead or stop - start < a.chunks[0]:  # a short shard is the last: its chunk written whole
+                a.resize((stop,))
+            elif a.shape[0] < stop:
+                a.resize((_grown(a.shape[0], stop, a.chunks[0]),))
             a[start:stop] = np.array(values, dtype=object)
         after = vocabs.sizes()
         for name in Vocabularies.NAMES:
             if after[name] == before[name]:
                 continue  # no new strings: nothing to write (a longer array left by a killed run is cut on reading)
             a = self._g["vocab"][name]
-            a.resize((after[name],))
+            if not ahead:
+                a.resize((after[name],))
+            elif a.shape[0] < after[name]:
+                a.resize((_grown(a.shape[0], after[name], a.chunks[0]),))
             a[before[name]:after[name]] = np.array(vocabs[name].strings[before[name]:], dtype=object)
+
+    def _cut_to_length(self):
+        """The text and vocabulary arrays cut to what the done shards hold (they grow ahead at a URL)."""
+        n = self.n
+        sizes = self._done()[-1]["vocab_sizes"] if self._done() else {}
+        for a, length in [(self._g[name], n) for name in _TEXT_ARRAYS] + \
+                [(self._g["vocab"][name], int(sizes.get(name, 0))) for name in Vocabularies.NAMES]:
+            if a.shape[0] != length:
+                a.resize((length,))
 
     def note_reused(self, run: int, count: int):
         """Record in the run log how many done shards this run found and did not redo."""
@@ -640,6 +679,7 @@ class CorpusStore:
         self._manifest["skipped"] = list(skipped)
         self._manifest["n_examples"] = self.n
         if self._writer is not None:
+            self._cut_to_length()
             self._writer.drain()  # every shard has landed before the store can be called complete
         self._manifest["content_hash"] = self.compute_content_hash()
         self._manifest["complete"] = True
