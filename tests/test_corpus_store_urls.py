@@ -184,6 +184,33 @@ def test_a_sigkilled_prepare_at_a_file_url_resumes_at_the_first_unfinished_shard
     assert sorted(p.name for p in tmp_path.iterdir()) == ["num.dat", "num.zarr"]  # nothing at a relative "file:"
 
 
+def test_at_a_url_done_flags_ride_with_the_next_manifest_write_and_arrays_grow_ahead(num, local_store, mem,
+                                                                                      object_store):
+    """Fewer requests at a URL: a shard's done flag is written with the next manifest write (here
+    the writer's close) and the text arrays grow ahead of the shards; the store cut to its length
+    on completion equals the one prepared at a path."""
+    from gramtile.pipeline.parsing.formats import read
+    from gramtile.pipeline.stores.corpus_store import GROW_CHUNKS, _grown
+
+    url = f"{mem}/num.zarr"
+    docs = list(read(num, "svmlighttk"))
+    cs = CorpusStore.create(url, **MADE_BY_KW, source=str(num))
+    for k in range(3):
+        cs.write_shard(k, docs[k * SHARD:(k + 1) * SHARD])
+    assert cs._unsaved  # shard 2's flag waits for the next manifest write
+    cs.close()
+    assert _done(url) == [0, 1, 2]  # ... which the close made
+    ids = CorpusStore.open(url)._g["ids"]
+    grown = _grown(_grown(_grown(0, SHARD, SHARD), 2 * SHARD, SHARD), 3 * SHARD, SHARD)
+    assert ids.shape == (grown,) and grown == 4 * SHARD > 3 * SHARD and GROW_CHUNKS * SHARD >= grown
+    assert CorpusStore.open(url).ids == [d.id for d in docs[:3 * SHARD]]  # the room ahead is not read
+    s = prepare(num, "svmlighttk", url, shard_size=SHARD, cluster="sequential")
+    assert s.shards_written == [3] and s.shards_reused == 3
+    done = CorpusStore.open(url)
+    assert done._g["ids"].shape == (N,) and done._g["vocab"]["sym"].shape == (len(done.vocabs["sym"]),)
+    _same_store(url, local_store)
+
+
 # ---- one writer ------------------------------------------------------------------------------------
 
 def test_a_second_writer_at_a_url_is_refused(num, mem, tmp_path):
