@@ -143,7 +143,11 @@ def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | di
     path : {"auto", "pairwise", "product"}
         For base kernels with a finite feature map (:mod:`gramtile.pipeline.compute.product`):
         ``auto`` computes a tile as a matrix product of stored feature rows when that is
-        estimated cheaper, the others force a path. Each tile's choice is in the log.
+        estimated cheaper, the others force a path. Each tile's choice is in the log. A product
+        block must fit the memory of one task (:meth:`Runtime.task_memory`;
+        :func:`~gramtile.pipeline.compute.product.within_memory`): a new store's default tile is
+        made small enough; a kernel whose block fits no task takes the pairwise path under
+        ``auto`` and is refused (:class:`TaskTooLargeError`) under ``product``, before any tile.
     dtype : {"float64", "float32"}
         K's dtype in the store (tiles are computed in float64 and rounded once, in the task).
     landmarks : int, optional
