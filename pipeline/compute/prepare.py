@@ -118,11 +118,13 @@ def _estimate_records(path: Path, fmt: str):
         return None
 
 
-def _open_store(out, source: str, fmt: str, shard_size: int, options: dict) -> CorpusStore:
-    loc = location(out)
-    if not loc.exists() or _interrupted_create(loc):
+def _open_store(out, source: str, fmt: str, shard_size: int, options: dict, there: bool,
+                created: bool) -> CorpusStore:
+    """The corpus store to write: made anew when ``created`` (nothing there, ``there`` False, or
+    what a killed create left), else opened and checked against this run's input and options."""
+    if created:
         return CorpusStore.create(out, source=source, input_format=fmt, shard_size=shard_size, options=options,
-                                  overwrite=loc.exists())
+                                  overwrite=there)
     store = CorpusStore.open(out, "r+")
     m = store.manifest
     old_reader = (m.get("options") or {}).get("reader_options", {})
@@ -237,8 +239,9 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
                                     fix="correct --reps")
         options["reps"] = reps
     loc = location(out)
-    created = not loc.exists() or _interrupted_create(loc)
-    store = _open_store(out, str(input_path), fmt, shard_size, options)
+    there = loc.exists()  # asked once: on an object store each question is two requests
+    created = not there or _interrupted_create(loc)
+    store = _open_store(out, str(input_path), fmt, shard_size, options, there, created)
     try:
         if store.complete:
             summary = _summary(store, out, [], [], len(store.shard_ranges), t0)

@@ -55,7 +55,8 @@ after the one before it has landed), so the same holds. Two things save requests
 shard's ``done: true`` flag is not a write of its own but goes out with the next manifest write
 (the next shard's entry, or the end of the run), still after the shard's objects; and the
 ids/labels/texts/sources and vocabulary arrays grow ahead of the shards (their capacity doubled,
-by at most 64 shards or chunks at a time) instead of one metadata write each per shard, and are
+by at most 64 shards or chunks at a time, or at once to the length prepare expects from its
+input) instead of one metadata write each per shard, and are
 cut to the stored length when the store is completed. Readers read them only up to the done
 shards' lengths, so the room ahead is never read.
 Shards are written strictly in order, so the done shards are always a prefix; on reopening,
@@ -104,10 +105,14 @@ _TEXT_ARRAYS = ("ids", "labels", "texts", "sources")
 GROW_CHUNKS = 64
 
 
-def _grown(size: int, need: int, chunk: int) -> int:
+def _grown(size: int, need: int, chunk: int, expected: int | None = None) -> int:
     """The new length of an array of ``size`` that must hold ``need``: doubled, by at most
-    :data:`GROW_CHUNKS` chunks, and at least ``need``."""
-    return max(need, size + min(max(size, chunk), GROW_CHUNKS * chunk))
+    :data:`GROW_CHUNKS` chunks, and at least ``need``; at once to ``expected`` (the length the
+    input is expected to give) when that is within :data:`GROW_CHUNKS` chunks of ``need``."""
+    new = max(need, size + min(max(size, chunk), GROW_CHUNKS * chunk))
+    if expected:
+        new = max(new, min(int(expected), need + GROW_CHUNKS * chunk))
+    return new
 LABELS_ENCODING = "text"  # new stores; a manifest without the key means "json" (older stores)
 
 
@@ -585,12 +590,13 @@ class CorpusStore:
                 sg.create_array(name, data=np.ascontiguousarray(arr), chunks=(max(1, len(arr)),),
                                 compressors=_COMPRESSORS, overwrite=True)
         ahead = self._writer is not None  # at a URL the arrays grow ahead (module docstring)
+        expected = (self._manifest.get("expected_shards") or 0) * self._manifest["shard_size"]
         for name, values in cols.items():
             a = self._g[name]
             if not ahead or stop - start < a.chunks[0]:  # a short shard is the last: its chunk written whole
                 a.resize((stop,))
             elif a.shape[0] < stop:
-                a.resize((_grown(a.shape[0], stop, a.chunks[0]),))
+                a.resize((_grown(a.shape[0], stop, a.chunks[0], expected),))
             a[start:stop] = np.array(values, dtype=object)
         after = vocabs.sizes()
         for name in Vocabularies.NAMES:
