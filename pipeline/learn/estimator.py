@@ -39,7 +39,8 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
-from gramtile.pipeline.learn.models import TrainedResources, as_documents, kernel_reps, train
+from gramtile.pipeline.learn.models import TrainedResources, as_documents, kernel_reps
+from gramtile.pipeline.learn.training import train
 from gramtile.pipeline.resources.keys import resource_reps
 
 if TYPE_CHECKING:

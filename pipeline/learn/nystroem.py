@@ -43,9 +43,8 @@ from importlib.metadata import version
 import numpy as np
 
 from gramtile.pipeline.learn import dcd
-from gramtile.pipeline.learn.crossval import check_classes, check_inputs, prediction_scores, read_block, settings_for
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.metrics import positive_class
+from gramtile.pipeline.learn.fits import read_block
 from gramtile.pipeline.learn.models import SavedModel, kernel_reps, stored_resources
 from gramtile.pipeline.learn.sources import store_labels
 from gramtile.pipeline.readers.labels import read_label_file
@@ -202,84 +201,6 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     for a in range(0, n, band):
         F[a:a + band] = raw[a:a + band] @ fmap.W  # the product is made before F's band is written
     return F, fmap
-
-
-def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
-                      class_weight=None, cutoff: float = CUTOFF, kernel: str = "kernel", positive=None,
-                      max_iter: int = MAX_ITER, landmarks=None, protocol: str = "train", tol: float = TOL,
-                      progress=None, loss: str = LOSS) -> list[dict]:
-    """Train and score the linear SVM (:mod:`gramtile.pipeline.learn.dcd`) on Nystroem features
-    for each split and C.
-
-    For each split, m landmarks are picked among its training examples and K[train + test,
-    landmarks] is read in bands into one feature array (:func:`features_in_place`), allocated
-    once for all splits; training and test rows are used in place through index arrays. With
-    ``landmarks`` (positions among the source's rows, e.g. :attr:`LandmarkSource.landmarks`;
-    then ``m`` is ignored) each split uses those in its training part (``protocol="train"``) or
-    all of them (``"all"``, transductive; see the module docstring). Returns pooled rows as
-    :func:`gramtile.pipeline.learn.crossval.evaluate` does (``model`` = ``"nystroem"``, plus
-    ``m``, the feature ``rank`` (smallest over splits), ``cutoff``, ``converged`` (every
-    one-vs-rest fit of every split met ``tol``), the largest ``iterations`` and ``loss``).
-    ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
-    ``loss``: ``"squared_hinge"`` (the default) or ``"hinge"`` (the kernel SVC's loss, whose
-    dual often stops at ``max_iter`` here; see docs/learning.md).
-    """
-    grid = settings_for("svm", C)
-    if protocol not in PROTOCOLS:
-        raise EvaluationError(f"nystroem: protocol {protocol!r}; use 'train' (landmarks of each training part) "
-                              f"or 'all' (transductive)")
-    fixed = None if landmarks is None else np.unique(np.asarray(landmarks, dtype=np.int64))
-    y, splits = check_inputs(source, labels, splits)
-    classes = sorted(np.unique(y).tolist())
-    if positive is None and len(classes) == 2:
-        positive = positive_class(classes)
-    check_classes(classes, positive, class_weight)
-    pooled = {s.C: ([], []) for s in grid}
-    fold_acc = {s.C: [] for s in grid}
-    ranks, used, conv, iters = [], [], [], []
-    plan = []
-    for sp in splits:
-        if fixed is None:
-            L = pick_landmarks(y, sp.train, m, seed, stratified)
-        else:
-            L = fixed if protocol == "all" else np.intersect1d(fixed, sp.train)
-            if L.size == 0:
-                raise EvaluationError(f"{sp.name}: none of the {fixed.size} landmarks is in its training part; "
-                                      "compute the landmark store with more --landmarks")
-        plan.append((sp, L, np.union1d(np.union1d(sp.train, sp.test), L)))
-    buf = np.empty(max(rows.size * L.size for _, L, rows in plan))  # the one n x m array, for every split
-    for sp, L, rows in plan:
-        t0 = time.perf_counter()
-        used.append(int(L.size))
-        F, fmap = features_in_place(source, rows, L, buf, cutoff, f"{sp.name} examples x landmarks")
-        ranks.append(fmap.rank)
-        tr, te = np.searchsorted(rows, sp.train), np.searchsorted(rows, sp.test)
-        for s in grid:
-            clf = dcd.fit(F, tr, y[sp.train], C=s.C, class_weight=class_weight, loss=loss, tol=tol,
-                          max_iter=max_iter, seed=seed)
-            conv.append(clf.converged)
-            iters.append(max(f.iterations for f in clf.fits))
-            pred = clf.predict(F, te)
-            pooled[s.C][0].append(sp.test)
-            pooled[s.C][1].append(pred)
-            fold_acc[s.C].append(float(np.mean(pred == y[sp.test])))
-            if progress is not None:
-                progress({"split": sp.name, "C": s.C, "accuracy": fold_acc[s.C][-1], "rank": fmap.rank,
-                          "m": int(L.size), "converged": clf.converged, "iterations": iters[-1],
-                          "seconds": round(time.perf_counter() - t0, 1)})
-    del buf
-    out = []
-    for s in grid:
-        idx, pred = np.concatenate(pooled[s.C][0]), np.concatenate(pooled[s.C][1])
-        row, _ = prediction_scores(y[idx], pred, classes, positive)
-        acc = np.asarray(fold_acc[s.C])
-        m_used = int(m) if fixed is None else int(fixed.size)
-        out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": m_used, "rank": int(min(ranks)),
-                    "cutoff": cutoff, "loss": loss, "converged": bool(all(conv)), "iterations": int(max(iters)),
-                    "splits": len(splits), "n_test": int(idx.size), **row,
-                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred),
-                    **({} if fixed is None else {"landmark_protocol": protocol, "landmarks_used_min": min(used)})})
-    return out
 
 
 def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = CUTOFF,
