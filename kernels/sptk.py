@@ -376,10 +376,10 @@ class SmoothedPartialTreeKernel(BaseSpec):
         Lexical similarity: cosine of word vectors (clipped at 0), WordNet synonymy, or cosine in
         the corpus's LSA space.
     vectors : str or None
-        With ``similarity="vectors"``: the word-vector file (word2vec / GloVe / fastText text,
-        word2vec binary ``.bin``, or ``.npy`` with a ``.vocab`` file beside it). The path is part
-        of the spec; the table built from it is a corpus resource whose content hash every Gram
-        store records.
+        With ``similarity="vectors"``: the vector source, a word-vector file (word2vec / GloVe /
+        fastText text, word2vec binary ``.bin``, or ``.npy`` with a ``.vocab`` file beside it) or
+        ``spacy:NAME`` (the static vectors of a spaCy pipeline). The source is part of the spec;
+        the table built from it is a corpus resource whose content hash every Gram store records.
     threshold : float in [0, 1]
         Similarities below it count as 0 (and are left out of the sparse table).
     lexical : {"leaves", "prefix"}

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline.resources.similarity import lsa_similarity, wordnet_similarity
-from gramtile.pipeline.resources.vectors import cosine_table, read_vectors
+from gramtile.pipeline.resources.vectors import cosine_table, load_source
 
 PREFIX = "sptk:"
 #: LSA dimensions and seed of ``source="lsa"`` (those of the soft subsequence kernel's space).
@@ -85,7 +85,7 @@ def word_similarity(source: str, words, docs, vectors=None, threshold: float = 0
         return sp.csr_matrix((0, 0))
     if source == "vectors":
         wanted = set(words) | {w.lower() for w in words}
-        vw, M = read_vectors(vectors, wanted)
+        vw, M = load_source(vectors, wanted)
         row = {w: k for k, w in enumerate(vw)}
         have = np.array([row.get(w, row.get(w.lower(), -1)) for w in words], dtype=np.int64)
         F = np.zeros((n, M.shape[1] if M.ndim == 2 else 1))

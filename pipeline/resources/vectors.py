@@ -11,6 +11,10 @@ Formats read by :func:`read_vectors` (chosen by the file name):
   fastText ``.vec`` (a first line ``N D``), GloVe (no header). Gzip-compressed text (``.gz``)
   is read too.
 
+A spaCy pipeline's static vectors are read by :func:`spacy_vectors` (source ``spacy:NAME``,
+NAME an installed package or the folder of a saved pipeline). :func:`load_source` reads any
+source named by a string (a file, or ``spacy:NAME``).
+
 Cosine similarity is **clipped at 0**: sigma multiplies sums of positive fragment weights, so a
 negative value would subtract the fragments of one word pair from the kernel, which no reading
 of "similar" supports; raising to a power would instead change every similarity above the
@@ -34,6 +38,9 @@ import scipy.sparse as sp
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline import optional
 from gramtile.pipeline.representations.errors import CorpusFormatError
+
+#: A vector source ``spacy:NAME`` reads the static vectors of spaCy pipeline NAME.
+SPACY = "spacy:"
 
 
 def vector_files(path) -> list:
@@ -150,6 +157,59 @@ def read_vectors(path, words=None):
         raise CorpusFormatError("a vector holds a value that is not finite", path=path,
                                 fix="remove or repair the words with inf / nan values")
     return [ws[k] for k in keep], M
+
+
+def spacy_vectors(name: str, words=None):
+    """The static word vectors of the spaCy pipeline ``name`` (an installed package or a saved
+    pipeline's folder), as (list of str, ndarray float64 (n, D)).
+
+    Every key of the pipeline's vectors table is a word with that row's vector (several words
+    may share a row), in row order, then by word. ``words`` keeps only these words (None: all).
+
+    Raises
+    ------
+    KernelSpecError
+        The pipeline cannot be loaded, has no vectors (the ``*_sm`` pipelines ship none), or has
+        floret (subword-hashed) vectors, which have no word table to read.
+    """
+    spacy = optional.spacy()
+    try:
+        nlp = spacy.load(name)
+    except OSError as e:
+        fix = "give the folder of a saved pipeline (nlp.to_disk)" if "/" in name or "\\" in name else \
+            f"install it (python -m spacy download {name}) or give the folder of a saved pipeline"
+        raise KernelSpecError(f"vectors 'spacy:{name}': cannot load the spaCy pipeline {name!r} "
+                              f"({str(e).splitlines()[0]}). Fix: {fix}") from None
+    table = nlp.vocab.vectors
+    if table.mode == "floret":
+        raise KernelSpecError(f"vectors 'spacy:{name}': the pipeline has floret (subword) vectors, which have no word "
+                              f"table. Fix: export the vectors of your words to a word2vec text file and name that")
+    if table.shape[0] == 0 or table.shape[1] == 0 or not len(table.key2row):
+        raise KernelSpecError(f"vectors 'spacy:{name}': the spaCy pipeline {name!r} has no word vectors. Fix: name a "
+                              f"pipeline with vectors, e.g. spacy:en_core_web_md (python -m spacy download "
+                              f"en_core_web_md), or a vector file")
+    strings = nlp.vocab.strings
+    pairs = []
+    for key, row in table.key2row.items():
+        if key in strings:
+            w = strings[key]
+            if _keep(w, words):
+                pairs.append((int(row), w))
+    pairs.sort()
+    data = np.asarray(table.data)
+    M = data[[r for r, _ in pairs]].astype(np.float64) if pairs else np.zeros((0, table.shape[1]))
+    if not np.all(np.isfinite(M)):
+        raise KernelSpecError(f"vectors 'spacy:{name}': a vector holds a value that is not finite. Fix: repair the "
+                              f"pipeline's vectors")
+    return [w for _, w in pairs], M
+
+
+def load_source(source: str, words=None):
+    """Word vectors named by ``source``: ``spacy:NAME`` (:func:`spacy_vectors`) or a file path
+    (:func:`read_vectors`). ``words`` keeps only these words (None: all)."""
+    if source.startswith(SPACY):
+        return spacy_vectors(source[len(SPACY):], words)
+    return read_vectors(source, words)
 
 
 def write_vectors_text(path, words, M):
