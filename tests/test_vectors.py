@@ -4,7 +4,10 @@ and SPTK through gramtile.gram with each similarity source."""
 from __future__ import annotations
 
 import gzip
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from gramtile.pipeline.resources.vectors import (
     read_vectors,
     spacy_vectors,
     train_vectors,
+    train_word2vec,
     write_vectors_text,
 )
 
@@ -116,6 +120,42 @@ def test_trained_vectors_are_seeded_and_find_distributional_neighbours():
     ix = {w: k for k, w in enumerate(w1)}
     assert T[ix["dog"], ix["cat"]] > 0.9
     assert T[ix["dog"], ix["car"]] < 0.5
+
+
+def _animal_vehicle_docs():
+    rng = np.random.default_rng(1)
+    docs = []
+    for _ in range(400):
+        a, v = rng.choice(["dog", "cat", "horse"]), rng.choice(["car", "truck", "bus"])
+        docs.append(["the", str(a), "eats", "meat", "and", "sleeps"])
+        docs.append(["the", str(v), "burns", "fuel", "on", "roads"])
+    return docs
+
+
+def test_word2vec_vectors_are_seeded_and_identical_across_processes(tmp_path):
+    docs = _animal_vehicle_docs()
+    w1, V1 = train_word2vec(docs, dims=10, window=2, seed=3)
+    w2, V2 = train_word2vec(docs, dims=10, window=2, seed=3)
+    assert w1 == w2 and np.array_equal(V1, V2) and V1.shape == (len(w1), 10) and V1.dtype == np.float64
+    assert set(w1) == {w for d in docs for w in d}
+    w3, V3 = train_word2vec(docs, dims=10, window=2, seed=4)
+    assert not np.array_equal(V1, V3[[w3.index(w) for w in w1]])  # the seed is used
+    # another interpreter, another hash seed: the same vectors
+    script = tmp_path / "w2v.py"
+    here = str(Path(__file__).parent)
+    script.write_text(
+        "import sys, numpy as np\n"
+        f"sys.path.insert(0, {here!r})\n"
+        "from test_vectors import _animal_vehicle_docs\n"
+        "from gramtile.pipeline.resources.vectors import train_word2vec\n"
+        "w, V = train_word2vec(_animal_vehicle_docs(), dims=10, window=2, seed=3)\n"
+        "np.save(sys.argv[1], V)\n")
+    out = tmp_path / "v.npy"
+    subprocess.run([sys.executable, str(script), str(out)], check=True,
+                   env={**os.environ, "PYTHONHASHSEED": "12345"})
+    assert np.array_equal(np.load(out), V1)
+    w0, V0 = train_word2vec([["a", "b"]], dims=5)  # no word seen twice
+    assert w0 == [] and V0.shape == (0, 5)
 
 
 def test_split_label_reads_prefix_and_pos():

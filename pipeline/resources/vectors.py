@@ -21,10 +21,18 @@ of "similar" supports; raising to a power would instead change every similarity 
 threshold (and the threshold's meaning). Words pointing away from each other are simply not
 similar. Neither choice makes the thresholded table positive semidefinite (docs/kernels.md).
 
-:func:`train_vectors` builds vectors from a corpus when no outside vectors exist: positive
-pointwise mutual information of word co-occurrences in a symmetric window, factored by a seeded
-randomized truncated SVD (Levy & Goldberg 2014 show PPMI-SVD is close to word2vec's SGNS on
-similarity tasks), rows scaled by the square root of the singular values.
+Vectors trained on a corpus, when no outside vectors exist, come from one of two seeded
+builders (:data:`BUILDERS`, sources ``corpus:ppmi`` and ``corpus:word2vec``):
+
+- ``ppmi`` (:func:`train_vectors`, the default): positive pointwise mutual information of word
+  co-occurrences in a symmetric window, factored by a seeded randomized truncated SVD, rows
+  scaled by the square root of the singular values (Levy & Goldberg 2014 show PPMI-SVD is close
+  to word2vec's SGNS on similarity tasks). It is the default because it needs no optional
+  package, gives the same vectors for a seed on any machine, and, being a closed-form count
+  model, does not depend on the number of training passes, which matters on the small corpora
+  this project's stores usually hold.
+- ``word2vec`` (:func:`train_word2vec`): gensim's skip-gram with negative sampling, seeded and
+  on one worker thread, so a seed gives the same vectors run after run (extra ``[word2vec]``).
 """
 from __future__ import annotations
 
@@ -41,6 +49,10 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 
 #: A vector source ``spacy:NAME`` reads the static vectors of spaCy pipeline NAME.
 SPACY = "spacy:"
+#: A vector source ``corpus:BUILDER`` trains vectors on the corpus with one of :data:`BUILDERS`.
+CORPUS = "corpus:"
+#: The builder of ``corpus:`` without a name.
+DEFAULT_BUILDER = "ppmi"
 
 
 def vector_files(path) -> list:
@@ -312,3 +324,41 @@ def train_vectors(docs, dims: int = 100, window: int = 5, min_count: int = 2, se
     s = svd.singular_values_
     V = US / np.sqrt(np.where(s > 0, s, 1.0))
     return words, np.ascontiguousarray(V, dtype=np.float64)
+
+
+def train_word2vec(docs, dims: int = 100, window: int = 5, min_count: int = 2, seed: int = 0,
+                   epochs: int = 5):
+    """Word vectors from a corpus with gensim's word2vec: skip-gram with negative sampling (5
+    noise words), seeded, one worker thread (deterministic: the same vectors for a seed).
+
+    Parameters
+    ----------
+    docs : iterable of sequences of str
+    dims : int >= 1
+    window : int >= 1
+        The largest distance between a word and its context words.
+    min_count : int >= 1
+        Words seen fewer times are left out.
+    seed : int
+        Seed of the initial vectors and of the sampling.
+    epochs : int >= 1
+        Passes over the corpus.
+
+    Returns
+    -------
+    (list of str, ndarray float64 (n, dims)), words by decreasing frequency (gensim's order)
+    """
+    if not isinstance(dims, int) or dims < 1:
+        raise KernelSpecError(f"vector dimensions must be an integer >= 1, got {dims!r}")
+    docs = [[str(w) for w in d] for d in docs]
+    counts = Counter(w for d in docs for w in d)
+    if not any(c >= min_count for c in counts.values()):
+        return [], np.zeros((0, dims))
+    Word2Vec = optional.word2vec()
+    model = Word2Vec(docs, vector_size=dims, window=window, min_count=min_count, seed=seed, workers=1, sg=1,
+                     negative=5, epochs=epochs)
+    return list(model.wv.index_to_key), np.asarray(model.wv.vectors, dtype=np.float64)
+
+
+#: The corpus builders: name -> function(docs, dims, window, min_count, seed).
+BUILDERS = {"ppmi": train_vectors, "word2vec": train_word2vec}
