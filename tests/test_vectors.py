@@ -21,7 +21,7 @@ from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
 from gramtile.pipeline.parsing.parse import default_model_name
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.resources.lexical import split_label
+from gramtile.pipeline.resources.vector_sources import split_label
 from gramtile.pipeline.resources.vectors import (
     cosine_table,
     read_vectors,
