@@ -12,6 +12,9 @@ store these are **artefacts inside the store**, built once and afterwards only l
     CORPUS.zarr/resources/sptk-<param hash>/   the SPTK lexical similarity table (kind "csr";
                                                its name ``sptk:{...}`` holds JSON, so the group is
                                                named by the param hash alone)
+    CORPUS.zarr/resources/vectors-<param hash>/  the word vectors of one vector source (kind
+                                               "vectors": value, word_bytes, word_ends), which
+                                               the SPTK tables of that source are built from
 
 - The **param hash** (sha256 of the build parameters: name, representation whose examples
   feed it, LSA dimensions, SVD seed, format version) names the group, so a resource built with
@@ -23,8 +26,8 @@ store these are **artefacts inside the store**, built once and afterwards only l
   a group without it is an interrupted build and is rebuilt. Loading recomputes it, so a
   corrupt resource is reported (:class:`StoreCorruptError`), never silently used.
 - **Provenance** records what fixed the numbers: the corpus content hash, the WordNet directory
-  and the sha256 of its index and exception files, the word-vector files of an SPTK table (path,
-  size, sha256), the numpy / scipy / scikit-learn versions,
+  and the sha256 of its index and exception files, the files of stored vectors and of the SPTK
+  tables built from them (path, size, sha256; a table also names the stored vectors' content hash), the numpy / scipy / scikit-learn versions,
   the vocabulary size, and when and where it was built.
 - The corpus content hash does not cover ``resources/``: adding a resource leaves existing
   Gram stores valid. A Gram store records the content hashes of the resources its kernel read
