@@ -480,6 +480,7 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
     _kernel_pool: KernelPool
     _train_pos: NDArray[np.int64] | None
     _train_docs: list[Document]
+    _fit_rows: NDArray[np.int64]
     _label_of: dict[str, Any]
 
     def __init__(self, kernel: KernelSpec | dict[str, Any] | str | None = None, C: float = 1.0,
@@ -503,7 +504,8 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
     def fit(self, X: Any, y: ArrayLike, sample_weight: ArrayLike | None = None) -> KernelSVC:
         """Fit on examples X (Documents, structures, texts, spaCy Docs) and labels y.
 
-        ``sample_weight`` (n,) rescales C per example, as in libsvm (``SVC.fit``)."""
+        ``sample_weight`` (n,) rescales C per example, as in libsvm (``SVC.fit``); examples of
+        weight 0 take no part (and are never support examples)."""
         if self.multiclass not in ("ovr", "ovo"):
             raise EvaluationError(f"KernelSVC: multiclass={self.multiclass!r}; use 'ovr' or 'ovo'")
         spec = self._spec()
@@ -546,8 +548,10 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
                 raise EvaluationError("KernelSVC: probability=True is not available for kernels whose resources "
                                       "(LSA / domain spaces) are built from the training examples; use "
                                       "decision_function, or a kernel without such a space")
+            keep = self._fit_rows  # the examples of positive weight, as for the SVM
             self.proba_ = platt_calibrated(float(self.C), self.class_weight, self.random_state).fit(
-                K, y, sample_weight=sw)
+                K if len(keep) == len(y) else K[np.ix_(keep, keep)], y[keep],
+                sample_weight=None if sw is None else sw[keep])
         else:
             self.__dict__.pop("proba_", None)
         self.n_features_in_ = None  # examples are structures, not feature vectors
@@ -565,27 +569,38 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
         params = {"C": float(self.C), "class_weight": self.class_weight, "multiclass": self.multiclass,
                   "solver": {"requested": "libsvm", "used": "libsvm"}}
         classes = self.classes_
+        # libsvm drops the examples of weight 0 and SVC's support_ then indexes the others, while
+        # SVC(kernel="precomputed") reads it as columns of the full K: fit on the others, map back
+        keep = np.arange(len(y)) if sw is None else np.flatnonzero(sw > 0)
+        missing = [c for c in classes if not np.any(y[keep] == c)]
+        if missing:
+            raise EvaluationError(f"KernelSVC.fit: sample_weight is 0 for every example of class {missing[0]!r}; "
+                                  "give some of them a positive weight, or leave the class out")
+        Kf, yf = (K, y) if len(keep) == len(y) else (K[np.ix_(keep, keep)], y[keep])
+        swf = None if sw is None else sw[keep]
         if len(classes) > 2 and self.multiclass == "ovr":
             # OneVsRestClassifier(SVC), which passes no sample_weight without metadata routing
-            svms = [clone(svc).fit(K, (y == c).astype(np.int64), sample_weight=sw) for c in classes]
-            funcs = [(np.asarray(e.support_, np.int64), np.asarray(e.dual_coef_[0], np.float64),
+            svms = [clone(svc).fit(Kf, (yf == c).astype(np.int64), sample_weight=swf) for c in classes]
+            funcs = [(keep[e.support_].astype(np.int64), np.asarray(e.dual_coef_[0], np.float64),
                       float(e.intercept_[0])) for e in svms]
             self.model_ = SavedModel.from_functions(spec, "svm", "ovr", [str(c) for c in classes], funcs, labelled,
                                                     params=params, resources=resources)
-            support = np.unique(np.concatenate([e.support_ for e in svms])).astype(np.int32)
+            support = np.unique(np.concatenate([f[0] for f in funcs])).astype(np.int32)
             dual = np.zeros((len(classes), len(support)))
-            for k, e in enumerate(svms):
-                dual[k, np.searchsorted(support, e.support_)] = e.dual_coef_[0]
+            for k, f in enumerate(funcs):
+                dual[k, np.searchsorted(support, f[0])] = f[1]
             self.support_, self.dual_coef_ = support, dual
             self.intercept_ = np.asarray([float(e.intercept_[0]) for e in svms])
             self.n_support_ = np.asarray([np.sum(y[support] == c) for c in classes], dtype=np.int32)
         else:
-            svc.fit(K, y, sample_weight=sw)
-            self.model_ = SavedModel.from_estimator(svc, spec, labelled, params=params, resources=resources)
-            self.support_ = np.asarray(svc.support_, dtype=np.int32)
+            svc.fit(Kf, yf, sample_weight=swf)
+            self.model_ = SavedModel.from_estimator(svc, spec, [labelled[i] for i in keep], params=params,
+                                                    resources=resources)
+            self.support_ = keep[svc.support_].astype(np.int32)
             self.dual_coef_ = np.asarray(svc.dual_coef_, dtype=np.float64)
             self.intercept_ = np.asarray(svc.intercept_, dtype=np.float64)
             self.n_support_ = np.asarray(svc.n_support_, dtype=np.int32)
+        self._fit_rows = keep
         self.support_vectors_ = [docs[int(i)] for i in self.support_]
 
     def _docs(self, X: Any) -> list[Document]:
@@ -610,10 +625,12 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
             raise AttributeError("predict_proba is available when probability=True (set it before fit), "
                                  "as in sklearn.svm.SVC")
         docs = self._docs(X)
-        K = self._from_pool(docs, np.arange(len(self._train_docs)))
+        keep = self._fit_rows
+        K = self._from_pool(docs, keep)
         if K is None:
             pool = self._kernel_pool
-            bx, by, _ = encode_with_resources(pool.spec, _by_rep(docs, pool.reps), _by_rep(self._train_docs, pool.reps))
+            train = [self._train_docs[i] for i in keep]
+            bx, by, _ = encode_with_resources(pool.spec, _by_rep(docs, pool.reps), _by_rep(train, pool.reps))
             K, pairs = gram_on(self._runtime(), pool.spec, bx, by)
             self.n_kernel_pairs_["predict"] += pairs
         proba: NDArray[np.float64] = self.proba_.predict_proba(K)
@@ -636,12 +653,14 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
         """Scores: (n,) for two classes (> 0 means ``classes_[1]``); (n, n_classes) for
         one-vs-rest; (n, n_classes (n_classes - 1) / 2) for one-vs-one (pairs (i, j), i < j, in
         SVC's order; > 0 votes for i)."""
-        scores: NDArray[np.float64] = self.model_.decision_function(self._kernel_to_support(X))
+        K = self._kernel_to_support(X)  # raises NotFittedError first
+        scores: NDArray[np.float64] = self.model_.decision_function(K)
         return scores
 
     def predict(self, X: Any) -> NDArray[Any]:
         """Predicted labels of X."""
-        pred = self.model_.predict_from_kernel(self._kernel_to_support(X))
+        K = self._kernel_to_support(X)  # raises NotFittedError first
+        pred = self.model_.predict_from_kernel(K)
         return np.asarray([self._label_of[p] for p in pred])
 
 
