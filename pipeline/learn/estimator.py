@@ -149,24 +149,10 @@ def _edges(n: int, parts: int) -> list[int]:
     return sorted({round(i * n / parts) for i in range(parts + 1)})
 
 
-def gram_on(rt: Runtime, spec: KernelSpec, X: Data, Y: Data | None = None,
-            y_self: dict[str, NDArray[np.float64]] | None = None) -> tuple[NDArray[np.float64], int]:
-    """K_spec(X, Y) (Y None: the symmetric K(X, X)) with its base blocks computed on ``rt``.
-
-    ``X`` and ``Y`` are encoded examples over one vocabulary (X also carries the resources);
-    ``y_self`` gives the column examples' base self-kernels when they are known (a model's
-    support examples). In this process (one slot) the blocks are one task, as
-    :func:`~gramtile.pipeline.compute.inmemory.evaluate_block` computes them; on an executor with
-    more slots, about two tiles per slot. Each tile evaluates every pair in the same orientation
-    as the single block (tiles i <= j of a symmetric block, mirrored here), and the composite is
-    combined here from the assembled base blocks, so the result does not depend on the executor.
-
-    Returns
-    -------
-    K : ndarray (len(X), len(Y)), float64
-    pairs : int
-        The kernel pairs evaluated.
-    """
+def base_blocks_on(rt: Runtime, spec: KernelSpec, X: Data, Y: Data | None = None,
+                   y_self: dict[str, NDArray[np.float64]] | None = None) -> tuple[BaseBlocks, int]:
+    """The base kernels' blocks of :func:`gram_on`, assembled from its tiles, and the pairs
+    evaluated: ``{base spec hash: (K_base(X, Y), diag X, diag Y)}``."""
     n = _rows(X)
     m = n if Y is None else _rows(Y)
     announce(spec)  # a first run compiles the kernel's Numba cores: say so, once
@@ -200,10 +186,41 @@ def gram_on(rt: Runtime, spec: KernelSpec, X: Data, Y: Data | None = None,
                 K[c:d, a:b] = np.asarray(Kt).T
         done[h] = (K, dx, dx if Y is None else (y_self[h] if y_self is not None else dy))
     mark_compiled(spec)
-    Kc, _, _ = evaluate_block(spec, X, Y, done=done)
-    pairs = n * (n + 1) // 2 if Y is None else n * m
-    out: NDArray[np.float64] = Kc
-    return out, pairs
+    return done, n * (n + 1) // 2 if Y is None else n * m
+
+
+def combined(spec: KernelSpec, done: BaseBlocks) -> NDArray[np.float64]:
+    """The spec's K from its base blocks (normalised, summed, ... entry by entry)."""
+    K: NDArray[np.float64] = evaluate_block(spec, {}, None, done=done)[0]
+    return K
+
+
+def transposed(done: BaseBlocks) -> BaseBlocks:
+    """The base blocks of K(Y, X) from those of K(X, Y): combined, the entries of the lower
+    triangle a symmetric block over X then Y has (pairs evaluated as K(x, y), combined as (y, x))."""
+    return {h: (np.ascontiguousarray(K.T), dy, dx) for h, (K, dx, dy) in done.items()}
+
+
+def gram_on(rt: Runtime, spec: KernelSpec, X: Data, Y: Data | None = None,
+            y_self: dict[str, NDArray[np.float64]] | None = None) -> tuple[NDArray[np.float64], int]:
+    """K_spec(X, Y) (Y None: the symmetric K(X, X)) with its base blocks computed on ``rt``.
+
+    ``X`` and ``Y`` are encoded examples over one vocabulary (X also carries the resources);
+    ``y_self`` gives the column examples' base self-kernels when they are known (a model's
+    support examples). In this process (one slot) the blocks are one task, as
+    :func:`~gramtile.pipeline.compute.inmemory.evaluate_block` computes them; on an executor with
+    more slots, about two tiles per slot. Each tile evaluates every pair in the same orientation
+    as the single block (tiles i <= j of a symmetric block, mirrored here), and the composite is
+    combined here from the assembled base blocks, so the result does not depend on the executor.
+
+    Returns
+    -------
+    K : ndarray (len(X), len(Y)), float64
+    pairs : int
+        The kernel pairs evaluated.
+    """
+    done, pairs = base_blocks_on(rt, spec, X, Y, y_self)
+    return combined(spec, done), pairs
 
 
 def encode_to_support(spec: KernelSpec, docs: list[Document], support: list[Document],
@@ -225,7 +242,8 @@ class KernelPool:
     """The examples an estimator was fitted on, under one kernel spec, and K among them.
 
     Grown as new examples arrive: m new examples after p cost p x m + m (m + 1) / 2 evaluations,
-    every pair (p, q) of pool positions p <= q evaluated as K(x_p, x_q). ``poolable`` is False for
+    every pair (p, q) of pool positions p <= q evaluated as K(x_p, x_q), so K is bitwise
+    :func:`gramtile.gram` over the pooled examples in pool order. ``poolable`` is False for
     kernels whose resources are built from the examples (their K depends on the example set)."""
 
     def __init__(self, spec: KernelSpec) -> None:
@@ -260,10 +278,10 @@ class KernelPool:
         K[:p, :p] = self.K
         if p:
             bo, bn, _ = encode_with_resources(self.spec, _by_rep(self.docs, self.reps), _by_rep(new_docs, self.reps))
-            old_new, pairs = gram_on(rt, self.spec, bo, bn)
+            done, pairs = base_blocks_on(rt, self.spec, bo, bn)
+            K[:p, p:], K[p:, :p] = combined(self.spec, done), combined(self.spec, transposed(done))
             resources = {k: v for k, v in bo.items() if not isinstance(v, Batch)}
             new_new, more = gram_on(rt, self.spec, {**bn, **resources})
-            K[:p, p:], K[p:, :p] = old_new, old_new.T
             pairs += more
         else:
             bn, _, _ = encode_with_resources(self.spec, _by_rep(new_docs, self.reps))
