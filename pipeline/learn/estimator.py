@@ -484,7 +484,8 @@ class KernelSVC(ExecutorParamsMixin, KernelParamsMixin, ClassifierMixin, BaseEst
     model_ : SavedModel
         The fitted model over its support examples (``model_.save(DIR)`` writes it for
         ``gramtile predict``).
-    proba_ : the fitted Platt-scaled calibrator (``probability=True``).
+    proba_ : CalibratedClassifierCV
+        The Platt-scaled calibrator (with ``probability=True`` only).
     """
 
     classes_: NDArray[Any]
@@ -696,8 +697,10 @@ class GramTransformer(ExecutorParamsMixin, KernelParamsMixin, TransformerMixin, 
         ``kernel__<name>`` parameters search its parameters (:class:`KernelParamsMixin`).
     normalized : bool, default False
         K(x, y) / sqrt(K(x, x) K(y, y)) (the spec wrapped in ``normalized``).
-    n_jobs, cluster
-        Where the kernel rows are computed, as in :class:`KernelSVC`.
+    n_jobs : int or None, default None
+        Threads of this process computing the kernel rows, as in :class:`KernelSVC`.
+    cluster : str, distributed.Client or Runtime, optional
+        Compute them as tasks there instead, as in :class:`KernelSVC`.
 
     Notes
     -----
