@@ -268,8 +268,8 @@ class SavedModel:
         functions = []
         for f in funcs:
             sv = [pos[int(t)] for t in f[0]]
-            if learner == "svm":
-                d = {"sv": sv, "coef": f[1].tolist(), "intercept": f[2]}
+            if learner != "perceptron":  # every learner but the perceptron saves a kernel expansion
+                d = {"sv": sv, "coef": np.asarray(f[1]).tolist(), "intercept": float(f[2])}
                 if len(f) > 3:
                     d["pair"] = f[3]
             else:
@@ -310,7 +310,7 @@ class SavedModel:
         cols = []
         for f in self.functions:
             sv = np.asarray(f["sv"], dtype=np.int64)
-            if self.learner in ("svm", "nystroem"):  # nystroem: a linear model on phi(x), as a landmark expansion
+            if "coef" in f:  # a kernel expansion (nystroem's: its linear model on phi(x), over the landmarks)
                 cols.append(K_sv[:, sv] @ np.asarray(f["coef"]) + f["intercept"])
             else:
 

@@ -14,7 +14,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.inmemory import gram_with_resources
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.fits import read_block
-from gramtile.pipeline.learn.learners.base import Problem
+from gramtile.pipeline.learn.learners.base import Learner, Problem
 from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.models import (
     SavedModel,
@@ -60,7 +60,7 @@ def select_point(learner, source, labels, grid, inner_folds: int = 3, inner_seed
 def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, multiclass: str = "ovr",
           epochs=2, seed=None, provenance=None, resources: TrainedResources | None = None,
           solver: str = "auto", tol: float = 1e-3, cluster=None, inner_folds: int = 3,
-          inner_seed: int = 0) -> SavedModel:
+          inner_seed: int = 0, grid: dict | None = None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -76,7 +76,10 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
         (perceptron) may be a list: the value is then chosen by ``inner_folds``-fold stratified
         cross-validation on the training examples (seed ``inner_seed``; :func:`select_point`),
         the model fitted on all of them with it, and the choice recorded in
-        ``params["selection"]``.
+        ``params["selection"]``. ``learner`` may also be a learner of the registry (a
+        :class:`~gramtile.pipeline.learn.learners.base.Learner` that reads a kernel) with its grid
+        in ``grid`` (parameter name -> value or list of values); its estimator is saved through
+        its ``functions()`` (a kernel expansion) when it has them.
     solver, tol, cluster
         The SVM solver (:func:`~gramtile.pipeline.learn.crossval.plan_solver`; ``smo`` reads
         kernel rows from ``K`` through a cache and never holds K(train, train)) and where its
@@ -107,32 +110,38 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
     elif source.n != len(docs):
         raise EvaluationError(f"the kernel source has {source.n} examples for {len(docs)} training examples; its rows "
                               "must be the training examples, in order")
-    if learner not in ("svm", "perceptron"):
-        raise EvaluationError(f"train(): learner={learner!r}; use svm or perceptron (nystroem and linear models "
-                              "are trained from their stores)")
-    lr = make(learner, solver=solver, tol=tol) if learner == "svm" else make(learner)
-    point, record = select_point(lr, source if source is not None else ArrayKernelSource(K), y,
-                                 {"C": C} if learner == "svm" else {"epochs": epochs}, inner_folds, inner_seed,
-                                 class_weight=class_weight, multiclass=multiclass, seed=seed, cluster=cluster)
-    C = point["C"] if learner == "svm" else None
-    params = {"C": C, "class_weight": class_weight, "multiclass": multiclass,
-              **({"epochs": point["epochs"]} if learner == "perceptron" else {}),
-              **({"selection": record} if record else {})}
-    if learner == "svm":
+    lr = learner if isinstance(learner, Learner) else \
+        make(learner, **({"solver": solver, "tol": tol} if learner == "svm" else {}))
+    if lr.reads != "kernel":
+        raise EvaluationError(f"train(): {lr.name} reads {lr.reads}, not a kernel over the training examples; "
+                              f"train it from its store (gramtile train --model {lr.name})")
+    grid_values = dict(grid) if grid is not None else {"C": C} if lr.name == "svm" else \
+        {"epochs": epochs} if lr.name == "perceptron" else {}
+    point, record = select_point(lr, source if source is not None else ArrayKernelSource(K), y, grid_values,
+                                 inner_folds, inner_seed, class_weight=class_weight, multiclass=multiclass, seed=seed,
+                                 cluster=cluster)
+    params = {"C": point.get("C"), "class_weight": class_weight, "multiclass": multiclass,
+              **{k: v for k, v in point.values if k != "C"}, **({"selection": record} if record else {})}
+    problem = Problem(tuple(classes.tolist()), None, class_weight, multiclass, seed)
+    if lr.name == "svm":
+        solver = getattr(lr, "solver", solver)
         plan = plan_solver(solver, len(docs), 0, cluster, 0, multiclass, len(classes), tol=tol)
         params["solver"] = plan.to_dict()
         log.info(plan.line)
         if plan.used == "smo":
             funcs = fit_smo_functions(source if source is not None else ArrayKernelSource(K), y, classes.tolist(),
-                                      float(C), class_weight, plan, cluster=cluster)
+                                      float(point["C"]), class_weight, plan, cluster=cluster)
             scheme = "binary" if len(classes) == 2 else "ovr"
             return SavedModel.from_functions(spec, "svm", scheme, classes.tolist(), funcs, docs, params=params,
                                              provenance=provenance, resources=resources)
     if source is not None:
         n = len(docs)
         K = read_block(source, np.arange(n), np.arange(n), "train x train")
-    est = lr.estimator(point, Problem(tuple(classes.tolist()), None, class_weight, multiclass, seed))
+    est = lr.estimator(point, problem)
     est.fit(K, y)
+    if hasattr(est, "functions"):  # a kernel expansion: (support positions, coefficients, intercept) per function
+        return SavedModel.from_functions(spec, lr.name, est.scheme, est.classes_.tolist(), est.functions(), docs,
+                                         params=params, provenance=provenance, resources=resources)
     return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance, resources=resources)
 
 

@@ -58,6 +58,20 @@ LEARN_CLUSTER_HELP = ("run the independent fits (each split x C, each inner fold
                       "the default sequential (in this process)")
 
 
+def add_model_options(p, grid_help: str) -> None:
+    """--model (the registry's learners) and one option per grid parameter the learners declare
+    (comma-separated values; ``grid_help`` says what several values do)."""
+    p.add_argument("--model", choices=list(LEARNERS), default="svm",
+                   help="the learner (default svm): " + "; ".join(f"{n}: {c.summary_line}" for n, c in LEARNERS.items()))
+    seen: dict = {}
+    for cls in LEARNERS.values():
+        for prm in cls.params:
+            seen.setdefault(prm.option, (prm, []))[1].append(cls.name)
+    for option, (prm, names) in seen.items():
+        p.add_argument(option, default=None, metavar=f"{prm.name.upper()}1,...",
+                       help=f"{prm.help} ({', '.join(names)}; default {prm.text(prm.default)}); {grid_help}")
+
+
 def add_learn_options(p, cluster_default="sequential"):
     """--solver, --cache-mb, --memory-mb, --cluster, --cluster-file of the learning commands."""
     p.add_argument("--solver", choices=SOLVERS, default="auto", help=SOLVER_HELP)
@@ -115,13 +129,9 @@ def add_parser(sub):
     p.add_argument("--kernel", default=None, metavar="SPEC",
                    help="kernel spec JSON or @spec.json composed from the --gram stores' kernels, e.g. "
                         '\'{"kind": "sum", "kernels": [A, B]}\' (default: the one --gram store\'s own kernel)')
-    p.add_argument("--model", choices=("svm", "perceptron", "nystroem", "linear"), default="svm",
-                   help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
-                        "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
-                        "for corpora whose training block does not fit in memory) (default svm)")
-    p.add_argument("--landmarks", default=None, metavar="M1,M2,...",
-                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500; "
-                        "several values form a grid); a landmark store (gram --landmarks) brings its own")
+    add_model_options(p, "several values form a grid: the value is chosen inside each training part by "
+                         "--inner-folds stratified folds (nested selection) and reported per split, or, with "
+                         "--C-on-test, every value is scored on the test parts")
     p.add_argument("--landmark-protocol", choices=("train", "all"), default="train",
                    help="nystroem from a landmark store (gram --landmarks): use the landmarks inside each "
                         "training part (default), or all of them in every split (transductive: test examples "
@@ -133,11 +143,6 @@ def add_parser(sub):
     deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
-    p.add_argument("--C", default=None, metavar="C1,C2,...",
-                   help="C grid of svm, nystroem and linear, comma-separated (default 1). Several values (of any "
-                        "grid option: --C, --epochs, --landmarks): the value is chosen inside each training part by "
-                        "--inner-folds stratified folds (nested selection), and the value chosen per split is "
-                        "reported")
     p.add_argument("--inner-folds", type=int_at_least_2, default=3, metavar="K",
                    help="folds of the nested C selection inside each training part (default 3)")
     p.add_argument("--C-on-test", action="store_true",
@@ -149,8 +154,6 @@ def add_parser(sub):
                    help="SVM class weights (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr",
                    help="SVM scheme for more than two classes (default ovr)")
-    p.add_argument("--epochs", default=None, metavar="E1,E2,...",
-                   help="perceptron epochs (default 2, as Zelenko et al.; several values form a grid)")
     p.add_argument("--perceptron-seed", type=seed_int, default=None,
                    help="shuffle the perceptron's visiting order with this seed (default: data order; "
                         "use a seed when the data are sorted by label)")

@@ -37,7 +37,13 @@ from gramtile.workflows.commands import (
     runtime,
     seed_int,
 )
-from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options, add_scratch_option, learner_of
+from gramtile.workflows.commands.evaluate import (
+    add_learn_options,
+    add_linear_options,
+    add_model_options,
+    add_scratch_option,
+    learner_of,
+)
 from gramtile.workflows.datainput import add_labels_option, add_table_options
 from gramtile.workflows.datainput import reader_options as data_options
 
@@ -56,19 +62,12 @@ def add_parser(sub):
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
-    p.add_argument("--model", choices=("svm", "perceptron", "nystroem", "linear"), default="svm",
-                   help="learner (default svm); nystroem: a linear SVM on Nystroem features from a landmark store "
-                        "(--gram made by `gramtile gram --landmarks M`), saved as an expansion over the landmarks; "
-                        "linear: LinearSVC on a feature store (with --features)")
-    p.add_argument("--C", default=None, metavar="C1,C2,...",
-                   help="C of svm, nystroem and linear (default 1). Several values: C is chosen by --inner-folds "
-                        "stratified cross-validation on the training examples (as evaluate's nested selection "
-                        "chooses it inside each training part), the model is fitted on all of them with that C, and "
-                        "the choice is recorded in the model")
+    add_model_options(p, "several values form a grid: the value is chosen by --inner-folds stratified "
+                         "cross-validation on the training examples (as evaluate's nested selection chooses it "
+                         "inside each training part), the model is fitted on all of them with it, and the choice "
+                         "is recorded in the model")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
-    p.add_argument("--epochs", default=None, metavar="E1,E2,...",
-                   help="perceptron epochs (default 2; several values are chosen as --C is)")
     p.add_argument("--inner-folds", type=int_at_least_2, default=3, metavar="K",
                    help="folds of the cross-validation that chooses among several --C / --epochs values (default 3)")
     p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
@@ -117,8 +116,8 @@ def run(args) -> int:
     elif args.normalized:
         raise EvaluationError("--normalized applies to --kernel; a feature store's rows are normalised when it is "
                               "written (`gramtile features` of a normalized spec)")
-    if args.features or args.model == "linear":
-        if not args.features or args.model != "linear" or args.gram or args.kernel:
+    if args.features or learner.reads == "features":
+        if not args.features or learner.reads != "features" or args.gram or args.kernel:
             raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
                                   "names its kernel); --model linear needs --features")
         out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.json", "linear.npz"),
@@ -142,10 +141,13 @@ def run(args) -> int:
         raise EvaluationError("--kernel SPEC is required (unless --features F.zarr --model linear)")
     out = check_output_dir(args.out, "--out", args.overwrite, owned=("model.json",), kind="model directory")
     spec = as_spec(args.kernel)
-    learn = dict(learner=args.model, C=grid.get("C", 1.0), class_weight=parse_class_weight(args.class_weight),
-                 multiclass=args.multiclass, epochs=grid.get("epochs", 2), seed=args.perceptron_seed,
-                 solver=args.solver, cluster=runtime(args), inner_folds=args.inner_folds, inner_seed=args.fold_seed)
-    if args.model == "nystroem":
+    learn = dict(learner=learner, grid=grid, class_weight=parse_class_weight(args.class_weight),
+                 multiclass=args.multiclass, seed=args.perceptron_seed, solver=args.solver, cluster=runtime(args),
+                 inner_folds=args.inner_folds, inner_seed=args.fold_seed)
+    if learner.reads == "landmarks":
+        if "landmarks" in grid:
+            raise EvaluationError("--landmarks is evaluate's landmark count per split; train reads the landmarks of "
+                                  "its landmark store (--gram made by `gramtile gram --landmarks M`): drop --landmarks")
         if not args.corpus or len(args.gram) != 1:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
                                   "`gramtile gram --corpus C --landmarks M`")

@@ -74,7 +74,7 @@ class SVM(Learner):
 
     name = "svm"
     reads = "kernel"
-    params = (Param("C", float, 1.0, "--C", "the SVM's regularisation C"),)
+    params = (Param("C", float, 1.0, "--C", "the regularisation C (larger: closer fit to the training data)"),)
     multiclass = ("ovr", "ovo")
     class_weight = True
     warm_start = True
