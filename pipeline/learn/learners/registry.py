@@ -12,10 +12,11 @@ from gramtile.pipeline.learn.learners.base import Learner
 from gramtile.pipeline.learn.learners.linear import Linear
 from gramtile.pipeline.learn.learners.nystroem import Nystroem
 from gramtile.pipeline.learn.learners.perceptron import Perceptron
+from gramtile.pipeline.learn.learners.ridge import Ridge
 from gramtile.pipeline.learn.learners.svm import SVM
 
 #: name -> learner class (read-only)
-LEARNERS = MappingProxyType({cls.name: cls for cls in (SVM, Perceptron, Nystroem, Linear)})
+LEARNERS = MappingProxyType({cls.name: cls for cls in (SVM, Perceptron, Nystroem, Linear, Ridge)})
 
 
 def make(name: str, **options) -> Learner:
