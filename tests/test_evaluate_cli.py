@@ -58,6 +58,9 @@ def test_cli_two_store_sum_equals_the_python_composed_view(stores, tmp_path):
     assert res["predictions"][key]["predicted"] == pred.tolist()
     assert res["rows"][0]["accuracy"] == ev.rows[0]["accuracy"]
     assert res["kernel"] == as_spec(SUM).to_dict() and res["gram"] == [str(sst), str(st)]
+    # the composite's readable name lists its weighted terms
+    assert res["rows"][0]["kernel"] == ("sum(0.5*normalized(sst(lam=0.4, leaves=false, typed_leaves=false)), "
+                                        "2*normalized(st(lam=0.4)))")
 
 
 def test_cli_missing_base_store_lists_what_each_store_holds(stores, capsys):

@@ -201,23 +201,30 @@ def _jsonable(v):
 
 
 def spec_name(d) -> str:
-    """A short readable name of a kernel spec dict: ``normalized(sst(lam=0.4, leaves=false))``.
+    """A short readable name of a kernel spec dict: ``normalized(sst(lam=0.4, leaves=false))``; the
+    terms of a sum or product are listed by name, a weighted term as ``0.5*name``
+    (``sum(0.5*normalized(sst(lam=0.4)), 2*normalized(st(lam=0.4)))``).
 
     The representation (``rep``) is left out; the full spec stays in results.json.
     """
     if not isinstance(d, dict):
         return json.dumps(d) if isinstance(d, bool) else str(d)
+    if "kind" not in d and "kernel" in d:  # a weighted term of a sum
+        w = d.get("weight", 1.0)
+        return (f"{w:g}*" if w != 1.0 else "") + spec_name(d["kernel"])
     parts = []
     for k, v in d.items():
         if k in ("kind", "rep"):
             continue
-        if isinstance(v, dict) and "kind" in v:
+        if isinstance(v, dict):
             parts.append(spec_name(v))
+        elif isinstance(v, list) and k == "kernels":
+            parts.extend(spec_name(x) for x in v)
         elif isinstance(v, list):
             parts.append(f"{k}=[" + ", ".join(spec_name(x) for x in v) + "]")
         else:
             parts.append(f"{k}={spec_name(v)}")
-    return f"{d.get('kind', '?')}(" + ", ".join(parts) + ")" if parts else str(d.get("kind", "?"))
+    return f"{d.get('kind', 'kernel')}(" + ", ".join(parts) + ")" if parts else str(d.get("kind", "kernel"))
 
 
 def _sorted_by_label(labels, splits) -> bool:
