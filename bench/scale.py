@@ -63,8 +63,9 @@ def phase_gram(a):
 
 
 def phase_nystroem(a):
+    from gramtile.pipeline.learn.crossval import evaluate_nystroem
     from gramtile.pipeline.learn.folds import stratified_kfold
-    from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem
+    from gramtile.pipeline.learn.nystroem import LandmarkSource
     from gramtile.pipeline.learn.sources import store_labels
     from gramtile.pipeline.stores.gram_store import GramStore
 

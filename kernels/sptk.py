@@ -50,6 +50,8 @@ _FULL, _SYM, _DIAG = 0, 1, 2
 
 #: Similarity sources of the lexical table (pipeline/resources/lexical.py builds each).
 SOURCES = ("vectors", "wordnet", "lsa")
+#: Vector builders of ``vectors: "corpus:BUILDER"`` (pipeline/resources/vectors.py, BUILDERS).
+CORPUS_BUILDERS = ("ppmi", "word2vec")
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -376,10 +378,13 @@ class SmoothedPartialTreeKernel(BaseSpec):
         Lexical similarity: cosine of word vectors (clipped at 0), WordNet synonymy, or cosine in
         the corpus's LSA space.
     vectors : str or None
-        With ``similarity="vectors"``: the word-vector file (word2vec / GloVe / fastText text,
-        word2vec binary ``.bin``, or ``.npy`` with a ``.vocab`` file beside it). The path is part
-        of the spec; the table built from it is a corpus resource whose content hash every Gram
-        store records.
+        With ``similarity="vectors"``: the vector source, a word-vector file (word2vec / GloVe /
+        fastText text, word2vec binary ``.bin``, or ``.npy`` with a ``.vocab`` file beside it),
+        ``spacy:NAME`` (the static vectors of a spaCy pipeline) or ``corpus:BUILDER`` (vectors
+        trained on the examples of ``rep``: ``corpus:ppmi``, the default builder, or
+        ``corpus:word2vec``). The source is part of the spec; in a corpus store its vectors are a
+        stored resource (``gramtile prepare --vectors``), and the table built from them a corpus
+        resource whose content hash every Gram store records.
     threshold : float in [0, 1]
         Similarities below it count as 0 (and are left out of the sparse table).
     lexical : {"leaves", "prefix"}
@@ -420,7 +425,10 @@ class SmoothedPartialTreeKernel(BaseSpec):
         if self.similarity == "vectors":
             if not isinstance(self.vectors, str) or not self.vectors:
                 raise KernelSpecError("kernel 'sptk' with similarity='vectors' needs parameter 'vectors': the path "
-                                      f"of a word-vector file, got {self.vectors!r}")
+                                      f"of a word-vector file, 'spacy:NAME' or 'corpus:BUILDER', got {self.vectors!r}")
+            if self.vectors.startswith("corpus:") and self.vectors[len("corpus:"):] not in ("",) + CORPUS_BUILDERS:
+                raise KernelSpecError(f"parameter 'vectors' of kernel 'sptk' = {self.vectors!r}: unknown builder; "
+                                      f"known: {', '.join('corpus:' + b for b in CORPUS_BUILDERS)}")
         elif self.vectors is not None:
             raise KernelSpecError(f"parameter 'vectors' of kernel 'sptk' is read only with similarity='vectors' "
                                   f"(got similarity={self.similarity!r}); drop it")

@@ -1,6 +1,6 @@
 """Heavy optional dependencies, each behind one small loader.
 
-spaCy, distributed (and its cluster back ends), scikit-learn and matplotlib cost seconds to
+spaCy, distributed (and its cluster back ends), scikit-learn, gensim and matplotlib cost seconds to
 import, and most commands need none or one of them: ``gramtile gram`` on the ``threads``
 profile never imports distributed, ``gramtile status`` never imports spaCy. Every module of the
 project that needs one of them calls its loader here at the point of use instead of importing
@@ -64,6 +64,11 @@ def dask_kubernetes_operator():
 def sklearn(submodule: str):
     """A scikit-learn submodule, e.g. ``sklearn("svm").SVC``."""
     return load(f"sklearn.{submodule}" if submodule else "sklearn", "scikit-learn")
+
+
+def word2vec():
+    """gensim's ``Word2Vec`` class (vectors trained on a corpus; extra ``[word2vec]``)."""
+    return load("gensim.models", "gensim").Word2Vec
 
 
 def dask_array():

@@ -106,3 +106,19 @@ def stop_after(k: int):
             raise RuntimeError("stop here")
 
     return on_tile, seen
+
+
+def evaluate_features(path, folds=3, seed=0, Cs=(1.0,), class_weight=None, solver="auto", epochs=5,
+                      chunk_rows=20_000, rows=None, loss="squared_hinge", cluster=None, select="test",
+                      inner_folds=3):
+    """The linear learner on a feature store through the one selection loop, as `gramtile evaluate
+    --features F --model linear` runs it (stratified folds over the rows' labels)."""
+    from gramtile.pipeline.learn import selection
+    from gramtile.pipeline.learn.folds import stratified_kfold
+    from gramtile.pipeline.learn.learners.linear import FeatureData, Linear
+
+    data = FeatureData.open(path, rows)
+    splits = stratified_kfold(data.labels, folds, seed)
+    return selection.evaluate(Linear(solver, epochs, chunk_rows, loss, seed), data, data.labels, splits,
+                              {"C": list(Cs)}, class_weight=class_weight, select=select, inner_folds=inner_folds,
+                              inner_seed=seed, cluster=cluster)

@@ -58,6 +58,9 @@ def test_cli_two_store_sum_equals_the_python_composed_view(stores, tmp_path):
     assert res["predictions"][key]["predicted"] == pred.tolist()
     assert res["rows"][0]["accuracy"] == ev.rows[0]["accuracy"]
     assert res["kernel"] == as_spec(SUM).to_dict() and res["gram"] == [str(sst), str(st)]
+    # the composite's readable name lists its weighted terms
+    assert res["rows"][0]["kernel"] == ("sum(0.5*normalized(sst(lam=0.4, leaves=false, typed_leaves=false)), "
+                                        "2*normalized(st(lam=0.4)))")
 
 
 def test_cli_missing_base_store_lists_what_each_store_holds(stores, capsys):
@@ -118,8 +121,12 @@ def test_rows_show_the_full_kernel_parameters_in_own_columns_std_and_report(stor
                  "--linear-loss", "hinge", "--folds-dir", str(tmp_path), "--out", str(tmp_path / "ny-hinge")]) == 0
     capsys.readouterr()
     assert json.loads((tmp_path / "ny-hinge" / "results.json").read_text())["rows"][0]["loss"] == "hinge"
-    assert main(["evaluate", "--gram", str(sst), "--model", "nystroem", "--C", "1,10", "--split", SPLIT]) == 2
-    assert "nested C selection is not available with --model nystroem" in capsys.readouterr().err
+    # nested C selection for Nystroem, as for the kernel SVM: one row, the C chosen inside the training part
+    assert main(["evaluate", "--gram", str(sst), "--model", "nystroem", "--landmarks", "30", "--C", "1,10",
+                 "--split", SPLIT, "--out", str(tmp_path / "ny-nested")]) == 0
+    capsys.readouterr()
+    rows = json.loads((tmp_path / "ny-nested" / "results.json").read_text())["rows"]
+    assert len(rows) == 1 and rows[0]["C_grid"] == "1,10" and rows[0]["C_chosen"] in ("1", "10")
 
 
 def test_train_takes_the_composite_over_two_stores_and_names_a_missing_one(stores, tmp_path, capsys):
@@ -134,3 +141,46 @@ def test_train_takes_the_composite_over_two_stores_and_names_a_missing_one(store
                  "--out", str(tmp_path / "m2")]) == 2
     err = capsys.readouterr().err
     assert f"{st} holds" in err and not (tmp_path / "m2").exists()
+
+
+def test_train_with_a_C_grid_chooses_by_inner_cross_validation_and_saves_that_model(stores, tmp_path, capsys):
+    """`train --C a,b,c` chooses C by 3-fold stratified cross-validation on the training examples (pooled
+    accuracy, ties to the smaller C), recomputed here with scikit-learn's SVC fold by fold, and saves the
+    model that `train --C <chosen>` saves."""
+    from sklearn.svm import SVC
+
+    from gramtile.pipeline.learn.folds import stratified_kfold
+    from gramtile.pipeline.learn.models import SavedModel
+
+    sst, _ = stores
+    st = GramStore.open(sst)
+    corpus = st.meta["corpus_path"]
+    spec = json.dumps({"kind": "normalized", "kernel": SST})
+    grid = (0.001, 0.1, 10.0)
+    assert main(["train", "--corpus", corpus, "--gram", str(sst), "--kernel", spec, "--C", "0.001,0.1,10",
+                 "--out", str(tmp_path / "grid")]) == 0
+    chosen = SavedModel.load(tmp_path / "grid")
+    K = ComposedView(as_spec(spec), [sst]).block()
+    y = np.asarray(store_labels(st))
+    hits = dict.fromkeys(grid, 0)
+    for f in stratified_kfold(y, 3, 0):
+        for C in grid:
+            pred = SVC(kernel="precomputed", C=C).fit(K[np.ix_(f.train, f.train)], y[f.train]).predict(
+                K[np.ix_(f.test, f.train)])
+            hits[C] += int(np.sum(pred == y[f.test]))
+    want = max(grid, key=lambda c: (hits[c], -c))
+    assert len(set(hits.values())) > 1  # the grid separates the values: the choice is not a tie
+    sel = chosen.params["selection"]
+    assert chosen.params["C"] == want and sel["chosen"] == {"C": want} and sel["grid"] == {"C": list(grid)}
+    assert [r["accuracy"] for r in sel["inner_accuracy"]] == [hits[c] / y.size for c in grid]
+    assert main(["train", "--corpus", corpus, "--gram", str(sst), "--kernel", spec, "--C", f"{want:g}",
+                 "--out", str(tmp_path / "one")]) == 0
+    one = SavedModel.load(tmp_path / "one")
+    assert "selection" not in one.params and one.functions == chosen.functions
+    docs = [d for d in num_trees(7000)[-60:]]
+    assert chosen.predict(docs).tolist() == one.predict(docs).tolist()
+    # a grid option the learner does not take is refused before any work
+    capsys.readouterr()
+    assert main(["train", "--corpus", corpus, "--gram", str(sst), "--kernel", spec, "--epochs", "1,2",
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "--model svm takes no --epochs" in capsys.readouterr().err and not (tmp_path / "bad").exists()

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import corpus_store_of, num_trees
+from conftest import corpus_store_of, evaluate_features, num_trees
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
@@ -51,11 +51,12 @@ def test_linear_learner_k_fold_train_save_predict(corpus, tmp_path):
     main(["-q", "features", "--corpus", str(corpus), "--kernel",
           '{"kind": "normalized", "kernel": {"kind": "st", "lam": 0.4}}', "--out", str(tmp_path / "f.zarr")])
     X, labels, meta = open_store(tmp_path / "f.zarr")
-    res = linear.evaluate_store(tmp_path / "f.zarr", folds=3, seed=1, Cs=(0.1, 1.0), class_weight="balanced")
-    assert set(res["C"]) == {0.1, 1.0} and res["best_C"] in res["C"]
+    res = evaluate_features(tmp_path / "f.zarr", folds=3, seed=1, Cs=(0.1, 1.0), class_weight="balanced")
+    assert [r["C"] for r in res.rows] == [0.1, 1.0]
+    best = max(res.rows, key=lambda r: (r["accuracy"], -r["C"]))
     majority = max(labels.count(c) for c in set(labels)) / len(labels)
-    assert res["C"][res["best_C"]]["accuracy"] > majority  # learns something beyond the majority class
-    model = linear.train_store(tmp_path / "f.zarr", tmp_path / "m", C=res["best_C"])
+    assert best["accuracy"] > majority  # learns something beyond the majority class
+    model = linear.train_store(tmp_path / "f.zarr", tmp_path / "m", C=best["C"])
     again = LinearModel.load(tmp_path / "m")
     assert again.predict(X) == model.predict(X)
     assert again.meta["feature_set"] == meta["feature_set"]
@@ -68,16 +69,16 @@ def test_cli_evaluate_and_train_with_features(corpus, tmp_path, capsys):
     assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--folds", "3", "--C", "0.1,1",
                  "--class-weight", "balanced", "--C-on-test"]) == 0
     out = capsys.readouterr().out
-    assert "| 0.1 |" in out and "| 1 |" in out and "3-fold" in out and "selection on test data" in out
+    assert "| linear | 0.1 |" in out and "| linear | 1 |" in out and "selection on test data" in out
     # several C without --C-on-test: nested selection, one row, the C chosen per split
     assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--folds", "3", "--C", "0.1,1",
                  "--inner-folds", "2", "--out", str(tmp_path / "nested")]) == 0
     out = capsys.readouterr().out
-    assert "| nested |" in out and "nested 2-fold" in out
-    assert not any(line.startswith(("| 0.1 |", "| 1 |")) for line in out.splitlines())  # no per-C rows
+    assert "C_chosen" in out and "nested 2-fold" in out
+    assert sum(line.startswith("| st(lam=0.4) | linear |") for line in out.splitlines()) == 1  # no per-C rows
     saved = json.loads((tmp_path / "nested" / "results.json").read_text())
-    assert saved["C_selection"] == "nested" and len(saved["nested"]["C_chosen"]) == 3
-    assert set(saved["nested"]["C_chosen"]) <= {0.1, 1.0}
+    assert saved["C_selection"] == "nested" and len(saved["rows"]) == 1
+    assert set(saved["rows"][0]["C_chosen"].split(",")) <= {"0.1", "1"} and len(saved["fold_rows"]) == 3
     assert main(["-q", "train", "--features", f, "--model", "linear", "--out", str(tmp_path / "m")]) == 0
     X, labels, _ = open_store(f)
     m = LinearModel.load(tmp_path / "m")

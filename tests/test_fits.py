@@ -8,8 +8,10 @@ from reference.smo_grid import smo_fit_predict
 
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate
-from gramtile.pipeline.learn.fits import Fit, Setting, fit_blocks, forget_blocks
+from gramtile.pipeline.learn.fits import Fit, fit_blocks, forget_blocks
 from gramtile.pipeline.learn.folds import stratified_kfold
+from gramtile.pipeline.learn.learners.base import Problem
+from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.parallel import SourceRef
 from gramtile.pipeline.learn.sources import ArrayKernelSource
 
@@ -102,7 +104,9 @@ def test_kept_blocks_serve_only_the_same_source_and_indices():
     finally:
         forget_blocks()
     assert Fit.__dataclass_fields__["ref"].type in ("SourceRef", SourceRef)
-    assert Setting("svm", 1.0).build(None, "ovr", 3, None).__class__.__name__ == "OneVsRestClassifier"
+    svm = make("svm")
+    assert svm.estimator(svm.grid()[0], Problem(("a", "b", "c"))).__class__.__name__ == "OneVsRestClassifier"
+    assert svm.estimator(svm.grid()[0], Problem(("a", "b", "c"), multiclass="ovo")).__class__.__name__ == "SVC"
 
 
 class _Watched(ArrayKernelSource):

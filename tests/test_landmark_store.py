@@ -10,9 +10,10 @@ from conftest import corpus_store_of, require_data, stop_after
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
+from gramtile.pipeline.learn.crossval import evaluate_nystroem
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
-from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem, pick_landmarks
+from gramtile.pipeline.learn.nystroem import LandmarkSource, pick_landmarks
 from gramtile.pipeline.learn.sources import open_gram_source
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.stores.errors import StoreError

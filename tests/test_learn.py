@@ -404,7 +404,7 @@ def test_cli_evaluate_errors(num_store, tmp_path, capsys):
 
 
 def test_cli_nystroem_equals_the_api_and_refuses_what_it_cannot_do(num_store, num_y, tmp_path, capsys):
-    from gramtile.pipeline.learn.nystroem import evaluate_nystroem
+    from gramtile.pipeline.learn.crossval import evaluate_nystroem
     from gramtile.pipeline.learn.sources import open_gram_source
 
     out = tmp_path / "ny"
@@ -420,8 +420,17 @@ def test_cli_nystroem_equals_the_api_and_refuses_what_it_cannot_do(num_store, nu
     assert [r["m"] for r in res["rows"]] == [60, 60]
     idx, pred = api[1]["predictions"]
     assert res["predictions"]["nystroem C=10"]["predicted"] == pred.tolist()
-    assert main(argv + ["--curve", "0.5,1"]) == 2
-    assert "--curve is not available with --model nystroem" in capsys.readouterr().err
+    # a learning curve and nested selection go through the same loop as for the kernel SVM
+    assert main(argv[:-2] + ["--curve", "0.5,1", "--out", str(tmp_path / "curve")]) == 0
+    curve = json.loads((tmp_path / "curve" / "results.json").read_text())["curve"]
+    assert [(r["fraction"], r["C"]) for r in curve] == [(0.5, 1.0), (0.5, 10.0), (1.0, 1.0), (1.0, 10.0)]
+    assert [r["n_train"] for r in curve] == [80, 80, 160, 160] and all(r["rank"] <= 60 for r in curve)
+    capsys.readouterr()
+    nested = [a for a in argv if a != "--C-on-test"]
+    nested[nested.index("--out") + 1] = str(tmp_path / "nested")
+    assert main(nested) == 0
+    row = json.loads((tmp_path / "nested" / "results.json").read_text())["rows"][0]
+    assert row["C_grid"] == "1,10" and len(row["C_chosen"].split(",")) == 3 and row["C"] is None
     assert main(argv + ["--multiclass", "ovo"]) == 2
     assert "one-vs-rest" in capsys.readouterr().err
     assert main(argv[:5] + ["--landmarks", "0"]) == 2

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import yaml
-from conftest import corpus_store_of, num_trees
+from conftest import corpus_store_of, evaluate_features, num_trees
 
 import gramtile
 from gramtile.kernels.registry import as_spec
@@ -93,30 +93,35 @@ def test_sgd_is_seeded_streams_chunks_and_balances_like_sklearn(num, monkeypatch
 @pytest.mark.parametrize("solver", ["liblinear", "sgd"])
 def test_parallel_linear_fits_equal_the_serial_run(num, solver):
     common = dict(folds=3, seed=0, Cs=(0.1, 1.0), class_weight="balanced", solver=solver, epochs=3, chunk_rows=60)
-    serial = linear.evaluate_store(num["features"], cluster="sequential", **common)
-    assert serial["solver"]["used"] == solver
+    serial = evaluate_features(num["features"], cluster="sequential", **common)
+    assert serial.solver["used"] == solver
+    keys = ["linear C=0.1", "linear C=1"]
+    assert list(serial.predictions) == keys
     for cluster in ("pool", "two"):
-        par = linear.evaluate_store(num["features"], cluster=Runtime(cluster, num["dir"] / "cluster.yaml"), **common)
-        assert par["predictions"] == serial["predictions"]
-        assert {c: r["per_fold"] for c, r in par["C"].items()} == {c: r["per_fold"] for c, r in serial["C"].items()}
-    majority = max(serial["predictions"][1.0]["gold"].count(c) for c in ("1", "-1")) / 300
-    assert serial["C"][serial["best_C"]]["accuracy"] > majority
+        par = evaluate_features(num["features"], cluster=Runtime(cluster, num["dir"] / "cluster.yaml"), **common)
+        for k in keys:
+            assert np.array_equal(par.predictions[k][0], serial.predictions[k][0])
+            assert np.array_equal(par.predictions[k][1], serial.predictions[k][1])
+        assert [r["accuracy"] for r in par.fold_rows] == [r["accuracy"] for r in serial.fold_rows]
+    labels = FeatureStore(num["features"]).labels
+    majority = max(list(labels).count(c) for c in ("1", "-1")) / 300
+    assert max(r["accuracy"] for r in serial.rows) > majority
+    # the same columns as every learner: precision, recall, F1 of the positive class
+    assert {"precision", "recall", "f1", "accuracy_std", "positive"} <= set(serial.rows[0])
 
 
 def test_folds_are_those_gramtile_evaluate_makes_on_the_rows(num, tmp_path):
     from gramtile.pipeline.learn.folds import stratified_kfold
 
-    res = linear.evaluate_store(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear",
-                                folds_dir=tmp_path)
+    res = evaluate_features(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear")
     fs = FeatureStore(num["features"])
     splits = stratified_kfold(fs.labels[:210], 3, 0)
-    assert res["predictions"][1.0]["row"] == [int(i) for s in splits for i in s.test]
-    assert len(list(tmp_path.glob("folds-k3-seed0-labels*.json"))) == 1
+    assert res.predictions["linear C=1"][0].tolist() == [int(i) for s in splits for i in s.test]
     with pytest.raises(EvaluationError, match="--rows"):
-        linear.evaluate_store(num["features"], rows="0:9999")
-    hinge = linear.evaluate_store(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear",
-                                  loss="hinge")
-    assert hinge["loss"] == "hinge" and res["loss"] == "squared_hinge"
+        evaluate_features(num["features"], rows="0:9999")
+    hinge = evaluate_features(num["features"], folds=3, seed=0, Cs=(1.0,), rows="0:210", solver="liblinear",
+                              loss="hinge")
+    assert hinge.solver["loss"] == "hinge" and res.solver["loss"] == "squared_hinge"
     rows = np.arange(210)
     assert not np.allclose(linear.fit(fs, rows, 1.0, "liblinear", loss="hinge")[0],
                            linear.fit(fs, rows, 1.0, "liblinear")[0])
@@ -165,7 +170,21 @@ def test_cli_train_predict_and_nothing_partial(num, tmp_path, capsys):
     assert main(["-q", "evaluate", "--features", f, "--model", "linear", "--linear-solver", "sgd", "--sgd-epochs", "2",
                  "--folds", "3", "--C", "1", "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
     res = json.loads((tmp_path / "ev" / "results.json").read_text())
-    assert res["solver"]["used"] == "sgd" and "1.0" in res["C"]
+    assert res["solver"]["used"] == "sgd" and [r["C"] for r in res["rows"]] == [1.0]
+    capsys.readouterr()
+    # train with a C grid: C chosen by 3-fold cross-validation on the training rows, then fitted on all
+    grid = (0.001, 1.0, 100.0)
+    assert main(["-q", "train", "--features", f, "--model", "linear", "--linear-solver", "liblinear", "--C",
+                 ",".join(map(str, grid)), "--out", str(tmp_path / "grid")]) == 0
+    chosen = LinearModel.load(tmp_path / "grid")
+    inner = evaluate_features(f, folds=3, seed=0, Cs=grid, solver="liblinear")
+    want = max(inner.rows, key=lambda r: (r["accuracy"], -r["C"]))["C"]
+    assert chosen.params["C"] == want and chosen.params["selection"]["chosen"] == {"C": want}
+    assert [r["accuracy"] for r in chosen.params["selection"]["inner_accuracy"]] == [r["accuracy"] for r in inner.rows]
+    assert main(["-q", "train", "--features", f, "--model", "linear", "--linear-solver", "liblinear", "--C",
+                 str(want), "--out", str(tmp_path / "one")]) == 0
+    one = LinearModel.load(tmp_path / "one")
+    assert np.array_equal(one.coef, chosen.coef) and "selection" not in one.params
     capsys.readouterr()
     assert main(["-q", "train", "--features", f, "--model", "linear", "--linear-solver", "sgd", "--out",
                  str(tmp_path / "m")]) == 0
@@ -182,7 +201,7 @@ def test_cli_train_predict_and_nothing_partial(num, tmp_path, capsys):
     assert main(["-q", "train", "--features", f, "--model", "linear", "--rows", "0:99999", "--out",
                  str(tmp_path / "bad")]) == 2
     assert "--rows" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ev", "m", "new.jsonl", "p.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ev", "grid", "m", "new.jsonl", "one", "p.json"]
 
 
 def test_a_store_written_again_under_a_run_is_refused(num, tmp_path):
@@ -208,11 +227,11 @@ def test_nested_C_selection_equals_choosing_by_hand_on_inner_folds(num):
 
     Cs = (0.001, 0.1, 10.0)
     common = dict(folds=3, seed=2, Cs=Cs, solver="liblinear", select="nested", inner_folds=3)
-    res = linear.evaluate_store(num["features"], cluster="sequential", **common)
+    res = evaluate_features(num["features"], cluster="sequential", **common)
     fs = FeatureStore(num["features"])
     y = list(fs.labels)
     splits = stratified_kfold(y, 3, 2)
-    chosen, pooled_pred = [], []
+    chosen, pooled_pred, spread = [], [], []
     for part in splits:
         ytr = [y[k] for k in part.train]
         hits = dict.fromkeys(Cs, 0)
@@ -224,22 +243,25 @@ def test_nested_C_selection_equals_choosing_by_hand_on_inner_folds(num):
                 pred = np.where(s > 0, classes[1], classes[0])
                 hits[C] += int(np.sum(pred == np.asarray([y[k] for k in te], dtype=object)))
         best = max(Cs, key=lambda c: (hits[c], -c))
+        spread.append(len(set(hits.values())))
         chosen.append(best)
         coef, icpt, classes = linear.fit(fs, part.train, best, "liblinear")
         s = (fs.rows(part.test) @ coef.T).ravel() + icpt[0]
         pooled_pred += np.where(s > 0, classes[1], classes[0]).tolist()
-    assert res["C_selection"] == "nested" and res["C"] == {} and res["best_C"] is None
-    assert res["nested"]["C_chosen"] == chosen
-    assert res["predictions"]["nested"]["predicted"] == pooled_pred
-    assert res["predictions"]["nested"]["row"] == [int(i) for s in splits for i in s.test]
+    row = res.rows[0]
+    assert len(res.rows) == 1 and row["C"] is None and row["C_grid"] == "0.001,0.1,10"
+    assert row["C_chosen"] == ",".join(f"{c:g}" for c in chosen)
+    idx, pred = res.predictions["linear C=nested"]
+    assert pred.tolist() == pooled_pred
+    assert idx.tolist() == [int(i) for s in splits for i in s.test]
     # the grid is wide enough that the choice is not the same C everywhere by accident of ties
-    assert all(len(set(a.values())) > 1 for a in res["nested"]["inner_accuracy"])
+    assert all(n > 1 for n in spread)
     for cluster in ("pool", "two"):
-        par = linear.evaluate_store(num["features"], cluster=Runtime(cluster, num["dir"] / "cluster.yaml"), **common)
-        assert par["predictions"] == res["predictions"] and par["nested"]["C_chosen"] == chosen
-    assert "| nested |" in linear.table(res)
-    # one C, or select="test": the per-C rows as before
-    assert linear.evaluate_store(num["features"], folds=3, seed=2, Cs=(1.0,), select="nested")["C_selection"] == \
-        "single"
-    with pytest.raises(EvaluationError, match="nested"):
-        linear.evaluate_store(num["features"], select="inner")
+        par = evaluate_features(num["features"], cluster=Runtime(cluster, num["dir"] / "cluster.yaml"), **common)
+        assert par.predictions["linear C=nested"][1].tolist() == pooled_pred and par.rows[0]["C_chosen"] == \
+            row["C_chosen"]
+    # one C: no selection, one row
+    one = evaluate_features(num["features"], folds=3, seed=2, Cs=(1.0,), select="nested")
+    assert len(one.rows) == 1 and one.rows[0]["C"] == 1.0 and "C_chosen" not in one.rows[0]
+    with pytest.raises(EvaluationError, match="select"):
+        evaluate_features(num["features"], select="inner")

@@ -20,7 +20,8 @@ from gramtile.pipeline.compute import tile_task
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources
 from gramtile.pipeline.compute.prepare import prepare
-from gramtile.pipeline.learn.models import SavedModel, train, train_from_store
+from gramtile.pipeline.learn.models import SavedModel
+from gramtile.pipeline.learn.training import train, train_from_store
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.vocab import Vocab, Vocabularies

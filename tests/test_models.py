@@ -9,12 +9,15 @@ import json
 import numpy as np
 import pytest
 from conftest import require_data
+from sklearn.svm import SVC
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import gram
-from gramtile.pipeline.learn.crossval import Setting
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.models import SavedModel, train
+from gramtile.pipeline.learn.learners.base import Problem
+from gramtile.pipeline.learn.learners.registry import make
+from gramtile.pipeline.learn.models import SavedModel
+from gramtile.pipeline.learn.training import train
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
@@ -62,8 +65,9 @@ def test_saved_model_predicts_as_in_memory(qc, tmp_path, learner, scheme):
     cols = [pos[d.id] for d in m2.support]
     np.testing.assert_allclose(Ksv, K[te][:, cols], rtol=1e-12, atol=1e-12)
 
-    est = Setting(learner, None if learner == "perceptron" else 2.0, 2).build(
-        None, "ovo" if scheme == "ovo" else "ovr", len(set(y)), None)
+    lr = make(learner)
+    point = lr.grid({"epochs": 2} if learner == "perceptron" else {"C": 2.0})[0]
+    est = lr.estimator(point, Problem(tuple(sorted(set(y))), multiclass="ovo" if scheme == "ovo" else "ovr"))
     est.fit(K[tr, tr], y[tr])
     expected = est.predict(K[te, tr])
     got = m2.predict(docs[te])
@@ -80,7 +84,7 @@ def test_ovo_layout_is_needed(qc, tmp_path):
     docs, K, y = qc
     tr, te = slice(0, N_TRAIN), slice(N_TRAIN, N_TRAIN + N_TEST)
     m = train(docs[tr], SST_BOW, K=K[tr, tr], C=2.0, multiclass="ovo")
-    est = Setting("svm", 2.0).build(None, "ovo", 6, None).fit(K[tr, tr], y[tr])
+    est = SVC(kernel="precomputed", C=2.0).fit(K[tr, tr], y[tr])
     est.decision_function_shape = "ovo"
     n_cl = len(est.classes_)
     bad = SavedModel.from_estimator(est, SST_BOW, docs[tr])

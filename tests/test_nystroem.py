@@ -8,10 +8,10 @@ import pytest
 from conftest import require_data
 
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.learn.crossval import evaluate
+from gramtile.pipeline.learn.crossval import evaluate, evaluate_nystroem
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
-from gramtile.pipeline.learn.nystroem import NystroemMap, evaluate_nystroem, pick_landmarks
+from gramtile.pipeline.learn.nystroem import NystroemMap, pick_landmarks
 from gramtile.pipeline.learn.sources import open_gram_source
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.stores.corpus_store import CorpusStore

@@ -8,9 +8,10 @@ import pytest
 from sklearn.svm import LinearSVC
 
 from gramtile.pipeline.learn import nystroem
+from gramtile.pipeline.learn.crossval import evaluate_nystroem
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
-from gramtile.pipeline.learn.nystroem import NystroemMap, evaluate_nystroem, features_in_place, pick_landmarks
+from gramtile.pipeline.learn.nystroem import NystroemMap, features_in_place, pick_landmarks
 from gramtile.pipeline.learn.sources import ArrayKernelSource
 
 

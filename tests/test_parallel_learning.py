@@ -299,7 +299,7 @@ def test_a_fixed_split_is_many_tasks_each_naming_the_store_not_its_values(num, m
 
 
 def test_the_progress_bar_counts_every_fit(num, monkeypatch):
-    from gramtile.pipeline.learn import crossval
+    from gramtile.pipeline.learn import selection as crossval
 
     bars = []
     real = crossval.progress_bar

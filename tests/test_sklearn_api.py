@@ -86,7 +86,8 @@ def test_gram_transformer_returns_K_of_x_and_train_in_a_pipeline(num):
 APPLICABLE_CHECKS = (ec.check_parameters_default_constructible, ec.check_no_attributes_set_in_init,
                      ec.check_get_params_invariance, ec.check_set_params, ec.check_estimator_repr,
                      ec.check_estimator_cloneable, ec.check_do_not_raise_errors_in_init_or_set_params,
-                     ec.check_mixin_order)
+                     ec.check_mixin_order, ec.check_estimators_unfitted, ec.check_estimator_tags_renamed,
+                     ec.check_valid_tag_types)
 
 
 @pytest.mark.parametrize("check", APPLICABLE_CHECKS, ids=lambda c: c.__name__)

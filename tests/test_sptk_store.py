@@ -16,7 +16,8 @@ from gramtile.pipeline.compute import tile_task
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import gram
 from gramtile.pipeline.compute.prepare import prepare
-from gramtile.pipeline.learn.models import SavedModel, train, train_from_store
+from gramtile.pipeline.learn.models import SavedModel
+from gramtile.pipeline.learn.training import train, train_from_store
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.resources import keys as rkeys
 from gramtile.pipeline.resources.vectors import train_vectors, write_vectors_text

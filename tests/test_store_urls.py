@@ -394,7 +394,8 @@ def test_evaluate_reads_a_url_store_given_a_folds_directory(corpus, tmp_path, ca
 
 
 def test_train_from_url_stores_gives_the_local_model(tmp_path):
-    from gramtile.pipeline.learn.models import SavedModel, train_from_store
+    from gramtile.pipeline.learn.models import SavedModel
+    from gramtile.pipeline.learn.training import train_from_store
     from gramtile.workflows.cli import main
 
     trees = num_trees(6000)  # the file is sorted by label: take both ends for two classes

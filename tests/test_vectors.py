@@ -4,19 +4,32 @@ and SPTK through gramtile.gram with each similarity source."""
 from __future__ import annotations
 
 import gzip
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import gram, gram_with_resources
+from gramtile.pipeline.parsing.parse import default_model_name
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.resources.lexical import split_label
-from gramtile.pipeline.resources.vectors import cosine_table, read_vectors, train_vectors, write_vectors_text
+from gramtile.pipeline.resources.vector_sources import split_label
+from gramtile.pipeline.resources.vectors import (
+    cosine_table,
+    read_vectors,
+    spacy_vectors,
+    train_vectors,
+    train_word2vec,
+    write_vectors_text,
+)
 
 WORDS = ["dog", "cat", "car", "truck", "run"]
 M = np.array([[1.0, 0.2, 0.0], [0.9, 0.3, 0.1], [0.0, 1.0, 0.2], [0.1, 0.9, 0.3], [-1.0, 0.0, 0.5]])
@@ -109,6 +122,42 @@ def test_trained_vectors_are_seeded_and_find_distributional_neighbours():
     assert T[ix["dog"], ix["car"]] < 0.5
 
 
+def _animal_vehicle_docs():
+    rng = np.random.default_rng(1)
+    docs = []
+    for _ in range(400):
+        a, v = rng.choice(["dog", "cat", "horse"]), rng.choice(["car", "truck", "bus"])
+        docs.append(["the", str(a), "eats", "meat", "and", "sleeps"])
+        docs.append(["the", str(v), "burns", "fuel", "on", "roads"])
+    return docs
+
+
+def test_word2vec_vectors_are_seeded_and_identical_across_processes(tmp_path):
+    docs = _animal_vehicle_docs()
+    w1, V1 = train_word2vec(docs, dims=10, window=2, seed=3)
+    w2, V2 = train_word2vec(docs, dims=10, window=2, seed=3)
+    assert w1 == w2 and np.array_equal(V1, V2) and V1.shape == (len(w1), 10) and V1.dtype == np.float64
+    assert set(w1) == {w for d in docs for w in d}
+    w3, V3 = train_word2vec(docs, dims=10, window=2, seed=4)
+    assert not np.array_equal(V1, V3[[w3.index(w) for w in w1]])  # the seed is used
+    # another interpreter, another hash seed: the same vectors
+    script = tmp_path / "w2v.py"
+    here = str(Path(__file__).parent)
+    script.write_text(
+        "import sys, numpy as np\n"
+        f"sys.path.insert(0, {here!r})\n"
+        "from test_vectors import _animal_vehicle_docs\n"
+        "from gramtile.pipeline.resources.vectors import train_word2vec\n"
+        "w, V = train_word2vec(_animal_vehicle_docs(), dims=10, window=2, seed=3)\n"
+        "np.save(sys.argv[1], V)\n")
+    out = tmp_path / "v.npy"
+    subprocess.run([sys.executable, str(script), str(out)], check=True,
+                   env={**os.environ, "PYTHONHASHSEED": "12345"})
+    assert np.array_equal(np.load(out), V1)
+    w0, V0 = train_word2vec([["a", "b"]], dims=5)  # no word seen twice
+    assert w0 == [] and V0.shape == (0, 5)
+
+
 def test_split_label_reads_prefix_and_pos():
     assert split_label("LEX##book::n", "LEX##") == ("book", "n")
     assert split_label("book", "LEX##") == ("book", None)
@@ -177,3 +226,43 @@ def test_table_is_sparse_with_no_entry_between_unrelated_symbols():
     assert isinstance(T, sp.csr_matrix) and T.has_sorted_indices
     # random 300-d vectors are nearly orthogonal: only the diagonal reaches 0.5
     assert T.nnz == 300 and np.allclose(T.diagonal(), 1.0)
+
+
+def _spacy_pipeline_with_vectors(folder: Path) -> Path:
+    """A real spaCy pipeline (blank English) whose vectors table holds WORDS -> M, saved to disk."""
+    nlp = optional.spacy().blank("en")
+    for w, row in zip(WORDS, M):
+        nlp.vocab.set_vector(w, row)
+    nlp.to_disk(folder)
+    return folder
+
+
+def test_spacy_pipeline_without_vectors_is_refused_in_one_line():
+    name = default_model_name()  # the installed small pipeline, which ships no static vectors
+    with pytest.raises(KernelSpecError, match="has no word vectors") as e:
+        spacy_vectors(name)
+    assert "\n" not in str(e.value) and "Fix:" in str(e.value) and name in str(e.value)
+    tree = [parse_tree("(S (NN dog) (NN cat))")]
+    with pytest.raises(KernelSpecError, match="has no word vectors"):
+        gram({"kind": "sptk", "similarity": "vectors", "vectors": f"spacy:{name}"}, tree)
+
+
+def test_spacy_pipeline_vectors_are_read_and_give_the_file_s_kernel(tmp_path):
+    pipe = _spacy_pipeline_with_vectors(tmp_path / "pipe")
+    words, V = spacy_vectors(str(pipe))
+    M32 = M.astype(np.float32).astype(np.float64)  # spaCy stores float32
+    assert words == WORDS
+    np.testing.assert_array_equal(V, M32)
+    w2, V2 = spacy_vectors(str(pipe), words={"truck", "dog", "zebra"})
+    assert w2 == ["dog", "truck"] and np.array_equal(V2, M32[[0, 3]])
+    np.save(tmp_path / "same.npy", M32)
+    (tmp_path / "same.vocab").write_text("\n".join(WORDS) + "\n")
+    trees = [parse_tree("(S (NP (NN dog)) (VP (VB run)))"), parse_tree("(S (NP (NN cat)) (VP (VB run)))"),
+             parse_tree("(S (NP (NN Truck)) (VP (VB car)))")]
+    spec = {"kind": "sptk", "similarity": "vectors", "threshold": 0.5}
+    K = gram({**spec, "vectors": f"spacy:{pipe}"}, trees)
+    F = gram({**spec, "vectors": str(tmp_path / "same.npy")}, trees)
+    np.testing.assert_array_equal(K, F)
+    assert K[0, 1] > gram({"kind": "pt"}, trees)[0, 1]  # dog ~ cat through the pipeline's vectors
+    with pytest.raises(KernelSpecError, match="cannot load the spaCy pipeline"):
+        spacy_vectors(str(tmp_path / "no-such-pipeline"))

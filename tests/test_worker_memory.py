@@ -12,9 +12,10 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.errors import TaskTooLargeError
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn import nystroem
+from gramtile.pipeline.learn.crossval import evaluate_nystroem
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
-from gramtile.pipeline.learn.nystroem import evaluate_nystroem, features_in_place, pick_landmarks
+from gramtile.pipeline.learn.nystroem import features_in_place, pick_landmarks
 from gramtile.pipeline.learn.sources import ArrayKernelSource
 from gramtile.pipeline.stores import feature_store
 
@@ -130,38 +131,56 @@ def rbf(n, seed=0):
     return K, np.array([f"c{v}" for v in y])
 
 
-def test_nystroem_bands_shrink_to_the_memory_of_this_process_and_features_stay_bitwise():
+def test_nystroem_bands_shrink_to_the_memory_of_the_fit_and_features_stay_bitwise():
     K, y = rbf(1500)
     rows = np.arange(1500)
     L = pick_landmarks(y, rows, 200, seed=0)
     wide = CountingSource(K)
-    F, fmap = features_in_place(wide, rows, L, np.empty(rows.size * L.size), cluster="sequential")
-    assert wide.bands[:1] == [1500]  # the default band holds every row here
+    F, fmap = features_in_place(wide, rows, L, np.empty(rows.size * L.size))
+    assert wide.bands == [1500]  # the default band holds every row here
     need = 8 * (rows.size * L.size + 4 * L.size ** 2) / 1e6
     narrow = CountingSource(K)
     G, gmap = features_in_place(narrow, rows, L, np.empty(rows.size * L.size),
-                                cluster=Runtime("sequential", memory_mb=need + 6 * 8 * 100.5 * L.size / 1e6))
+                                memory_mb=need + 6 * 8 * 100.5 * L.size / 1e6)
     assert narrow.bands == [100] * 15  # a sixth of what is left beside the feature array: 100 rows
     assert gmap.rank == fmap.rank and np.array_equal(G, F)
 
 
-def test_nystroem_features_that_cannot_fit_are_refused_before_anything_is_read():
+def test_nystroem_fits_plan_for_the_memory_of_the_runtime_and_refuse_what_cannot_fit():
     K, y = rbf(600)
-    src = CountingSource(K)
     splits = stratified_kfold(y, 3, seed=0)
-    with pytest.raises(EvaluationError, match=r"nystroem: 600 examples x 150 landmarks need [\d.]+ MB \(the [\d.]+ MB "
-                                              r"feature array .*\), but --memory-mb leaves [\d.]+ MB. Fix: fewer landmarks "
-                                              r"\(--landmarks\)"):
+    src = CountingSource(K)
+    with pytest.raises(EvaluationError, match=r"nystroem: 600 examples x 150 landmarks need [\d.]+ MB per fit \(the "
+                                              r"[\d.]+ MB feature array .*\), but --memory-mb leaves [\d.]+ MB per fit "
+                                              r"\(1 at once\). Fix: fewer landmarks \(--landmarks\)"):
         evaluate_nystroem(src, y, splits, m=150, cluster=Runtime("sequential", memory_mb=0.5))
+    assert src.bands == []  # refused before anything was read
+    # with the memory it needs, the same evaluation runs, in bands sized from that memory, and
+    # predicts as one with all the memory of this process
+    small = evaluate_nystroem(src, y, splits, m=150, cluster=Runtime("sequential", memory_mb=2.0))
+    assert src.bands and max(src.bands) < 600
+    big = evaluate_nystroem(CountingSource(K), y, splits, m=150, cluster="sequential")
+    assert np.array_equal(small[0]["predictions"][1], big[0]["predictions"][1])
+    assert small[0]["accuracy"] == big[0]["accuracy"] and small[0]["rank"] == big[0]["rank"]
+
+
+def test_nystroem_in_worker_processes_plans_for_one_worker(no_env):
+    """On a LocalCluster of 340 MiB workers a fit has nothing left beside what the worker holds:
+    the Nystroem evaluation is refused before any task, with the worker's figures."""
+    K, y = rbf(600)
+    splits = stratified_kfold(y, 3, seed=0)
+    f = no_env / "c.yaml"
+    f.write_text("profiles:\n  tiny: {type: local, n_workers: 1, threads_per_worker: 1, memory_limit: 340MiB}\n")
+    src = CountingSource(K)
+    with Runtime("tiny", f) as rt:
+        with pytest.raises(EvaluationError, match=r"need [\d.]+ MB per fit .* but a worker of profile 'tiny' \(357 MB "
+                                                  r"limit, paused at 80%"):
+            evaluate_nystroem(src, y, splits, m=150, cluster=rt)
     assert src.bands == []
-    # the same run with the memory it needs goes through
-    rows = evaluate_nystroem(src, y, splits, m=150, cluster=Runtime("sequential", memory_mb=4.0))
-    assert rows[0]["m"] == 150 and src.bands
 
 
-def test_nystroem_plans_for_this_process_whatever_the_profile():
-    """Nystroem's features are made in the driver: a worker profile does not size them."""
-    here = nystroem.nystroem_memory(Runtime("sequential", memory_mb=123.0))
-    assert here.process_mb == 123.0
+def test_train_nystroem_plans_for_this_process_whatever_the_profile():
+    """``train --model nystroem`` makes its features in the driver: a worker profile does not size them."""
+    assert nystroem.nystroem_memory(Runtime("sequential", memory_mb=123.0)).process_mb == 123.0
     assert nystroem.nystroem_memory(Runtime("local", memory_mb=77.0)).process_mb == 77.0
     assert not nystroem.nystroem_memory("local").on_workers

@@ -58,10 +58,9 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.executors import SequentialExecutor
 from gramtile.pipeline.compute.prepare import write_shards
 from gramtile.pipeline.compute.runtime import Runtime
-from gramtile.pipeline.learn.crossval import evaluate, prediction_scores
+from gramtile.pipeline.learn.crossval import evaluate, evaluate_nystroem, prediction_scores
 from gramtile.pipeline.learn.folds import fixed_split, load_or_make_folds
 from gramtile.pipeline.learn.metrics import positive_class
-from gramtile.pipeline.learn.nystroem import evaluate_nystroem
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.convert import available, complete

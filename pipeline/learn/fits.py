@@ -20,46 +20,26 @@ the fits of one part are packed into one task (:func:`pack`, :func:`run_fits`), 
 read once; which fits share a worker or a task does not change a number, only how often a block
 is read.
 
-:func:`split_tasks` plans the tasks of one training part / test part and the function that turns
-their results into predictions per setting, so the serial run and every parallel run assemble the
-same predictions from the same fits.
+:class:`BlockSession` is the session of the learners that fit on the two blocks in memory (one
+:class:`Fit` per grid point); it plans the tasks of one training part / test part and the function
+that turns their results into predictions per point, so the serial run and every parallel run
+assemble the same predictions from the same fits.
 """
 from __future__ import annotations
 
 import hashlib
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
 
-from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.parallel import SourceRef, n_slots, run_tasks
-from gramtile.pipeline.learn.perceptron import VotedPerceptron
+from gramtile.pipeline.learn.learners.base import Outcome, Session
+from gramtile.pipeline.learn.parallel import SourceRef, check_complete, n_slots, run_tasks, runs_here, source_ref
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
 from gramtile.pipeline.progress import log
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One model configuration of a grid."""
-
-    model: str
-    C: float | None = None
-    epochs: int | None = None
-
-    def build(self, class_weight, multiclass: str, n_classes: int, seed):
-        if self.model == "perceptron":
-            return VotedPerceptron(epochs=self.epochs, seed=seed)
-        SVC = optional.sklearn("svm").SVC
-
-        svc = SVC(kernel="precomputed", C=self.C, class_weight=class_weight)
-        if n_classes > 2 and multiclass == "ovr":
-            OneVsRestClassifier = optional.sklearn("multiclass").OneVsRestClassifier
-
-            return OneVsRestClassifier(svc)
-        return svc
 
 
 def read_block(source, rows, cols, what):
@@ -157,16 +137,17 @@ class Fit:
     """One model fitted on ``train`` and predicting ``test`` (positions of ``ref``'s source)."""
 
     ref: SourceRef
-    run: str             # the evaluation this fit belongs to (keys the kept blocks)
+    run_id: str          # the evaluation this fit belongs to (keys the kept blocks)
     y: np.ndarray        # labels of ``train``
     train: np.ndarray
     test: np.ndarray
-    setting: Setting
-    class_weight: object
-    multiclass: str
-    n_classes: int
-    seed: object
+    learner: object      # the Learner whose estimator is fitted (``estimator(point, problem)``)
+    point: object        # the grid point
+    problem: object      # the task's classes, class weights, multi-class scheme, seed
     name: str            # the split, for messages
+
+    def run(self):
+        return run_fit(self)
 
 
 @dataclass
@@ -184,7 +165,10 @@ class Chain:
     cache_mb: float
     tol: float
     name: str
-    row_file: object = None  # the run's kernel row file (crossval.smo_row_file), if any
+    row_file: object = None  # the run's kernel row file (solver.smo_row_file), if any
+
+    def run(self):
+        return run_chain(self)
 
 
 @dataclass
@@ -196,10 +180,11 @@ class Group:
 
 
 def run_task(task):
-    """What a worker runs: :func:`run_fit`, :func:`run_chain`, or the fits of a :class:`Group`."""
+    """What a worker runs: a task's own ``run()`` (a :class:`Fit`, a :class:`Chain`, a learner's
+    task), or the fits of a :class:`Group` one after another."""
     if isinstance(task, Group):
-        return [run_fit(f) for f in task.fits]
-    return run_chain(task) if isinstance(task, Chain) else run_fit(task)
+        return [f.run() for f in task.fits]
+    return task.run()
 
 
 #: Fits sharing a block pair are packed into one task when there are at least this many such
@@ -208,7 +193,7 @@ PACK_PER_SLOT = 2
 
 
 def _pair_key(t):
-    return (t.ref.key, t.run, _digest(t.train), _digest(t.test)) if isinstance(t, Fit) else None
+    return (t.ref.key, t.run_id, _digest(t.train), _digest(t.test)) if isinstance(t, Fit) else None
 
 
 def pack(tasks: list, slots: int) -> list:
@@ -261,8 +246,8 @@ def run_fits(tasks: list, cluster=None, bar=None, on_done=None,
 
 def run_fit(task: Fit) -> np.ndarray:
     """The predictions of ``task.test`` by the model trained on ``task.train``."""
-    K_tr, K_te = fit_blocks(task.ref, task.run, task.train, task.test, task.name)
-    est = task.setting.build(task.class_weight, task.multiclass, task.n_classes, task.seed)
+    K_tr, K_te = fit_blocks(task.ref, task.run_id, task.train, task.test, task.name)
+    est = task.learner.estimator(task.point, task.problem)
     est.fit(K_tr, task.y)
     return np.asarray(est.predict(K_te))
 
@@ -337,44 +322,31 @@ def combine_chains(decisions: list, classes, Cs) -> dict:
     return out
 
 
-def n_tasks(plan, settings, classes) -> int:
-    """How many tasks :func:`split_tasks` makes for one split."""
-    if plan.used == "smo" and settings[0].model == "svm":
-        return 1 if len(classes) == 2 else len(classes)
-    return len(settings)
+class BlockSession(Session):
+    """The session of a learner fitted on K(train, train) in memory: one :class:`Fit` per point,
+    reading its blocks from ``ref``'s source (the fits of one part share them, :func:`fit_blocks`)."""
+
+    def __init__(self, learner, ref: SourceRef, plan=None):
+        self.learner = learner
+        self.ref = ref
+        self.run = uuid.uuid4().hex
+        self.plan = plan
+
+    def tasks(self, y, train, test, points, problem, name):
+        y = np.asarray(y)
+        train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
+        ytr = y[train]
+        tasks = [Fit(self.ref, self.run, ytr, train, test, self.learner, pt, problem, name) for pt in points]
+        return tasks, outcomes
 
 
-def split_tasks(ref: SourceRef, run: str, y, train, test, settings, classes, class_weight, multiclass: str,
-                seed, plan, name: str):
-    """The tasks of one training part / test part and how to read their results.
+def outcomes(results) -> list:
+    """Predictions as :class:`~gramtile.pipeline.learn.learners.base.Outcome` s."""
+    return [Outcome(np.asarray(r)) for r in results]
 
-    Parameters
-    ----------
-    y : labels of every example of the source
-    settings : list of Setting (all SVM, or the one perceptron)
-    classes : the task's classes (they decide binary or one-vs-rest, and the problems of smo)
-    plan : SolverPlan (``used`` ``"smo"``: one :class:`Chain` per problem over the whole C grid;
-        else one :class:`Fit` per setting)
 
-    Returns
-    -------
-    (tasks, assemble) : ``assemble(results)`` (the tasks' results in task order) gives the
-    predictions of ``test``, one array per setting in the order of ``settings``.
-    """
-    y = np.asarray(y)
-    train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
-    ytr = y[train]
-    if plan.used == "smo" and settings[0].model == "svm":
-        Cs = tuple(sorted({float(s.C) for s in settings}))
-        binary = len(classes) == 2
-        tasks = [Chain(ref, ytr, train, test, p, binary, Cs, class_weight, plan.cache_mb, plan.tol, name,
-                       plan.row_file)
-                 for p in ([classes[1]] if binary else list(classes))]
-
-        def assemble(results):
-            preds = combine_chains(results, classes, Cs)
-            return [preds[float(s.C)] for s in settings]
-
-        return tasks, assemble
-    tasks = [Fit(ref, run, ytr, train, test, s, class_weight, multiclass, len(classes), seed, name) for s in settings]
-    return tasks, list
+def kernel_ref(source, cluster) -> SourceRef:
+    """What the tasks of a run over ``source`` carry: the source itself when they run in this
+    process, else store paths and identities (each worker opens the stores)."""
+    check_complete(source)
+    return SourceRef(local=source) if runs_here(cluster) else source_ref(source)

@@ -20,12 +20,9 @@ rows learns with the kernel without a Gram matrix. Two solvers (``solver``):
 
 Both are one-vs-rest with one function per class (one for two classes) and predict the class
 of the largest score. Their models are close to, not equal to, those of the kernel SVC (other
-losses; the intercept). :func:`evaluate_store` runs stratified k-fold (the folds ``gramtile
-evaluate`` makes: :func:`gramtile.pipeline.learn.folds.stratified_kfold`) over a C grid, every C
-scored on the test parts or (``select="nested"``) C chosen by inner folds of each training part
-as for the kernel models; each fit is a task of :func:`gramtile.pipeline.learn.parallel.run_tasks`, so it runs on the
-cluster profile as the kernel learners' fits do: a task carries the feature store's path and uid
-and its row indices, the worker reads its rows itself. :func:`train_store` fits one model on
+losses; the intercept). The learner :class:`gramtile.pipeline.learn.learners.linear.Linear` evaluates them through the
+one selection loop (:mod:`gramtile.pipeline.learn.selection`), each fit a :class:`FitTask` that
+carries the feature store's path and uid and its row indices (the worker reads its rows itself). :func:`train_store` fits one model on
 every row and saves it (:class:`gramtile.pipeline.learn.linear_models.LinearModel`).
 """
 from __future__ import annotations
@@ -38,14 +35,11 @@ import numpy as np
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.runtime import Runtime
-from gramtile.pipeline.learn.crossval import inner_splits
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import load_or_make_folds, stratified_kfold
 from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
-from gramtile.pipeline.learn.parallel import fit_memory, run_tasks, too_big
+from gramtile.pipeline.learn.parallel import fit_memory, too_big
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
-from gramtile.pipeline.stores.storage import absolute
 
 SOLVERS = ("auto", "liblinear", "sgd")
 #: liblinear's losses (LinearSVC's ``loss``); sgd always uses the hinge loss
@@ -220,6 +214,9 @@ class FitTask:
     chunk_rows: int
     loss: str = "squared_hinge"
 
+    def run(self) -> dict:
+        return run_fit(self)
+
 
 def run_fit(task: FitTask) -> dict:
     """Fit on the task's training rows and predict its test rows (a task of :func:`run_tasks`)."""
@@ -250,132 +247,6 @@ def parse_rows(text, n: int) -> np.ndarray:
     return np.arange(a, b, dtype=np.int64)
 
 
-def evaluate_store(path, folds: int = 5, seed: int = 0, Cs=(1.0,), class_weight=None, solver: str = "auto",
-                   epochs: int = EPOCHS, chunk_rows: int = CHUNK_ROWS, rows=None, folds_dir=None,
-                   loss: str = "squared_hinge", cluster=None, select: str = "test", inner_folds: int = 3) -> dict:
-    """Stratified ``folds``-fold accuracy of the linear SVM on a feature store (``gramtile
-    evaluate --features F.zarr --model linear``), for each C of ``Cs`` or with C chosen per split.
-
-    ``select="test"`` scores every C of ``Cs`` on the test parts (one entry per C under ``"C"``;
-    picking the best of them is selection on test data). ``select="nested"`` (the CLI's default
-    with several C) chooses C inside each training part: ``inner_folds`` stratified folds of that
-    part (seed ``seed``, as ``gramtile evaluate``'s nested selection makes them), pooled inner
-    accuracy, ties to the smaller C; then the split's model is fitted on its whole training part
-    at that C and scored on its test part, which took no part in the choice. Each split's final
-    fit starts as soon as its inner fits are in (``run_tasks``'s ``on_done``).
-
-    ``rows`` (``"A:B"``) evaluates on those rows only (folds over their labels, as ``gramtile
-    evaluate`` makes them for a Gram store over the same examples); ``folds_dir`` reuses or
-    saves the folds file there. Every fit is a task on ``cluster`` (a profile name, address or Runtime,
-    whose ``progress`` and ``memory_mb`` apply); the solver plan is logged; results are those of
-    the serial run. Returns ``{"folds", "seed", "rows", "n", "n_features", "kernel",
-    "features", "solver", "C_selection", "C": {C: {"accuracy", "accuracy_std", "per_fold",
-    "fit_seconds", "cpu_seconds"}}, "best_C", "predictions": {C: {"row", "predicted", "gold"}}}``;
-    nested: ``"C"`` is empty, ``"nested"`` holds the one row (with ``"C_chosen"`` per split and
-    each split's ``"inner_accuracy"`` per C), ``"C_grid"``, ``"inner_folds"``, ``"best_C"`` is
-    None and ``"predictions"`` has the key ``"nested"``.
-    """
-    if select not in ("test", "nested"):
-        raise EvaluationError(f"C selection {select!r}: use 'nested' or 'test'")
-    fs = open_features(path)
-    idx = parse_rows(rows, fs.n)
-    labels = [fs.labels[i] for i in idx]
-    classes = sorted(set(labels))
-    if len(classes) < 2:
-        raise EvaluationError("linear evaluation needs at least two classes among the labels")
-    Cs = tuple(float(c) for c in Cs)
-    if not Cs or any(not c > 0 for c in Cs):
-        raise EvaluationError(f"--C {Cs}: give positive values")
-    nested = select == "nested" and len(Cs) > 1
-    splits = load_or_make_folds(folds_dir, labels, folds, seed) if folds_dir else stratified_kfold(labels, folds, seed)
-    n_train = max(s.train.shape[0] for s in splits)
-    plan = plan_solver(solver, fs, n_train, len(classes), cluster, chunk_rows)
-    log.info(describe(plan))
-
-    def task(train, test, C):
-        return FitTask(absolute(path), fs.uid, idx[train], idx[test], C, plan["used"], class_weight, int(seed),
-                       int(epochs), int(chunk_rows), loss)
-
-    common = dict(cluster=cluster, bar=Runtime.of(cluster).progress, key_prefix="gramtile-linear")
-    head = {"folds": folds, "seed": seed, "rows": rows or f"0:{fs.n}", "n": int(idx.shape[0]),
-            "n_features": fs.n_features, "kernel": fs.meta["spec"], "features": str(path), "solver": plan,
-            "class_weight": class_weight, "epochs": epochs if plan["used"] == "sgd" else None,
-            "loss": "hinge" if plan["used"] == "sgd" else loss}
-    if nested:
-        return {**head, **_nested(splits, labels, Cs, inner_folds, seed, class_weight, task, common, fs, idx)}
-    results = run_tasks(run_fit, [task(s.train, s.test, C) for s in splits for C in Cs], desc="linear fits",
-                        **common)
-    out, preds = {}, {}
-    for j, C in enumerate(Cs):
-        out[C], preds[C] = _pooled(splits, labels, [results[i * len(Cs) + j] for i in range(len(splits))], fs, idx)
-    best = max(out, key=lambda c: (out[c]["accuracy"], -c))  # ties to the smaller C
-    return {**head, "C_selection": "test" if len(Cs) > 1 else "single", "C": out, "best_C": best,
-            "predictions": preds}
-
-
-def _pooled(splits, labels, results, fs, idx) -> tuple:
-    """One row (accuracy over the splits' test parts) and its pooled predictions."""
-    accs, rows_c, pred_c, fit_s, cpu_s = [], [], [], 0.0, 0.0
-    for s, r in zip(splits, results):
-        gold = [labels[k] for k in s.test]
-        accs.append(float(np.mean([g == p for g, p in zip(gold, r["predicted"])])))
-        rows_c += idx[s.test].tolist()
-        pred_c += r["predicted"]
-        fit_s += r["fit_seconds"]
-        cpu_s += r["cpu_seconds"]
-    row = {"accuracy": float(np.mean(accs)), "accuracy_std": float(np.std(accs)), "per_fold": accs,
-           "fit_seconds": round(fit_s, 3), "cpu_seconds": round(cpu_s, 3)}
-    return row, {"row": rows_c, "predicted": pred_c, "gold": [fs.labels[k] for k in rows_c]}
-
-
-def _nested(splits, labels, Cs, inner_folds, seed, class_weight, task, common, fs, idx) -> dict:
-    """Nested C selection (see :func:`evaluate_store`): the inner fits of every split, and each
-    split's final fit added as soon as its inner fits are in."""
-    # the inner folds gramtile evaluate's nested selection makes (crossval.inner_splits)
-    y = np.asarray(labels, dtype=object)
-    inner = [inner_splits(y, s, inner_folds, seed, None, class_weight)[0] for s in splits]
-    tasks, owner = [], []
-    for i, parts in enumerate(inner):
-        for tr, te in parts:
-            for C in Cs:
-                tasks.append(task(tr, te, C))
-                owner.append(i)
-    n_inner = len(tasks)
-    left = np.bincount(owner, minlength=len(splits)).tolist()
-    got, chosen, inner_acc, final_of = {}, [None] * len(splits), [None] * len(splits), []
-
-    def on_done(k, r):
-        if k >= n_inner:
-            return None
-        got[k] = r
-        i = owner[k]
-        left[i] -= 1
-        if left[i]:
-            return None
-        first = owner.index(i)
-        hits, total = dict.fromkeys(Cs, 0), 0
-        for q, (_, te) in enumerate(inner[i]):
-            gold = [labels[t] for t in te]
-            total += len(gold)
-            for j, C in enumerate(Cs):
-                pred = got[first + q * len(Cs) + j]["predicted"]
-                hits[C] += sum(g == p for g, p in zip(gold, pred))
-        inner_acc[i] = {C: hits[C] / total for C in Cs}
-        chosen[i] = max(Cs, key=lambda c: (inner_acc[i][c], -c))  # ties to the smaller C
-        final_of.append(i)
-        return [task(splits[i].train, splits[i].test, chosen[i])]
-
-    results = run_tasks(run_fit, tasks, desc="linear fits (nested)", on_done=on_done, **common)
-    final = {final_of[m]: results[n_inner + m] for m in range(len(splits))}
-    row, pred = _pooled(splits, labels, [final[i] for i in range(len(splits))], fs, idx)
-    inner_s = list(got.values())
-    row.update(fit_seconds=round(row["fit_seconds"] + sum(r["fit_seconds"] for r in inner_s), 3),
-               cpu_seconds=round(row["cpu_seconds"] + sum(r["cpu_seconds"] for r in inner_s), 3),
-               C_chosen=list(chosen), inner_accuracy=inner_acc)
-    return {"C_selection": "nested", "C_grid": list(Cs), "inner_folds": int(inner_folds), "C": {}, "nested": row,
-            "best_C": None, "predictions": {"nested": pred}}
-
-
 def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str = "auto", epochs: int = EPOCHS,
                 chunk_rows: int = CHUNK_ROWS, seed: int = 0, rows=None, loss: str = "squared_hinge",
                 cluster=None, overwrite: bool = False) -> LinearModel:
@@ -401,26 +272,3 @@ def train_store(path, out=None, C: float = 1.0, class_weight=None, solver: str =
     if out is not None:
         model.save(out, overwrite=overwrite)
     return model
-
-
-def table(res: dict) -> str:
-    """The markdown table of an :func:`evaluate_store` result."""
-    lines = [f"linear SVM ({res['solver']['used']}, {res.get('loss', 'squared_hinge')} loss) on {res['n']} x "
-             f"{res['n_features']} explicit features of {res['kernel']}, {res['folds']}-fold (seed {res['seed']}), "
-             f"rows {res['rows']}"]
-    if res.get("C_selection") == "nested":
-        r = res["nested"]
-        grid = ",".join(f"{c:g}" for c in res["C_grid"])
-        lines.append(f"C selected by nested {res['inner_folds']}-fold cross-validation inside each training part "
-                     f"(grid {grid}); C_chosen lists the C chosen per split; no test example took part in choosing it")
-        lines += ["", "| C | accuracy | accuracy_std | fit s (sum) | C_chosen |", "|---|---:|---:|---:|---|",
-                  f"| nested | {r['accuracy']:.4f} | {r['accuracy_std']:.4f} | {r['fit_seconds']:.1f} | "
-                  f"{','.join(f'{c:g}' for c in r['C_chosen'])} |"]
-        return "\n".join(lines)
-    if len(res["C"]) > 1:
-        lines.append("every C below is scored on the test parts, so picking the best row is selection on test "
-                     "data and its score is optimistic")
-    lines += ["", "| C | accuracy | accuracy_std | fit s (sum) |", "|---:|---:|---:|---:|"]
-    for C, r in sorted(res["C"].items()):
-        lines.append(f"| {C:g} | {r['accuracy']:.4f} | {r['accuracy_std']:.4f} | {r['fit_seconds']:.1f} |")
-    return "\n".join(lines)

@@ -67,17 +67,15 @@ from conllu.models import TokenList
 from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline import optional
-from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, gram_with_resources, resources_for
+from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, resources_for
 from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
-from gramtile.pipeline.learn.crossval import Setting, fit_smo_functions, plan_solver, read_block
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
-from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource, check_labels
+from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.parse import is_spacy_doc, parse_derive_shard
-from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
 from gramtile.pipeline.readers.labels import read_label_file
 from gramtile.pipeline.readers.table import table_kind
@@ -270,8 +268,8 @@ class SavedModel:
         functions = []
         for f in funcs:
             sv = [pos[int(t)] for t in f[0]]
-            if learner == "svm":
-                d = {"sv": sv, "coef": f[1].tolist(), "intercept": f[2]}
+            if learner != "perceptron":  # every learner but the perceptron saves a kernel expansion
+                d = {"sv": sv, "coef": np.asarray(f[1]).tolist(), "intercept": float(f[2])}
                 if len(f) > 3:
                     d["pair"] = f[3]
             else:
@@ -312,7 +310,7 @@ class SavedModel:
         cols = []
         for f in self.functions:
             sv = np.asarray(f["sv"], dtype=np.int64)
-            if self.learner in ("svm", "nystroem"):  # nystroem: a linear model on phi(x), as a landmark expansion
+            if "coef" in f:  # a kernel expansion (nystroem's: its linear model on phi(x), over the landmarks)
                 cols.append(K_sv[:, sv] @ np.asarray(f["coef"]) + f["intercept"])
             else:
 
@@ -464,7 +462,7 @@ def _copy_doc(doc, reps):
                     source=doc.source)
 
 
-def _structures_by_rep(docs, reps):
+def structures_by_rep(docs, reps):
     out = {}
     for r in reps:
         vals = []
@@ -484,7 +482,7 @@ def training_resources(spec, docs) -> TrainedResources | None:
     names = resource_reps(spec)
     if not names:
         return None
-    bx, _, vocabs = encode_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
+    bx, _, vocabs = encode_with_resources(spec, structures_by_rep(docs, kernel_reps(spec)))
     return TrainedResources(list(vocabs.sym.strings), {n: bx[n] for n in names})
 
 
@@ -533,7 +531,7 @@ def _encode(spec, groups, trained):
 
     # the model's saved spaces replace the space_rep examples: only the read representations
     reps = kernel_reps(spec, spaces=False)
-    structs = [_structures_by_rep(g, reps) for g in groups]
+    structs = [structures_by_rep(g, reps) for g in groups]
     vocabs = Vocabularies()
     batches = [{} for _ in groups]
     for r in reps:
@@ -651,79 +649,6 @@ def _read_support(path, rep, ids):
 
 # ---- training --------------------------------------------------------------------------------
 
-def build_estimator(learner: str, C: float, class_weight, multiclass: str, n_classes: int, epochs: int = 2,
-                    seed=None):
-    """The estimator :func:`train` fits on K(train, train)."""
-
-    s = Setting("perceptron", None, epochs) if learner == "perceptron" else Setting("svm", float(C))
-    return s.build(class_weight, multiclass, n_classes, seed)
-
-
-def train(docs, spec, K=None, learner: str = "svm", C: float = 1.0, class_weight=None, multiclass: str = "ovr",
-          epochs: int = 2, seed=None, provenance=None, resources: TrainedResources | None = None,
-          solver: str = "auto", tol: float = 1e-3, cluster=None) -> SavedModel:
-    """Train a saved model on labelled Documents.
-
-    Parameters
-    ----------
-    docs : list of Document
-        Training examples (with the representations ``spec`` reads, and labels).
-    spec : KernelSpec, dict or JSON
-    K : ndarray (n, n) or kernel source, optional
-        K_spec(docs, docs) if already computed, or a kernel source over the docs (e.g. a view of
-        Gram stores, read only as the solver needs); else computed in memory.
-    learner, C, class_weight, multiclass, epochs, seed
-        As in :func:`gramtile.pipeline.learn.crossval.evaluate`.
-    solver, tol, cluster
-        The SVM solver (:func:`~gramtile.pipeline.learn.crossval.plan_solver`; ``smo`` reads
-        kernel rows from ``K`` through a cache and never holds K(train, train)) and where its
-        one-vs-rest problems run (a profile name, address or Runtime, whose ``memory_mb``,
-        ``cache_mb`` and ``scratch`` apply). The choice is logged as one line and recorded in
-        the model's ``params["solver"]``.
-    resources : TrainedResources, optional
-        The corpus resources ``K`` was computed with (e.g. a corpus store's, see
-        :func:`train_from_store`). By default, and always when K is computed here, those
-        :func:`gramtile.gram` builds over ``docs``; a K computed otherwise must pass its own.
-    """
-
-    spec = as_spec(spec)
-    y = np.asarray(check_labels([d.label for d in docs], "training data"), dtype=object).astype(str)
-    classes = np.unique(y)
-    if len(classes) < 2:
-        raise EvaluationError(f"training data have one class only ({classes.tolist()!r}); give two or more")
-    if K is None:
-        if resources is not None:
-            raise EvaluationError("train(): resources given without K; pass the K computed with them, or neither")
-        K, strings, values = gram_with_resources(spec, _structures_by_rep(docs, kernel_reps(spec)))
-        resources = TrainedResources(strings, values) if values else None
-    source = K if hasattr(K, "block") and hasattr(K, "n") else None
-    if source is None:
-        K = np.asarray(K, dtype=np.float64)
-        if K.shape != (len(docs), len(docs)):
-            raise EvaluationError(f"K has shape {K.shape} for {len(docs)} training examples; pass K(train, train)")
-    elif source.n != len(docs):
-        raise EvaluationError(f"the kernel source has {source.n} examples for {len(docs)} training examples; its rows "
-                              "must be the training examples, in order")
-    params = {"C": None if learner == "perceptron" else float(C),
-              "class_weight": class_weight, "multiclass": multiclass}
-    if learner == "svm":
-        plan = plan_solver(solver, len(docs), 0, cluster, 0, multiclass, len(classes), tol=tol)
-        params["solver"] = plan.to_dict()
-        log.info(plan.line)
-        if plan.used == "smo":
-            funcs = fit_smo_functions(source if source is not None else ArrayKernelSource(K), y, classes.tolist(),
-                                      float(C), class_weight, plan, cluster=cluster)
-            scheme = "binary" if len(classes) == 2 else "ovr"
-            return SavedModel.from_functions(spec, "svm", scheme, classes.tolist(), funcs, docs, params=params,
-                                             provenance=provenance, resources=resources)
-    if source is not None:
-        n = len(docs)
-        K = read_block(source, np.arange(n), np.arange(n), "train x train")
-    est = build_estimator(learner, C, class_weight, multiclass, len(classes), epochs, seed)
-    est.fit(K, y)
-    return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance, resources=resources)
-
-
 def stored_kernel(spec, grams, corpus_hash=None):
     """K_spec over a square Gram store's rows, derived from the stores in ``grams`` (paths).
 
@@ -785,39 +710,6 @@ def relabel(docs, labels_file, what: str) -> list:
     for d, label in zip(docs, read_label_file(labels_file, len(docs), what)):
         d.label = label
     return docs
-
-
-def train_from_store(corpus_path, grams, spec, provenance=None, labels_file=None, **kwargs) -> SavedModel:
-    """Train on a corpus store's examples with K read from its Gram stores (``gramtile train
-    --corpus C --gram G ...``); the model carries the corpus store's stored resources.
-
-    Parameters
-    ----------
-    corpus_path : path of a corpus store
-    grams : list of paths
-        Square Gram stores of the corpus, one per base kernel of ``spec``.
-    spec : KernelSpec, dict or JSON
-    provenance : dict, optional
-    labels_file : path, optional
-        One label per line for the corpus's examples (in corpus order), instead of the stored ones.
-    **kwargs
-        Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed,
-        solver, tol, cluster). K(train, train) is read from the
-        stores only as the solver needs it: whole for libsvm, row bands through the cache for smo.
-    """
-
-    spec = as_spec(spec)
-    cs = CorpusStore.open(corpus_path)
-    source, rows, stores = stored_source(spec, grams, cs.content_hash)
-    docs = relabel(cs.documents(), labels_file, f"examples of {corpus_path}")
-    if len(rows) != source.n or (len(rows) and (int(np.min(rows)) < 0 or int(np.max(rows)) >= len(docs))):
-        raise StoreMismatchError(f"the Gram store's {source.n} rows are not examples of {corpus_path} ({len(docs)} "
-                                 "examples); pass the corpus store the Gram store was computed from")
-    docs = [docs[int(i)] for i in rows]
-    prov = {"corpus": str(corpus_path), "corpus_hash": cs.content_hash, "gram": [str(g) for g in grams],
-            **(provenance or {})}
-    return train(docs, spec, K=source, provenance=prov, resources=stored_resources(corpus_path, spec, stores),
-                 **kwargs)
 
 
 # ---- documents for train / predict ------------------------------------------------------------

@@ -44,9 +44,8 @@ import numpy as np
 
 from gramtile.pipeline.compute.runtime import Runtime, TaskMemory
 from gramtile.pipeline.learn import dcd
-from gramtile.pipeline.learn.crossval import check_classes, check_inputs, prediction_scores, read_block, settings_for
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.metrics import positive_class
+from gramtile.pipeline.learn.fits import read_block
 from gramtile.pipeline.learn.models import SavedModel, kernel_reps, stored_resources
 from gramtile.pipeline.learn.parallel import MEMORY_SHARE
 from gramtile.pipeline.learn.sources import store_labels
@@ -180,34 +179,36 @@ def _band_rows(source, m: int, free_mb: float | None = None) -> int:
     return want
 
 
-def nystroem_memory(cluster=None) -> TaskMemory:
-    """The memory Nystroem's features may use: they are made in this process, whatever the profile
-    (:meth:`Runtime.task_memory` of an in-process run: the Runtime's ``memory_mb``, else
-    :data:`~gramtile.pipeline.learn.parallel.MEMORY_SHARE` of what is available now)."""
-    rt = Runtime.of(cluster)
-    here = rt if rt.in_process else Runtime("sequential", memory_mb=rt.memory_mb)
-    return here.task_memory(MEMORY_SHARE)
-
-
-def _need_mb(n: int, m: int) -> float:
+def need_mb(n: int, m: int) -> float:
     """MB that the features of n examples over m landmarks need: the n x m array, K_LL, its
     symmetrised copy, eigenvectors and map (4 m^2), and a band of one tile of rows read."""
     return 8 * (n * m + 4 * m * m + 3 * 64 * m) / 1e6
 
 
+def nystroem_memory(cluster=None) -> TaskMemory:
+    """The memory of this process for features made here (``train --model nystroem``): the
+    Runtime's ``memory_mb``, else :data:`~gramtile.pipeline.learn.parallel.MEMORY_SHARE` of what
+    is available now, whatever the profile (:meth:`Runtime.task_memory` of an in-process run)."""
+    rt = Runtime.of(cluster)
+    here = rt if rt.in_process else Runtime("sequential", memory_mb=rt.memory_mb)
+    return here.task_memory(MEMORY_SHARE)
+
+
 def check_memory(n: int, m: int, memory: TaskMemory) -> None:
-    """Refuse, before anything is read, features that cannot fit ``memory``."""
-    need = _need_mb(n, m)
-    if need > memory.process_mb:
+    """Refuse, before anything is read, features of n examples x m landmarks that cannot fit
+    ``memory`` (what one fit may use where it runs)."""
+    need = need_mb(n, m)
+    if need > memory.per_task_mb:
         raise EvaluationError(
-            f"nystroem: {n:,} examples x {m:,} landmarks need {need:,.0f} MB (the {8 * n * m / 1e6:,.0f} MB "
-            f"feature array and the landmark block's eigendecomposition), but {memory.where} leaves "
-            f"{memory.process_mb:,.0f} MB. Fix: fewer landmarks (--landmarks), the linear learner on explicit "
-            f"features (--model linear), or more memory for this process (--memory-mb)")
+            f"nystroem: {n:,} examples x {m:,} landmarks need {need:,.0f} MB per fit (the {8 * n * m / 1e6:,.0f} "
+            f"MB feature array and the landmark block's eigendecomposition), but {memory.where} leaves "
+            f"{memory.per_task_mb:,.0f} MB per fit ({memory.tasks} at once). Fix: fewer landmarks (--landmarks), "
+            "the linear learner on explicit features (--model linear), or more memory (--memory-mb, or the "
+            "profile's memory per worker)")
 
 
 def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = "examples x landmarks",
-                      band: int | None = None, cluster=None):
+                      band: int | None = None, memory_mb: float | None = None):
     """Nystroem features of ``rows`` (sorted positions; must contain the landmarks ``L``) in the
     flat float64 buffer ``buf`` (at least len(rows) * len(L) values), without a second n x m array.
 
@@ -217,9 +218,8 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     rank <= m, a block's features end before the next block's kernel values begin. Returns
     (features (len(rows), rank), a C-contiguous view of ``buf``, and the :class:`NystroemMap`).
     Memory beyond ``buf``: O(m^2 + band * m + TRANSFORM_ROWS * rank) (``band``: rows per read,
-    default about 32 MB of values, less when the memory this process may use
-    (:func:`nystroem_memory` of ``cluster``) leaves less beside ``buf``). The features do not
-    depend on ``band``.
+    default about 32 MB of values, less when ``memory_mb``, what the process may use, leaves less
+    beside ``buf``). The features do not depend on ``band``.
 
     Raises
     ------
@@ -235,8 +235,7 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
         raise EvaluationError("nystroem: every landmark must be among the rows whose features are made")
     raw = buf[:n * m].reshape(n, m)
     if band is None:
-        free_mb = nystroem_memory(cluster).process_mb - 8 * (n * m + 4 * m * m) / 1e6
-        band = _band_rows(source, m, free_mb)
+        band = _band_rows(source, m, None if memory_mb is None else memory_mb - 8 * (n * m + 4 * m * m) / 1e6)
     band = int(band)
     for a in range(0, n, band):
         raw[a:a + band] = read_block(source, rows[a:a + band], L, what)
@@ -246,89 +245,6 @@ def features_in_place(source, rows, L, buf, cutoff: float = CUTOFF, what: str = 
     for a in range(0, n, TRANSFORM_ROWS):  # whatever the band: the same products, the same bits
         F[a:a + TRANSFORM_ROWS] = raw[a:a + TRANSFORM_ROWS] @ fmap.W  # made before F's rows are written
     return F, fmap
-
-
-def evaluate_nystroem(source, labels, splits, m: int, C=(1.0,), seed: int = 0, stratified: bool = True,
-                      class_weight=None, cutoff: float = CUTOFF, kernel: str = "kernel", positive=None,
-                      max_iter: int = MAX_ITER, landmarks=None, protocol: str = "train", tol: float = TOL,
-                      progress=None, loss: str = LOSS, cluster=None) -> list[dict]:
-    """Train and score the linear SVM (:mod:`gramtile.pipeline.learn.dcd`) on Nystroem features
-    for each split and C.
-
-    For each split, m landmarks are picked among its training examples and K[train + test,
-    landmarks] is read in bands into one feature array (:func:`features_in_place`), allocated
-    once for all splits; training and test rows are used in place through index arrays. With
-    ``landmarks`` (positions among the source's rows, e.g. :attr:`LandmarkSource.landmarks`;
-    then ``m`` is ignored) each split uses those in its training part (``protocol="train"``) or
-    all of them (``"all"``, transductive; see the module docstring). Returns pooled rows as
-    :func:`gramtile.pipeline.learn.crossval.evaluate` does (``model`` = ``"nystroem"``, plus
-    ``m``, the feature ``rank`` (smallest over splits), ``cutoff``, ``converged`` (every
-    one-vs-rest fit of every split met ``tol``), the largest ``iterations`` and ``loss``).
-    ``progress``, if given, is called with a dict per split and C (split name, accuracy, rank, seconds).
-    ``loss``: ``"squared_hinge"`` (the default) or ``"hinge"`` (the kernel SVC's loss, whose
-    dual often stops at ``max_iter`` here; see docs/learning.md).
-    ``cluster``: the run's Runtime (or profile); the features are made in this process, planned
-    for its memory (:func:`nystroem_memory`): bands of K are read to fit beside the feature
-    array, and an array that cannot fit is refused before anything is read.
-    """
-    grid = settings_for("svm", C)
-    if protocol not in PROTOCOLS:
-        raise EvaluationError(f"nystroem: protocol {protocol!r}; use 'train' (landmarks of each training part) "
-                              f"or 'all' (transductive)")
-    fixed = None if landmarks is None else np.unique(np.asarray(landmarks, dtype=np.int64))
-    y, splits = check_inputs(source, labels, splits)
-    classes = sorted(np.unique(y).tolist())
-    if positive is None and len(classes) == 2:
-        positive = positive_class(classes)
-    check_classes(classes, positive, class_weight)
-    pooled = {s.C: ([], []) for s in grid}
-    fold_acc = {s.C: [] for s in grid}
-    ranks, used, conv, iters = [], [], [], []
-    plan = []
-    for sp in splits:
-        if fixed is None:
-            L = pick_landmarks(y, sp.train, m, seed, stratified)
-        else:
-            L = fixed if protocol == "all" else np.intersect1d(fixed, sp.train)
-            if L.size == 0:
-                raise EvaluationError(f"{sp.name}: none of the {fixed.size} landmarks is in its training part; "
-                                      "compute the landmark store with more --landmarks")
-        plan.append((sp, L, np.union1d(np.union1d(sp.train, sp.test), L)))
-    _, big_L, big_rows = max(plan, key=lambda p: p[2].size * p[1].size)
-    check_memory(big_rows.size, big_L.size, nystroem_memory(cluster))
-    buf = np.empty(max(rows.size * L.size for _, L, rows in plan))  # the one n x m array, for every split
-    for sp, L, rows in plan:
-        t0 = time.perf_counter()
-        used.append(int(L.size))
-        F, fmap = features_in_place(source, rows, L, buf, cutoff, f"{sp.name} examples x landmarks", cluster=cluster)
-        ranks.append(fmap.rank)
-        tr, te = np.searchsorted(rows, sp.train), np.searchsorted(rows, sp.test)
-        for s in grid:
-            clf = dcd.fit(F, tr, y[sp.train], C=s.C, class_weight=class_weight, loss=loss, tol=tol,
-                          max_iter=max_iter, seed=seed)
-            conv.append(clf.converged)
-            iters.append(max(f.iterations for f in clf.fits))
-            pred = clf.predict(F, te)
-            pooled[s.C][0].append(sp.test)
-            pooled[s.C][1].append(pred)
-            fold_acc[s.C].append(float(np.mean(pred == y[sp.test])))
-            if progress is not None:
-                progress({"split": sp.name, "C": s.C, "accuracy": fold_acc[s.C][-1], "rank": fmap.rank,
-                          "m": int(L.size), "converged": clf.converged, "iterations": iters[-1],
-                          "seconds": round(time.perf_counter() - t0, 1)})
-    del buf
-    out = []
-    for s in grid:
-        idx, pred = np.concatenate(pooled[s.C][0]), np.concatenate(pooled[s.C][1])
-        row, _ = prediction_scores(y[idx], pred, classes, positive)
-        acc = np.asarray(fold_acc[s.C])
-        m_used = int(m) if fixed is None else int(fixed.size)
-        out.append({"kernel": kernel, "model": "nystroem", "C": s.C, "m": m_used, "rank": int(min(ranks)),
-                    "cutoff": cutoff, "loss": loss, "converged": bool(all(conv)), "iterations": int(max(iters)),
-                    "splits": len(splits), "n_test": int(idx.size), **row,
-                    "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, "predictions": (idx, pred),
-                    **({} if fixed is None else {"landmark_protocol": protocol, "landmarks_used_min": min(used)})})
-    return out
 
 
 def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, cutoff: float = CUTOFF,
@@ -354,7 +270,7 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
     labels_file : path, optional
         One label per line for the store's rows, in row order, instead of the corpus store's.
     cluster : Runtime or profile, optional
-        The run's Runtime: the features are planned for this process's memory
+        The run's Runtime: the features are made in this process and planned for its memory
         (:func:`nystroem_memory`; refused before anything is read when they cannot fit).
 
     Raises
@@ -381,9 +297,10 @@ def train_nystroem(corpus_path, gram, spec, C: float = 1.0, class_weight=None, c
         raise EvaluationError(f"the rows of {st.path} have one class only ({classes!r}); training needs two")
     L = src.landmarks
     rows = np.arange(src.n)
-    check_memory(rows.size, L.size, nystroem_memory(cluster))
+    memory = nystroem_memory(cluster)
+    check_memory(rows.size, L.size, memory)
     F, fmap = features_in_place(src, rows, L, np.empty(rows.size * L.size), cutoff, "rows x landmarks",
-                                cluster=cluster)
+                                memory_mb=memory.process_mb)
     clf = dcd.fit(F, rows, y, C=float(C), class_weight=class_weight, loss=loss, tol=tol, max_iter=max_iter)
     del F
     A = fmap.W @ np.atleast_2d(clf.coef).T  # (M, n_functions)

@@ -1,4 +1,5 @@
-"""Building corpus resources, and their array form: WordNet synonymy, LSA and domain spaces.
+"""Building corpus resources, and their array form: WordNet synonymy, LSA and domain spaces, SPTK
+tables and the word vectors they are built from.
 
 :func:`build_value` is the one builder of both paths, in-memory examples
 (:func:`gramtile.pipeline.compute.inmemory.add_resources`) and corpus stores
@@ -19,10 +20,14 @@ from gramtile.pipeline.resources.domain import domain_resource
 from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
 from gramtile.pipeline.resources.lexical import lexical_table
 from gramtile.pipeline.resources.similarity import similarity_resource
+from gramtile.pipeline.resources.vector_sources import WordVectors, build_vectors
+
+#: Name prefix of a stored vector source (``gramtile.pipeline.resources.keys.VECTORS``).
+VECTORS_PREFIX = "vectors:"
 
 # ---- building ------------------------------------------------------------------------------
 
-def build_value(name: str, vocab_strings, structs):
+def build_value(name: str, vocab_strings, structs, vectors: WordVectors | None = None):
     """Build resource ``name`` over the symbols ``vocab_strings`` from the structures ``structs``.
 
     The one builder of both paths: :func:`gramtile.pipeline.compute.inmemory.add_resources` (in-memory
@@ -31,19 +36,27 @@ def build_value(name: str, vocab_strings, structs):
     Parameters
     ----------
     name : str
-        ``similarity/wordnet``, ``similarity/lsa/<field>``, ``domain/lsa/<dims>`` or ``sptk:{...}``
-        (the smoothed partial tree kernel's lexical table, :mod:`gramtile.pipeline.resources.lexical`).
+        ``similarity/wordnet``, ``similarity/lsa/<field>``, ``domain/lsa/<dims>``, ``sptk:{...}``
+        (the smoothed partial tree kernel's lexical table, :mod:`gramtile.pipeline.resources.lexical`)
+        or ``vectors:SOURCE`` (the word vectors of a vector source,
+        :mod:`gramtile.pipeline.resources.vector_sources`).
     vocab_strings : sequence of str
         Symbol strings in id order (``Vocabularies.sym.strings``).
     structs : list of structures
         The examples of the representation the kernel reads (unused by WordNet).
+    vectors : WordVectors or None
+        For an SPTK table of source ``vectors``: its vectors, when already built (a corpus
+        store's stored vectors); None builds them from the source.
 
     Returns
     -------
-    scipy.sparse.csr_matrix (WordNet, SPTK table) or ndarray of shape (V, k) (LSA / domain factors)
+    scipy.sparse.csr_matrix (WordNet, SPTK table), ndarray of shape (V, k) (LSA / domain factors)
+    or WordVectors
     """
+    if name.startswith(VECTORS_PREFIX):
+        return build_vectors(name[len(VECTORS_PREFIX):], vocab_strings, structs)
     if name.startswith(LEXICAL_PREFIX):
-        return lexical_table(name, vocab_strings, structs)
+        return lexical_table(name, vocab_strings, structs, vectors)
     if name.startswith("domain/"):
 
         return domain_resource(name, vocab_strings, structs)
@@ -55,14 +68,22 @@ def build_value(name: str, vocab_strings, structs):
     return similarity_resource(name, vocab_strings, docs)
 
 
-#: The arrays that store a resource value of each kind.
-ARRAY_NAMES = {"csr": ("indptr", "indices", "data"), "dense": ("value",)}
+#: The arrays that store a resource value of each kind (``vectors``: the matrix, and the words as
+#: UTF-8 bytes with the end offset of each).
+ARRAY_NAMES = {"csr": ("indptr", "indices", "data"), "dense": ("value",),
+               "vectors": ("value", "word_bytes", "word_ends")}
 
 
 def arrays_of(value) -> tuple:
     """(kind, {array name: ndarray}) of a resource value, in the stored order (inverse of
     :func:`value_of`)."""
 
+    if isinstance(value, WordVectors):
+        encoded = [w.encode("utf-8") for w in value.words]
+        ends = np.cumsum([len(b) for b in encoded], dtype=np.int64) if encoded else np.zeros(0, np.int64)
+        return "vectors", {"value": np.ascontiguousarray(value.matrix, dtype=np.float64),
+                           "word_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
+                           "word_ends": ends}
     if sp.issparse(value):
         A = value.tocsr()
         return "csr", {"indptr": np.asarray(A.indptr, dtype=np.int64),
@@ -74,8 +95,13 @@ def arrays_of(value) -> tuple:
 def value_of(kind: str, shape, arrays: dict):
     """The resource value stored as ``arrays`` (a CSR matrix of ``shape``, or the dense factor)."""
     if kind == "csr":
-
         return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=tuple(shape))
+    if kind == "vectors":
+        raw = np.asarray(arrays["word_bytes"], dtype=np.uint8).tobytes()
+        ends = np.asarray(arrays["word_ends"], dtype=np.int64)
+        starts = np.concatenate([[0], ends[:-1]]) if ends.size else ends
+        words = tuple(raw[a:b].decode("utf-8") for a, b in zip(starts.tolist(), ends.tolist()))
+        return WordVectors(words, np.asarray(arrays["value"], dtype=np.float64).reshape(tuple(shape)))
     return arrays["value"]
 
 

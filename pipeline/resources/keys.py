@@ -14,6 +14,9 @@ from dataclasses import dataclass
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.resources import vector_sources as vs
+from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
+from gramtile.pipeline.resources.lexical import table_params
 
 
 def resource_names(base) -> tuple:
@@ -75,6 +78,10 @@ _HELP = ("valid items: 'wordnet', 'lsa' or 'lsa:100' (the soft-matching LSA spac
          "followed by '@REP' (a representation of the store); e.g. --resources wordnet,lsa:100,domain:100")
 
 
+#: Name prefix of a stored vector source: ``vectors:`` + the canonical source.
+VECTORS = "vectors:"
+
+
 @dataclass(frozen=True)
 class ResourceKey:
     """One resource: the name kernels use, and the representation whose examples build it.
@@ -94,6 +101,8 @@ class ResourceKey:
             p.update(dims=int(self.name.rsplit("/", 1)[1]), random_state=SEED, idf="log(N/df)")
         elif self.name.startswith("sptk:") and '"source":"lsa"' in self.name:
             p.update(dims=LSA_DIMS, random_state=SEED)
+        elif self.name.startswith(VECTORS + "corpus:"):
+            p.update(dims=vs.DIMS, window=vs.WINDOW, min_count=vs.MIN_COUNT, seed=vs.SEED)
         return p
 
     @property
@@ -106,6 +115,8 @@ class ResourceKey:
         JSON and perhaps a file path, is named by its param hash alone)."""
         if self.name.startswith("sptk:"):
             return f"{GROUP}/sptk-{self.param_hash}"
+        if self.name.startswith(VECTORS):
+            return f"{GROUP}/vectors-{self.param_hash}"
         return f"{GROUP}/{self.name.replace('/', '.')}-{self.param_hash}"
 
 
@@ -124,6 +135,55 @@ def keys_of(spec) -> list:
 
     # the feeding representation is the kernel's space_rep when set, else the one it reads
     return [ResourceKey(name, rep) for name, rep in resource_reps(spec).items()]
+
+
+# ---- vector sources ----------------------------------------------------------------------------
+
+def vectors_key(source: str, rep: str | None) -> ResourceKey:
+    """The key of the stored vectors of ``source``: a ``corpus:`` builder's vectors are trained on
+    the examples of ``rep``; a file's or a spaCy pipeline's depend on the vocabulary alone."""
+    source = vs.canonical_source(source)
+    return ResourceKey(VECTORS + source, rep if vs.source_kind(source) == "corpus" else None)
+
+
+def table_vectors_key(key: ResourceKey) -> ResourceKey | None:
+    """The vectors an SPTK table of source ``vectors`` is built from (None for other resources):
+    a corpus builder's trained on the table's own representation."""
+    if not key.name.startswith(LEXICAL_PREFIX):
+        return None
+    p = table_params(key.name)
+    return vectors_key(p["vectors"], key.rep) if p["source"] == "vectors" else None
+
+
+#: Representation kinds a corpus builder can read words from (vector_sources.example_words).
+TRAINABLE_KINDS = ("tree", "seq", "wsd", "dep")
+
+
+def keys_for_vectors_option(source: str, representations: dict) -> list:
+    """The keys of a ``--vectors`` value for a store with ``representations`` (name -> kind).
+
+    ``corpus:BUILDER@REP`` trains on REP; without ``@REP`` on every representation of the kinds
+    :data:`TRAINABLE_KINDS` (an SPTK spec's table reads the vectors trained on its own ``rep``)."""
+    text = source.strip()
+    rep = None
+    if vs.source_kind(text) == "corpus" and "@" in text:
+        text, _, rep = text.partition("@")
+        if not rep:
+            raise KernelSpecError(f"--vectors {source!r}: '@' must be followed by a representation name")
+    vs.canonical_source(text)  # a bad builder fails here
+    if vs.source_kind(text) != "corpus":
+        return [vectors_key(text, None)]
+    if rep is not None:
+        if rep not in representations:
+            raise KernelSpecError(f"--vectors {source!r}: representation {rep!r} is not in the store (it holds "
+                                  f"{sorted(representations)})")
+        reps = [rep]
+    else:
+        reps = [r for r, kind in representations.items() if kind in TRAINABLE_KINDS]
+        if not reps:
+            raise KernelSpecError(f"--vectors {source!r}: the store holds no representation vectors can be trained "
+                                  f"on (kinds {', '.join(TRAINABLE_KINDS)}; it holds {representations})")
+    return [vectors_key(text, r) for r in reps]
 
 
 # ---- the --resources option --------------------------------------------------------------------

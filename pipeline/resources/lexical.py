@@ -10,7 +10,9 @@ the kernel reads, once per corpus:
 2. each one's **word** and **part of speech**: the label without ``prefix`` (when it carries
    it), split at a final ``::`` into word and coarse PoS (KeLP's ``lemma::p``; no PoS otherwise);
 3. the **word similarity**, by source: ``vectors``, the cosine of the words' vectors from the
-   file (looked up as written, else lower-cased), clipped at 0
+   vector source (a file, ``spacy:NAME`` or ``corpus:BUILDER``,
+   :mod:`gramtile.pipeline.resources.vector_sources`; looked up as written, else lower-cased),
+   clipped at 0
    (:mod:`gramtile.pipeline.resources.vectors` says why); ``wordnet``, the WordNet synonymy
    measure of the soft subsequence kernel (:func:`~gramtile.pipeline.resources.similarity.wordnet_similarity`);
    ``lsa``, the cosine in the corpus's LSA space (the soft subsequence kernel's builder, with the
@@ -32,7 +34,8 @@ import scipy.sparse as sp
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline.resources.similarity import lsa_similarity, wordnet_similarity
-from gramtile.pipeline.resources.vectors import cosine_table, read_vectors
+from gramtile.pipeline.resources.vector_sources import WordVectors, build_vectors, split_label
+from gramtile.pipeline.resources.vectors import cosine_table
 
 PREFIX = "sptk:"
 #: LSA dimensions and seed of ``source="lsa"`` (those of the soft subsequence kernel's space).
@@ -54,16 +57,6 @@ def table_params(name: str) -> dict:
     return p
 
 
-def split_label(label: str, prefix: str | None):
-    """(word, PoS or None) of a lexical label: ``prefix`` removed, a final ``::p`` split off."""
-    if prefix and label.startswith(prefix):
-        label = label[len(prefix):]
-    word, sep, pos = label.rpartition("::")
-    if sep and word:
-        return word, pos
-    return label, None
-
-
 def lexical_symbols(vocab_strings, structs, lexical: str, prefix: str | None) -> np.ndarray:
     """Sorted ids of the lexical symbols in ``structs`` (module docstring, step 1)."""
     index = {s: k for k, s in enumerate(vocab_strings)}
@@ -78,14 +71,17 @@ def lexical_symbols(vocab_strings, structs, lexical: str, prefix: str | None) ->
     return np.array(sorted(ids), dtype=np.int64)
 
 
-def word_similarity(source: str, words, docs, vectors=None, threshold: float = 0.0) -> sp.csr_matrix:
-    """Thresholded similarity between ``words`` (CSR, n x n, entries >= threshold and > 0)."""
+def word_similarity(source: str, words, docs, vectors: WordVectors | None = None,
+                    threshold: float = 0.0) -> sp.csr_matrix:
+    """Thresholded similarity between ``words`` (CSR, n x n, entries >= threshold and > 0);
+    ``vectors`` are the word vectors of source ``vectors``."""
     n = len(words)
     if n == 0:
         return sp.csr_matrix((0, 0))
     if source == "vectors":
-        wanted = set(words) | {w.lower() for w in words}
-        vw, M = read_vectors(vectors, wanted)
+        if vectors is None:
+            raise KernelSpecError("the lexical similarity of source 'vectors' needs the word vectors")
+        vw, M = vectors.words, vectors.matrix
         row = {w: k for k, w in enumerate(vw)}
         have = np.array([row.get(w, row.get(w.lower(), -1)) for w in words], dtype=np.int64)
         F = np.zeros((n, M.shape[1] if M.ndim == 2 else 1))
@@ -102,7 +98,7 @@ def word_similarity(source: str, words, docs, vectors=None, threshold: float = 0
     raise KernelSpecError(f"unknown lexical similarity source {source!r}; known: 'vectors', 'wordnet', 'lsa'")
 
 
-def lexical_table(name: str, vocab_strings, structs) -> sp.csr_matrix:
+def lexical_table(name: str, vocab_strings, structs, vectors: WordVectors | None = None) -> sp.csr_matrix:
     """The SPTK similarity table named ``name`` over ``vocab_strings`` (module docstring).
 
     Parameters
@@ -113,6 +109,10 @@ def lexical_table(name: str, vocab_strings, structs) -> sp.csr_matrix:
         The corpus symbols in id order.
     structs : list of Tree
         Every example of the representation the kernel reads.
+    vectors : WordVectors or None
+        With source ``vectors``: the vectors of the table's vector source (a corpus store's
+        stored vectors resource); None builds them here
+        (:func:`~gramtile.pipeline.resources.vector_sources.build_vectors`).
 
     Returns
     -------
@@ -127,7 +127,9 @@ def lexical_table(name: str, vocab_strings, structs) -> sp.csr_matrix:
     if p["source"] == "lsa":
         lexset = set(vocab_strings[k] for k in lex)
         docs = [[split_label(n.label, p["prefix"])[0] for n in t.nodes() if n.label in lexset] for t in structs]
-    W = word_similarity(p["source"], words, docs, p["vectors"], float(p["threshold"]))
+    if p["source"] == "vectors" and vectors is None:
+        vectors = build_vectors(p["vectors"], vocab_strings, structs)
+    W = word_similarity(p["source"], words, docs, vectors, float(p["threshold"]))
     W = W.maximum(W.T).tocsr()  # exactly symmetric (blocked products may differ in the last bit)
     V = len(vocab_strings)
     if lex.size and W.nnz:

@@ -11,16 +11,28 @@ Formats read by :func:`read_vectors` (chosen by the file name):
   fastText ``.vec`` (a first line ``N D``), GloVe (no header). Gzip-compressed text (``.gz``)
   is read too.
 
+A spaCy pipeline's static vectors are read by :func:`spacy_vectors` (source ``spacy:NAME``,
+NAME an installed package or the folder of a saved pipeline). :func:`load_source` reads any
+source named by a string (a file, or ``spacy:NAME``).
+
 Cosine similarity is **clipped at 0**: sigma multiplies sums of positive fragment weights, so a
 negative value would subtract the fragments of one word pair from the kernel, which no reading
 of "similar" supports; raising to a power would instead change every similarity above the
 threshold (and the threshold's meaning). Words pointing away from each other are simply not
 similar. Neither choice makes the thresholded table positive semidefinite (docs/kernels.md).
 
-:func:`train_vectors` builds vectors from a corpus when no outside vectors exist: positive
-pointwise mutual information of word co-occurrences in a symmetric window, factored by a seeded
-randomized truncated SVD (Levy & Goldberg 2014 show PPMI-SVD is close to word2vec's SGNS on
-similarity tasks), rows scaled by the square root of the singular values.
+Vectors trained on a corpus, when no outside vectors exist, come from one of two seeded
+builders (:data:`BUILDERS`, sources ``corpus:ppmi`` and ``corpus:word2vec``):
+
+- ``ppmi`` (:func:`train_vectors`, the default): positive pointwise mutual information of word
+  co-occurrences in a symmetric window, factored by a seeded randomized truncated SVD, rows
+  scaled by the square root of the singular values (Levy & Goldberg 2014 show PPMI-SVD is close
+  to word2vec's SGNS on similarity tasks). It is the default because it needs no optional
+  package, gives the same vectors for a seed on any machine, and, being a closed-form count
+  model, does not depend on the number of training passes, which matters on the small corpora
+  this project's stores usually hold.
+- ``word2vec`` (:func:`train_word2vec`): gensim's skip-gram with negative sampling, seeded and
+  on one worker thread, so a seed gives the same vectors run after run (extra ``[word2vec]``).
 """
 from __future__ import annotations
 
@@ -34,6 +46,13 @@ import scipy.sparse as sp
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline import optional
 from gramtile.pipeline.representations.errors import CorpusFormatError
+
+#: A vector source ``spacy:NAME`` reads the static vectors of spaCy pipeline NAME.
+SPACY = "spacy:"
+#: A vector source ``corpus:BUILDER`` trains vectors on the corpus with one of :data:`BUILDERS`.
+CORPUS = "corpus:"
+#: The builder of ``corpus:`` without a name.
+DEFAULT_BUILDER = "ppmi"
 
 
 def vector_files(path) -> list:
@@ -152,6 +171,59 @@ def read_vectors(path, words=None):
     return [ws[k] for k in keep], M
 
 
+def spacy_vectors(name: str, words=None):
+    """The static word vectors of the spaCy pipeline ``name`` (an installed package or a saved
+    pipeline's folder), as (list of str, ndarray float64 (n, D)).
+
+    Every key of the pipeline's vectors table is a word with that row's vector (several words
+    may share a row), in row order, then by word. ``words`` keeps only these words (None: all).
+
+    Raises
+    ------
+    KernelSpecError
+        The pipeline cannot be loaded, has no vectors (the ``*_sm`` pipelines ship none), or has
+        floret (subword-hashed) vectors, which have no word table to read.
+    """
+    spacy = optional.spacy()
+    try:
+        nlp = spacy.load(name)
+    except OSError as e:
+        fix = "give the folder of a saved pipeline (nlp.to_disk)" if "/" in name or "\\" in name else \
+            f"install it (python -m spacy download {name}) or give the folder of a saved pipeline"
+        raise KernelSpecError(f"vectors 'spacy:{name}': cannot load the spaCy pipeline {name!r} "
+                              f"({str(e).splitlines()[0]}). Fix: {fix}") from None
+    table = nlp.vocab.vectors
+    if table.mode == "floret":
+        raise KernelSpecError(f"vectors 'spacy:{name}': the pipeline has floret (subword) vectors, which have no word "
+                              f"table. Fix: export the vectors of your words to a word2vec text file and name that")
+    if table.shape[0] == 0 or table.shape[1] == 0 or not len(table.key2row):
+        raise KernelSpecError(f"vectors 'spacy:{name}': the spaCy pipeline {name!r} has no word vectors. Fix: name a "
+                              f"pipeline with vectors, e.g. spacy:en_core_web_md (python -m spacy download "
+                              f"en_core_web_md), or a vector file")
+    strings = nlp.vocab.strings
+    pairs = []
+    for key, row in table.key2row.items():
+        if key in strings:
+            w = strings[key]
+            if _keep(w, words):
+                pairs.append((int(row), w))
+    pairs.sort()
+    data = np.asarray(table.data)
+    M = data[[r for r, _ in pairs]].astype(np.float64) if pairs else np.zeros((0, table.shape[1]))
+    if not np.all(np.isfinite(M)):
+        raise KernelSpecError(f"vectors 'spacy:{name}': a vector holds a value that is not finite. Fix: repair the "
+                              f"pipeline's vectors")
+    return [w for _, w in pairs], M
+
+
+def load_source(source: str, words=None):
+    """Word vectors named by ``source``: ``spacy:NAME`` (:func:`spacy_vectors`) or a file path
+    (:func:`read_vectors`). ``words`` keeps only these words (None: all)."""
+    if source.startswith(SPACY):
+        return spacy_vectors(source[len(SPACY):], words)
+    return read_vectors(source, words)
+
+
 def write_vectors_text(path, words, M):
     """Write word2vec text format (header ``N D``; values with 8 significant digits)."""
     with open(path, "w", encoding="utf-8") as f:
@@ -252,3 +324,41 @@ def train_vectors(docs, dims: int = 100, window: int = 5, min_count: int = 2, se
     s = svd.singular_values_
     V = US / np.sqrt(np.where(s > 0, s, 1.0))
     return words, np.ascontiguousarray(V, dtype=np.float64)
+
+
+def train_word2vec(docs, dims: int = 100, window: int = 5, min_count: int = 2, seed: int = 0,
+                   epochs: int = 5):
+    """Word vectors from a corpus with gensim's word2vec: skip-gram with negative sampling (5
+    noise words), seeded, one worker thread (deterministic: the same vectors for a seed).
+
+    Parameters
+    ----------
+    docs : iterable of sequences of str
+    dims : int >= 1
+    window : int >= 1
+        The largest distance between a word and its context words.
+    min_count : int >= 1
+        Words seen fewer times are left out.
+    seed : int
+        Seed of the initial vectors and of the sampling.
+    epochs : int >= 1
+        Passes over the corpus.
+
+    Returns
+    -------
+    (list of str, ndarray float64 (n, dims)), words by decreasing frequency (gensim's order)
+    """
+    if not isinstance(dims, int) or dims < 1:
+        raise KernelSpecError(f"vector dimensions must be an integer >= 1, got {dims!r}")
+    docs = [[str(w) for w in d] for d in docs]
+    counts = Counter(w for d in docs for w in d)
+    if not any(c >= min_count for c in counts.values()):
+        return [], np.zeros((0, dims))
+    Word2Vec = optional.word2vec()
+    model = Word2Vec(docs, vector_size=dims, window=window, min_count=min_count, seed=seed, workers=1, sg=1,
+                     negative=5, epochs=epochs)
+    return list(model.wv.index_to_key), np.asarray(model.wv.vectors, dtype=np.float64)
+
+
+#: The corpus builders: name -> function(docs, dims, window, min_count, seed).
+BUILDERS = {"ppmi": train_vectors, "word2vec": train_word2vec}

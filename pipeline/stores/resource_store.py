@@ -12,6 +12,9 @@ store these are **artefacts inside the store**, built once and afterwards only l
     CORPUS.zarr/resources/sptk-<param hash>/   the SPTK lexical similarity table (kind "csr";
                                                its name ``sptk:{...}`` holds JSON, so the group is
                                                named by the param hash alone)
+    CORPUS.zarr/resources/vectors-<param hash>/  the word vectors of one vector source (kind
+                                               "vectors": value, word_bytes, word_ends), which
+                                               the SPTK tables of that source are built from
 
 - The **param hash** (sha256 of the build parameters: name, representation whose examples
   feed it, LSA dimensions, SVD seed, format version) names the group, so a resource built with
@@ -23,8 +26,8 @@ store these are **artefacts inside the store**, built once and afterwards only l
   a group without it is an interrupted build and is rebuilt. Loading recomputes it, so a
   corrupt resource is reported (:class:`StoreCorruptError`), never silently used.
 - **Provenance** records what fixed the numbers: the corpus content hash, the WordNet directory
-  and the sha256 of its index and exception files, the word-vector files of an SPTK table (path,
-  size, sha256), the numpy / scipy / scikit-learn versions,
+  and the sha256 of its index and exception files, the files of stored vectors and of the SPTK
+  tables built from them (path, size, sha256; a table also names the stored vectors' content hash), the numpy / scipy / scikit-learn versions,
   the vocabulary size, and when and where it was built.
 - The corpus content hash does not cover ``resources/``: adding a resource leaves existing
   Gram stores valid. A Gram store records the content hashes of the resources its kernel read
@@ -59,11 +62,11 @@ from gramtile.pipeline import optional
 from gramtile.pipeline.checksums import file_sha256
 from gramtile.pipeline.representations.encode import decode
 from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, value_of
-from gramtile.pipeline.resources.keys import GROUP, ResourceKey, keys_of
+from gramtile.pipeline.resources.keys import GROUP, VECTORS, ResourceKey, keys_of, table_vectors_key
 from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
 from gramtile.pipeline.resources.lexical import table_params
 from gramtile.pipeline.resources.similarity import POS_FILES, WORDNET_DIR
-from gramtile.pipeline.resources.vectors import vector_files
+from gramtile.pipeline.resources.vector_sources import builder_of, source_files, source_kind
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
 from gramtile.pipeline.stores.storage import location
@@ -78,7 +81,7 @@ stats = {"built": 0, "loaded": 0}
 _loaded: dict = {}
 
 
-def _provenance(key: ResourceKey, cs) -> dict:
+def _provenance(key: ResourceKey, cs, vectors_meta: dict | None = None) -> dict:
     sklearn = optional.sklearn("")
 
     prov = {"corpus_content_hash": cs.content_hash, "vocab_size": len(cs.vocabs.sym.strings),
@@ -87,11 +90,19 @@ def _provenance(key: ResourceKey, cs) -> dict:
             "built": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": socket.gethostname(), "pid": os.getpid()}
     lexical = table_params(key.name) if key.name.startswith(LEXICAL_PREFIX) else None
-    if lexical is not None and lexical["source"] == "vectors":
-        # the vector source: the files, their size and sha256 (the table's own content hash is
-        # what Gram stores record; this says which vectors gave it)
+    if key.name.startswith(VECTORS):
+        # the vector source: its files, their size and sha256 (a changed file is refused later)
+        source = key.name[len(VECTORS):]
+        prov["source"] = source
         prov["vectors"] = [{"path": str(f), "bytes": f.stat().st_size, "sha256": file_sha256(f)}
-                           for f in vector_files(lexical["vectors"]) if f.is_file()]
+                           for f in source_files(source) if f.is_file()]
+        if source_kind(source) == "corpus" and builder_of(source) == "word2vec":
+            prov["gensim"] = optional.load("gensim").__version__
+    if lexical is not None and lexical["source"] == "vectors" and vectors_meta is not None:
+        # the stored vectors the table was built from, and their files (the table's own content
+        # hash is what Gram stores record; this says which vectors gave it)
+        prov["vectors_resource"] = {"group": vectors_meta["group"], "content_hash": vectors_meta["content_hash"]}
+        prov["vectors"] = list(vectors_meta["provenance"].get("vectors", []))
     if key.name == "similarity/wordnet" or (lexical is not None and lexical["source"] == "wordnet"):
 
         files = [f"index.{f}" for f in POS_FILES.values()] + [f"{f}.exc" for f in POS_FILES.values()]
@@ -101,14 +112,19 @@ def _provenance(key: ResourceKey, cs) -> dict:
     return prov
 
 
-def _build_into(group, key: ResourceKey, cs) -> str:
-    """Build ``key`` from corpus store ``cs`` and write it into zarr ``group``; return its content hash."""
-
-
+def _build_into(group, key: ResourceKey, cs, corpus_path) -> str:
+    """Build ``key`` from corpus store ``cs`` and write it into zarr ``group``; return its content
+    hash. An SPTK table of source ``vectors`` reads the stored vectors of its source (built
+    before it by :func:`ensure`)."""
     t0 = time.perf_counter()
     vocab = cs.vocabs.sym.strings
     structs = [] if key.rep is None else decode(cs.load(key.rep, 0, cs.n), cs.vocabs)
-    value = build_value(key.name, vocab, structs)
+    vkey = table_vectors_key(key)
+    vectors = vectors_meta = None
+    if vkey is not None:
+        vectors = load(corpus_path, vkey)
+        vectors_meta = {"group": vkey.group, **info(corpus_path, vkey)}
+    value = build_value(key.name, vocab, structs, vectors)
     stats["built"] += 1
     kind, arrays = arrays_of(value)
     shape = tuple(int(s) for s in value.shape)
@@ -120,7 +136,8 @@ def _build_into(group, key: ResourceKey, cs) -> str:
     digest = content_hash(kind, shape, arrays)
     g.attrs[ATTR] = {"name": key.name, "rep": key.rep, "params": key.params(), "kind": kind,
                      "shape": list(shape), "content_hash": digest,
-                     "build_seconds": round(time.perf_counter() - t0, 3), "provenance": _provenance(key, cs)}
+                     "build_seconds": round(time.perf_counter() - t0, 3),
+                     "provenance": _provenance(key, cs, vectors_meta)}
     return digest
 
 
@@ -241,6 +258,10 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
         if out[k.group] is not None:
             check_sources(corpus_path, k, out[k.group])
     missing = [k for k in keys if out[k.group] is None]
+    # the stored vectors an SPTK table is built from come first (kept, and checked, when stored)
+    deps = list(dict.fromkeys(v for v in map(table_vectors_key, missing) if v is not None))
+    if deps:
+        ensure(corpus_path, deps, wait)
     built = set()
     if missing:
         cs = CorpusStore.open(corpus_path)
@@ -257,7 +278,7 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
             group = _open_group(corpus_path, mode="r+")
             for k in missing:
                 if info(corpus_path, k) is None:  # another driver may have built it while we waited
-                    _build_into(group, k, cs)
+                    _build_into(group, k, cs, corpus_path)
                     built.add(k.group)
         finally:
             lock.release()
@@ -266,18 +287,20 @@ def ensure(corpus_path, keys, wait: float = LOCK_WAIT_SECONDS) -> dict:
 
 
 def check_sources(corpus_path, key: ResourceKey, meta: dict):
-    """A stored table built from vector files names them by path, size and sha256: a file changed
-    since would leave its table (and every Gram store made with it) describing other vectors, so
-    it is refused, with the fix, rather than silently reused."""
+    """Stored vectors, and a table built from them, name their files (a vector file, a spaCy
+    pipeline's vector table) by path, size and sha256: a file changed since would leave them (and
+    every Gram store made with them) describing other vectors, so it is refused, with the fix,
+    rather than silently reused."""
     for v in (meta.get("provenance") or {}).get("vectors", []):
         f = Path(v["path"])
         now = file_sha256(f) if f.is_file() else None
         if now != v["sha256"]:
-            what = "is gone" if now is None else f"changed (sha256 {v['sha256'][:12]} when the table was built, " \
+            what = "is gone" if now is None else f"changed (sha256 {v['sha256'][:12]} when it was built, " \
                                                  f"{now[:12]} now)"
             raise StoreMismatchError(
                 f"{corpus_path}: resource {key.name!r} was built from the vector file {f}, which {what}. Fix: "
-                "give the new vectors another file name (a new table is built for them), or restore the file")
+                "give the new vectors another file name (new vectors and tables are built for them), or restore "
+                "the file")
 
 
 def ensure_for_spec(corpus_path, spec) -> dict:

@@ -16,17 +16,20 @@ import json
 import math
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.learn.crossval import SOLVERS, evaluate, learning_curve, parse_class_weight, source_mrr
+from gramtile.pipeline.learn import selection
+from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split
-from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, LOSSES, evaluate_store
+from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split, stratified_kfold
+from gramtile.pipeline.learn.learners.base import option_dest
+from gramtile.pipeline.learn.learners.linear import FeatureData
+from gramtile.pipeline.learn.learners.registry import LEARNERS
+from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, LOSSES
 from gramtile.pipeline.learn.linear import SOLVERS as LINEAR_SOLVERS
-from gramtile.pipeline.learn.linear import table as linear_table
-from gramtile.pipeline.learn.nystroem import LandmarkSource, evaluate_nystroem
+from gramtile.pipeline.learn.nystroem import LandmarkSource
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
+from gramtile.pipeline.learn.solver import SOLVERS
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
@@ -53,6 +56,20 @@ LEARN_CLUSTER_HELP = ("run the independent fits (each split x C, each inner fold
                       "worker processes), a "
                       "scheduler or slurm profile; each task reads its own blocks from the store. Same results as "
                       "the default sequential (in this process)")
+
+
+def add_model_options(p, grid_help: str) -> None:
+    """--model (the registry's learners) and one option per grid parameter the learners declare
+    (comma-separated values; ``grid_help`` says what several values do)."""
+    p.add_argument("--model", choices=list(LEARNERS), default="svm",
+                   help="the learner (default svm): " + "; ".join(f"{n}: {c.summary_line}" for n, c in LEARNERS.items()))
+    seen: dict = {}
+    for cls in LEARNERS.values():
+        for prm in cls.params:
+            seen.setdefault(prm.option, (prm, []))[1].append(cls.name)
+    for option, (prm, names) in seen.items():
+        p.add_argument(option, default=None, metavar=f"{prm.name.upper()}1,...",
+                       help=f"{prm.help} ({', '.join(names)}; default {prm.text(prm.default)}); {grid_help}")
 
 
 def add_learn_options(p, cluster_default="sequential"):
@@ -112,13 +129,9 @@ def add_parser(sub):
     p.add_argument("--kernel", default=None, metavar="SPEC",
                    help="kernel spec JSON or @spec.json composed from the --gram stores' kernels, e.g. "
                         '\'{"kind": "sum", "kernels": [A, B]}\' (default: the one --gram store\'s own kernel)')
-    p.add_argument("--model", choices=("svm", "perceptron", "nystroem", "linear"), default="svm",
-                   help="SVC(kernel='precomputed'), the kernel voted perceptron, or a linear SVM on Nystroem "
-                        "features from --landmarks training examples per split (reads only K[rows, landmarks]; "
-                        "for corpora whose training block does not fit in memory) (default svm)")
-    p.add_argument("--landmarks", type=int, default=500, metavar="M",
-                   help="nystroem: landmarks per split, stratified by label and seeded by --fold-seed (default 500); "
-                        "a landmark store (gram --landmarks) brings its own")
+    add_model_options(p, "several values form a grid: the value is chosen inside each training part by "
+                         "--inner-folds stratified folds (nested selection) and reported per split, or, with "
+                         "--C-on-test, every value is scored on the test parts")
     p.add_argument("--landmark-protocol", choices=("train", "all"), default="train",
                    help="nystroem from a landmark store (gram --landmarks): use the landmarks inside each "
                         "training part (default), or all of them in every split (transductive: test examples "
@@ -130,10 +143,6 @@ def add_parser(sub):
     deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
     p.add_argument("--split", metavar="train:A:B,test:C:D",
                    help="fixed split by half-open row ranges instead of k-fold")
-    p.add_argument("--C", default="1", metavar="C1,C2,...",
-                   help="SVM C grid, comma-separated (default 1). Several values: C is chosen inside each training "
-                        "part by --inner-folds stratified folds (nested selection), and the C chosen per split is "
-                        "reported")
     p.add_argument("--inner-folds", type=int_at_least_2, default=3, metavar="K",
                    help="folds of the nested C selection inside each training part (default 3)")
     p.add_argument("--C-on-test", action="store_true",
@@ -145,7 +154,6 @@ def add_parser(sub):
                    help="SVM class weights (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr",
                    help="SVM scheme for more than two classes (default ovr)")
-    p.add_argument("--epochs", type=positive_int, default=2, help="perceptron epochs (default 2, as Zelenko et al.)")
     p.add_argument("--perceptron-seed", type=seed_int, default=None,
                    help="shuffle the perceptron's visiting order with this seed (default: data order; "
                         "use a seed when the data are sorted by label)")
@@ -193,23 +201,30 @@ def _jsonable(v):
 
 
 def spec_name(d) -> str:
-    """A short readable name of a kernel spec dict: ``normalized(sst(lam=0.4, leaves=false))``.
+    """A short readable name of a kernel spec dict: ``normalized(sst(lam=0.4, leaves=false))``; the
+    terms of a sum or product are listed by name, a weighted term as ``0.5*name``
+    (``sum(0.5*normalized(sst(lam=0.4)), 2*normalized(st(lam=0.4)))``).
 
     The representation (``rep``) is left out; the full spec stays in results.json.
     """
     if not isinstance(d, dict):
         return json.dumps(d) if isinstance(d, bool) else str(d)
+    if "kind" not in d and "kernel" in d:  # a weighted term of a sum
+        w = d.get("weight", 1.0)
+        return (f"{w:g}*" if w != 1.0 else "") + spec_name(d["kernel"])
     parts = []
     for k, v in d.items():
         if k in ("kind", "rep"):
             continue
-        if isinstance(v, dict) and "kind" in v:
+        if isinstance(v, dict):
             parts.append(spec_name(v))
+        elif isinstance(v, list) and k == "kernels":
+            parts.extend(spec_name(x) for x in v)
         elif isinstance(v, list):
             parts.append(f"{k}=[" + ", ".join(spec_name(x) for x in v) + "]")
         else:
             parts.append(f"{k}={spec_name(v)}")
-    return f"{d.get('kind', '?')}(" + ", ".join(parts) + ")" if parts else str(d.get("kind", "?"))
+    return f"{d.get('kind', 'kernel')}(" + ", ".join(parts) + ")" if parts else str(d.get("kind", "kernel"))
 
 
 def _sorted_by_label(labels, splits) -> bool:
@@ -222,19 +237,7 @@ def _sorted_by_label(labels, splits) -> bool:
     return False
 
 
-def _nystroem(source, labels, splits, args, common):
-    """Nystroem rows in the shape of :func:`gramtile.pipeline.learn.crossval.evaluate`'s result (no per-split rows)."""
-
-
-    fixed = source.landmarks if isinstance(source, LandmarkSource) else None
-    rows = evaluate_nystroem(source, labels, splits, m=args.landmarks, C=common["C"], seed=args.fold_seed,
-                             class_weight=common["class_weight"], kernel=common["kernel"], positive=common["positive"],
-                             landmarks=fixed, protocol=args.landmark_protocol, loss=args.linear_loss)
-    preds = {f"nystroem C={r['C']:g}": r.pop("predictions") for r in rows}
-    return SimpleNamespace(rows=rows, fold_rows=[], reports={}, predictions=preds)
-
-
-def _source(args):
+def _source(args, learner):
     """(kernel source, the first Gram store, the full kernel spec dict, normalisation included)."""
     if args.kernel is None:
         if len(args.gram) > 1:
@@ -242,7 +245,7 @@ def _source(args):
                                   '--kernel \'{"kind": "sum", "kernels": [A, B]}\' with A, B their kernels')
         st = GramStore.open(args.gram[0])
         if st.landmarks is not None:  # a landmark store (gram --landmarks): Nystroem only
-            if args.model != "nystroem":
+            if learner.reads != "landmarks":
                 raise EvaluationError(f"Gram store {st.path} is a landmark store (K(rows, landmarks), made by gram "
                                       f"--landmarks); it serves --model nystroem only, or compute a square store")
             source = LandmarkSource(st, normalized=args.normalized)
@@ -265,161 +268,165 @@ def _source(args):
     return ViewKernelSource(view), used, spec.to_dict()
 
 
-def run_features(args, rt) -> int:
-    """``--features F.zarr --model linear``: k-fold linear SVM on a feature store (learn/linear.py)."""
-    if args.model != "linear" or not args.features or args.gram:
-        raise EvaluationError("--features F.zarr goes with --model linear and without --gram; --model linear "
-                              "needs --features (write one with `gramtile features`)")
-    if args.split:
-        raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
-    if args.labels:
-        raise EvaluationError("--labels is not read with --features: a feature store holds its examples' labels "
-                              "(checked by their sha256). Fix: drop --labels, or prepare the corpus with --labels "
-                              "FILE and write its feature store with `gramtile features`")
-    if args.out:
-        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
-    res = evaluate_store(args.features, folds=5 if args.folds is None else args.folds, seed=args.fold_seed,
-                         Cs=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
-                         solver=args.linear_solver, epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows,
-                         rows=args.rows, folds_dir=args.folds_dir, loss=args.linear_loss,
-                         cluster=rt, select="test" if args.C_on_test else "nested",
-                         inner_folds=args.inner_folds)
-    text = linear_table(res)
-    print(text)
-    if args.out:
-        d = Path(args.out)
-        d.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(d / "results.json", json.dumps(_jsonable(res), indent=1))
-        write_text_atomic(d / "results.md", f"# gramtile evaluate --features\n\n{text}\n")
-        log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
-    return 0
+def learner_of(args):
+    """The learner of ``--model`` configured from the command line, and its grid."""
+    cls = LEARNERS[args.model]
+    for other in LEARNERS.values():
+        for p in other.params:
+            if getattr(args, option_dest(p.option), None) is not None and p.name not in {q.name for q in cls.params}:
+                raise EvaluationError(f"--model {args.model} takes no {p.option} ({p.help} of --model "
+                                      f"{other.name}); its parameters are "
+                                      f"{', '.join(q.option for q in cls.params)}")
+    return cls.from_args(args), cls.grid_from_args(args)
 
 
-def run(args) -> int:
-    with runtime(args) as rt:  # one cluster for every fit of the command, closed at its end
-        if args.features or args.model == "linear":
-            return run_features(args, rt)
-        return run_kernel(args, rt)
-
-
-def run_kernel(args, rt) -> int:
-    """``--gram``: k-fold (or fixed split) evaluation of kernel learners on Gram stores."""
+def _data(args, learner):
+    """(data source, labels, where they came from, the Gram store or None, the kernel spec dict)."""
+    if learner.reads == "features":
+        if not args.features or args.gram:
+            raise EvaluationError(f"--model {learner.name} reads a feature store: give --features F.zarr (written by "
+                                  "`gramtile features`) and no --gram")
+        if args.labels:
+            raise EvaluationError("--labels is not read with --features: a feature store holds its examples' labels "
+                                  "(checked by their sha256). Fix: drop --labels, or prepare the corpus with --labels "
+                                  "FILE and write its feature store with `gramtile features`")
+        data = FeatureData.open(args.features, args.rows)
+        return data, data.labels, f"feature store {args.features}", None, data.store.meta["spec"]
+    if args.features:
+        raise EvaluationError(f"--features F.zarr goes with --model linear; --model {learner.name} reads Gram stores "
+                              "(--gram)")
     if not args.gram:
         raise EvaluationError("--gram GRAM.zarr is required (or --features F.zarr with --model linear)")
-    if args.split and args.folds is not None:
-        raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
-    if args.model == "nystroem" and args.curve:
-        raise EvaluationError("--curve is not available with --model nystroem; use --model svm or perceptron")
-    parse_class_weight(args.class_weight)  # bad values fail before any work (fold files included)
-    if args.model == "nystroem" and args.landmarks < 1:
-        raise EvaluationError(f"nystroem: m={args.landmarks} landmarks; give an integer >= 1")
-    grid = _floats(args.C, "--C")
-    if any(c <= 0 for c in grid):
-        raise EvaluationError(f"--C {args.C!r}: every C must be a positive finite number; e.g. --C 0.1,1,10")
-    if args.curve is not None and any(not 0 < f <= 1 for f in _floats(args.curve, "--curve")):
-        raise EvaluationError(f"--curve {args.curve!r}: learning-curve fractions must lie in (0, 1]; "
-                              "e.g. --curve 0.1,0.25,0.5,1")
-    several_C = len(grid) > 1 and args.model != "perceptron"
-    if several_C and not args.C_on_test and args.model == "nystroem":
-        raise EvaluationError("nested C selection is not available with --model nystroem; give one --C, or add "
-                              "--C-on-test to score every C on the test parts")
-    if several_C and not args.C_on_test and args.curve:
-        raise EvaluationError("--curve with several --C values would choose C on the test parts; give one --C, or "
-                              "add --C-on-test")
-    if args.model == "nystroem" and args.multiclass != "ovr":
-        raise EvaluationError("--model nystroem trains one-vs-rest linear SVMs; drop --multiclass ovo")
-    if args.out:
-        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
-    source, store, kernel_dict = _source(args)
+    if args.rows:
+        raise EvaluationError("--rows selects feature-store rows (--features); a Gram store's examples are chosen by "
+                              "--split or --folds")
+    source, store, kernel_dict = _source(args, learner)
     if args.labels:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
     else:
         labels, label_source = store_labels(store), f"corpus store {store.meta.get('corpus_path')}"
-    name = args.name or spec_name(kernel_dict)
-    if args.split:
-        splits = [parse_split(args.split, source.n)]
-        how = f"fixed split {args.split}"
-    else:
-        k = 5 if args.folds is None else args.folds
-        if not args.folds_dir:
+    return source, labels, label_source, store, kernel_dict
 
-            refuse_url(store.loc.path, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
-        folds_dir = Path(args.folds_dir) if args.folds_dir else Path(store.path).resolve().parent
-        splits = load_or_make_folds(folds_dir, labels, k, args.fold_seed)
-        how = f"{k}-fold (seed {args.fold_seed}; {folds_path(folds_dir, k, args.fold_seed, labels)})"
-    common = dict(model=args.model, C=_floats(args.C, "--C"), class_weight=parse_class_weight(args.class_weight),
-                  multiclass=args.multiclass, epochs=args.epochs, kernel=name, positive=args.positive)
-    log.info(f"evaluate {', '.join(map(str, args.gram))}: {source.n} examples, {how}, labels from {label_source}")
-    if args.model == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
-        log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
-              "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
-              "shuffle the visiting order")
-    t_learn = time.perf_counter()
-    if args.model == "nystroem":
-        ev = _nystroem(source, labels, splits, args, common)
-    else:
-        ev = evaluate(source, labels, splits, seed=args.perceptron_seed,
-                      select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
-                      inner_seed=args.fold_seed, solver=args.solver, cluster=rt, **common)
-    t_learn = time.perf_counter() - t_learn
-    if several_C and args.C_on_test:
-        header = ("C chosen on test (--C-on-test): every C below is scored on the test parts, so picking the best "
-                  "row is selection on test data and its score is optimistic.")
-    elif several_C:
-        header = (f"C selected by nested {args.inner_folds}-fold cross-validation inside each training part (grid "
-                  f"{args.C}); C_chosen lists the C chosen per split; no test example took part in choosing it.")
-    else:
-        header = None
-    table = markdown_table(ev.rows)
-    if header:
-        print(header + "\n")
-    print(table)
-    if args.report:
-        for key, rep in ev.reports.items():
-            print(f"\n{key}: confusion matrix (rows = truth) and per-class scores, pooled over the test parts\n")
-            print(report_tables(rep))
-    out = {"gram": [str(g) for g in args.gram], "kernel": kernel_dict, "normalized": bool(args.normalized),
-           "C_selection": "test" if (several_C and args.C_on_test) else "nested" if several_C else "single",
-           "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
-           "reports": ev.reports, "predictions": {},
-           **({"solver": ev.solver} if getattr(ev, "solver", None) else {}),
-           # the learning phase's wall time (every fit, from reading the blocks to the pooled scores)
-           "timing": {"learn_seconds": round(t_learn, 3)}}
-    ids = store.meta.get("row_ids")
-    for key, (idx, pred) in ev.predictions.items():
-        out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(), "gold": [labels[i] for i in idx],
-                                   **({"id": [ids[i] for i in idx]} if ids else {})}
-    md = [f"# gramtile evaluate\n\nGram store(s) {', '.join(f'`{g}`' for g in args.gram)}, kernel `{name}`, "
-          f"{source.n} examples, {how}.\n",
-          "## Overall (pooled predictions)\n"] + ([header + "\n"] if header else []) + [table]
-    if args.report:
-        for key, rep in ev.reports.items():
-            md += [f"\n### {key}: confusion matrix (rows = truth) and per-class scores\n", report_tables(rep)]
-    if ev.fold_rows:
-        md += ["\n## Per split\n", markdown_table(
-            ev.fold_rows, columns=[c for c in ("model", "C", "C_chosen", "epochs", "split", "n_train", "n_test", "accuracy",
-                                               "precision", "recall", "f1") if any(c in r for r in ev.fold_rows)])]
-    if args.curve:
-        # the fold seed also fixes which nested training subsets the curve uses
-        rows = learning_curve(source, labels, splits, fractions=_floats(args.curve, "--curve"), seed=args.fold_seed,
-                              perceptron_seed=args.perceptron_seed, cluster=rt, **common)
-        print("\nLearning curve\n" + markdown_table(rows))
-        out["curve"] = rows
-        md += ["\n## Learning curve\n", markdown_table(rows)]
-        if args.out:
-            Path(args.out).mkdir(parents=True, exist_ok=True)
-            png = Path(args.out) / "learning_curve.png"
-            plot_learning_curve(rows, png, title=f"learning curve: {args.model}")
-            md.append(f"\n![learning curve]({png.name})\n")
-    if args.mrr:
-        mrr = source_mrr(source, labels, block_rows=int(store.tile))
-        print(f"\nsame-label neighbour MRR (pessimistic ties): {mrr:.4f}")
-        out["neighbour_mrr"] = mrr
-        md.append(f"\nSame-label neighbour MRR (pessimistic ties): {mrr:.4f}\n")
+
+def _splits(args, labels, n, store):
+    """The splits and how they were made."""
+    if args.split:
+        if store is None:
+            raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
+        return [parse_split(args.split, n)], f"fixed split {args.split}"
+    k = 5 if args.folds is None else args.folds
+    if store is None and not args.folds_dir:
+        return stratified_kfold(labels, k, args.fold_seed), f"{k}-fold (seed {args.fold_seed})"
+    if not args.folds_dir:
+        refuse_url(store.loc.path, "fold files kept beside the Gram store", "pass --folds-dir DIR (a local directory)")
+    folds_dir = Path(args.folds_dir) if args.folds_dir else Path(store.path).resolve().parent
+    splits = load_or_make_folds(folds_dir, labels, k, args.fold_seed)
+    return splits, f"{k}-fold (seed {args.fold_seed}; {folds_path(folds_dir, k, args.fold_seed, labels)})"
+
+
+def run(args) -> int:
+    """k-fold (or fixed split) evaluation of any learner of the registry."""
+    if args.split and args.folds is not None:
+        raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
+    learner, grid_args = learner_of(args)
+    class_weight = parse_class_weight(args.class_weight)  # bad values fail before any work (fold files included)
+    learner.check_capabilities(args.multiclass, class_weight)
+    points = learner.grid(grid_args)
+    varying = learner.varying(points)
+    if args.curve is not None and any(not 0 < f <= 1 for f in _floats(args.curve, "--curve")):
+        raise EvaluationError(f"--curve {args.curve!r}: learning-curve fractions must lie in (0, 1]; "
+                              "e.g. --curve 0.1,0.25,0.5,1")
+    several = bool(varying)
+    if several and not args.C_on_test and args.curve:
+        raise EvaluationError(f"--curve with several values of {', '.join(varying)} would choose them on the test "
+                              "parts; give one value each, or add --C-on-test")
+    if args.mrr and learner.reads == "features":
+        raise EvaluationError("--mrr reads a square kernel (--gram); a feature store has none")
     if args.out:
-        d = Path(args.out)
-        d.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(d / "results.json", json.dumps(_jsonable(out), indent=1))
-        write_text_atomic(d / "results.md", "\n".join(md) + "\n")
-        log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
+        check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
+    with runtime(args) as rt:  # one cluster for every fit of the command, closed at its end
+        source, labels, label_source, store, kernel_dict = _data(args, learner)
+        name = args.name or spec_name(kernel_dict)
+        splits, how = _splits(args, labels, source.n, store)
+        what = ", ".join(map(str, args.gram)) if store is not None else str(args.features)
+        log.info(f"evaluate {what}: {source.n} examples, {how}, labels from {label_source}")
+        if learner.name == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
+            log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
+                        "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
+                        "shuffle the visiting order")
+        problem = dict(kernel=name, positive=args.positive, class_weight=class_weight, multiclass=args.multiclass,
+                       cluster=rt)
+        t_learn = time.perf_counter()
+        ev = selection.evaluate(learner, source, labels, splits, points, seed=args.perceptron_seed,
+                                select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
+                                inner_seed=args.fold_seed, **problem)
+        t_learn = time.perf_counter() - t_learn
+        names = " and ".join(varying)
+        grid_text = "; ".join((f"{p} " if len(varying) > 1 else "")
+                              + ",".join(learner.param(p).text(v) for v in dict.fromkeys(pt[p] for pt in points))
+                              for p in varying)
+        if several and args.C_on_test:
+            header = (f"{names} chosen on test (--C-on-test): every {names} below is scored on the test parts, so "
+                      "picking the best row is selection on test data and its score is optimistic.")
+        elif several:
+            header = (f"{names} selected by nested {args.inner_folds}-fold cross-validation inside each training part "
+                      f"(grid {grid_text}); {', '.join(p + '_chosen' for p in varying)} lists the {names} chosen per "
+                      "split; no test example took part in choosing it.")
+        else:
+            header = None
+        table = markdown_table(ev.rows)
+        if header:
+            print(header + "\n")
+        print(table)
+        if args.report:
+            for key, rep in ev.reports.items():
+                print(f"\n{key}: confusion matrix (rows = truth) and per-class scores, pooled over the test parts\n")
+                print(report_tables(rep))
+        sources = {"gram": [str(g) for g in args.gram]} if store is not None else {"features": str(args.features),
+                                                                                   "rows": args.rows}
+        out = {**sources, "kernel": kernel_dict, "normalized": bool(args.normalized), "model": learner.name,
+               "selection": "test" if (several and args.C_on_test) else "nested" if several else "single",
+               "C_selection": "test" if (several and args.C_on_test) else "nested" if several else "single",
+               "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
+               "reports": ev.reports, "predictions": {},
+               **({"solver": ev.solver} if ev.solver else {}),
+               # the learning phase's wall time (every fit, from reading the blocks to the pooled scores)
+               "timing": {"learn_seconds": round(t_learn, 3)}}
+        ids = store.meta.get("row_ids") if store is not None else None
+        for key, (idx, pred) in ev.predictions.items():
+            out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(),
+                                       "gold": [labels[i] for i in idx], **({"id": [ids[i] for i in idx]} if ids else {})}
+        md = [f"# gramtile evaluate\n\n{what}, kernel `{name}`, model {learner.name}, {source.n} examples, {how}.\n",
+              "## Overall (pooled predictions)\n"] + ([header + "\n"] if header else []) + [table]
+        if args.report:
+            for key, rep in ev.reports.items():
+                md += [f"\n### {key}: confusion matrix (rows = truth) and per-class scores\n", report_tables(rep)]
+        if ev.fold_rows:
+            cols = ["model", *[p.name for p in learner.params], *[p + "_chosen" for p in varying], "split", "n_train",
+                    "n_test", "accuracy", "precision", "recall", "f1"]
+            md += ["\n## Per split\n", markdown_table(
+                ev.fold_rows, columns=[c for c in dict.fromkeys(cols) if any(c in r for r in ev.fold_rows)])]
+        if args.curve:
+            # the fold seed also fixes which nested training subsets the curve uses
+            rows = selection.learning_curve(learner, source, labels, splits, _floats(args.curve, "--curve"), points,
+                                            seed=args.fold_seed, problem_seed=args.perceptron_seed, **problem)
+            print("\nLearning curve\n" + markdown_table(rows))
+            out["curve"] = rows
+            md += ["\n## Learning curve\n", markdown_table(rows)]
+            if args.out:
+                Path(args.out).mkdir(parents=True, exist_ok=True)
+                png = Path(args.out) / "learning_curve.png"
+                plot_learning_curve(rows, png, title=f"learning curve: {learner.name}")
+                md.append(f"\n![learning curve]({png.name})\n")
+        if args.mrr:
+            mrr = selection.source_mrr(source, labels, block_rows=int(store.tile))
+            print(f"\nsame-label neighbour MRR (pessimistic ties): {mrr:.4f}")
+            out["neighbour_mrr"] = mrr
+            md.append(f"\nSame-label neighbour MRR (pessimistic ties): {mrr:.4f}\n")
+        if args.out:
+            d = Path(args.out)
+            d.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(d / "results.json", json.dumps(_jsonable(out), indent=1))
+            write_text_atomic(d / "results.md", "\n".join(md) + "\n")
+            log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0

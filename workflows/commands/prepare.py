@@ -11,7 +11,9 @@ from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.resources.keys import keys_for_option, parse_option
+from gramtile.pipeline.resources.keys import VECTORS, keys_for_option, keys_for_vectors_option, parse_option
+from gramtile.pipeline.resources.vector_sources import check_available
+from gramtile.pipeline.resources.vectors import CORPUS
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.pipeline.stores.storage import is_url, location
@@ -74,6 +76,13 @@ def add_parser(sub):
                    help="also build corpus resources into the store, e.g. wordnet,lsa:100,domain:100 "
                         "(WordNet synonymy, the 100-dim LSA soft-matching space, the domain kernel's space; "
                         "'@REP' picks a representation); kernels load them instead of rebuilding")
+    p.add_argument("--vectors", action="append", default=None, metavar="SOURCE",
+                   help="also record word vectors in the store, for sptk kernels whose 'vectors' names the same "
+                        "SOURCE: a vector file (word2vec/GloVe/fastText text, .bin, .npy with .vocab; its sha256 "
+                        "is recorded and a changed file is refused later), spacy:NAME (a spaCy pipeline with "
+                        "vectors), or corpus:ppmi (the default builder) / corpus:word2vec (needs gensim), trained "
+                        "on the store, '@REP' picking the representation (default: every tree, seq, wsd and dep "
+                        "one); repeat the option for several sources")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
     return p
@@ -112,6 +121,8 @@ def run(args) -> int:
         check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
+    for source in args.vectors or ():
+        check_available(source.partition("@")[0] if source.startswith(CORPUS) else source)
     if args.encoding:
         reader_options["encoding"] = args.encoding
     if args.trec_labels:
@@ -141,6 +152,8 @@ def run(args) -> int:
         log.warning(f"{len(summary.skipped)} record(s) skipped:\n" + "\n".join(f"  {s['error']}" for s in summary.skipped))
     if args.resources is not None:
         build_resources(args.out, args.resources, quiet=quiet)
+    for source in args.vectors or ():
+        record_vectors(args.out, source, quiet=quiet)
     return 0
 
 
@@ -154,3 +167,14 @@ def build_resources(out, text: str, quiet: bool = False):
         rep = "" if r["rep"] is None else f" from {r['rep']!r}"
         if not quiet:
             print(f"resource {r['name']}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")
+
+
+def record_vectors(out, source: str, quiet: bool = False):
+    """Record the vectors of ``--vectors SOURCE`` in the (complete) corpus store ``out`` and
+    print them (unless ``quiet``)."""
+    keys = keys_for_vectors_option(source, CorpusStore.open(out).representations)
+    for group, r in ensure(out, keys).items():
+        state = "built" if r["built"] else "already stored"
+        rep = "" if r["rep"] is None else f" trained on {r['rep']!r}"
+        if not quiet:
+            print(f"vectors {r['name'][len(VECTORS):]}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")

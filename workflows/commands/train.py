@@ -18,22 +18,32 @@ import time
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.learners.linear import FeatureData
 from gramtile.pipeline.learn.linear import train_store
-from gramtile.pipeline.learn.models import read_documents, relabel, train, train_from_store
+from gramtile.pipeline.learn.models import read_documents, relabel
 from gramtile.pipeline.learn.models import stored_kernel as _stored
-from gramtile.pipeline.learn.nystroem import train_nystroem
+from gramtile.pipeline.learn.nystroem import LandmarkSource, train_nystroem
+from gramtile.pipeline.learn.sources import store_labels
+from gramtile.pipeline.learn.training import select_point, train, train_from_store
 from gramtile.pipeline.progress import log
+from gramtile.pipeline.readers.labels import read_label_file
 from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.commands import (
     check_output_dir,
     deprecated,
+    int_at_least_2,
     overwrite_flag,
-    positive_float,
-    positive_int,
     runtime,
     seed_int,
 )
-from gramtile.workflows.commands.evaluate import add_learn_options, add_linear_options, add_scratch_option
+from gramtile.workflows.commands.evaluate import (
+    add_learn_options,
+    add_linear_options,
+    add_model_options,
+    add_scratch_option,
+    learner_of,
+)
 from gramtile.workflows.datainput import add_labels_option, add_table_options
 from gramtile.workflows.datainput import reader_options as data_options
 
@@ -52,14 +62,18 @@ def add_parser(sub):
     p.add_argument("--out", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
-    p.add_argument("--model", choices=("svm", "perceptron", "nystroem", "linear"), default="svm",
-                   help="learner (default svm); nystroem: a linear SVM on Nystroem features from a landmark store "
-                        "(--gram made by `gramtile gram --landmarks M`), saved as an expansion over the landmarks; "
-                        "linear: LinearSVC on a feature store (with --features)")
-    p.add_argument("--C", type=positive_float, default=1.0, help="SVM C, a positive number (default 1)")
+    add_model_options(p, "several values form a grid: the value is chosen by --inner-folds stratified "
+                         "cross-validation on the training examples (as evaluate's nested selection chooses it "
+                         "inside each training part), the model is fitted on all of them with it, and the choice "
+                         "is recorded in the model")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
     p.add_argument("--multiclass", choices=("ovr", "ovo"), default="ovr", help="multi-class scheme (default ovr)")
-    p.add_argument("--epochs", type=positive_int, default=2, help="perceptron epochs (default 2)")
+    p.add_argument("--inner-folds", type=int_at_least_2, default=3, metavar="K",
+                   help="folds of the cross-validation that chooses among several --C / --epochs values (default 3)")
+    p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
+                   help="seed of those folds, as evaluate's --fold-seed (default 0)")
+    p.add_argument("--normalized", action="store_true",
+                   help="use K(x,y)/sqrt(K(x,x)K(y,y)): the same as wrapping --kernel in normalized")
     p.add_argument("--perceptron-seed", type=seed_int, default=None, metavar="S",
                    help="shuffle the perceptron's visiting order with this seed (default: data order)")
     deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
@@ -93,17 +107,33 @@ def run(args) -> int:
     if args.features and args.labels:
         raise EvaluationError("--labels is not available with --features: a feature store holds its corpus's labels; "
                               "prepare the corpus with --labels FILE and write the feature store from it")
-    if args.features or args.model == "linear":
-        if not args.features or args.model != "linear" or args.gram or args.kernel:
+    learner, grid = learner_of(args)
+    learner.check_capabilities(args.multiclass, parse_class_weight(args.class_weight))
+    if args.kernel and args.normalized:
+        spec0 = as_spec(args.kernel)
+        args.kernel = spec0.to_json() if spec0.kind == "normalized" else \
+            as_spec({"kind": "normalized", "kernel": spec0.to_dict()}).to_json()
+    elif args.normalized:
+        raise EvaluationError("--normalized applies to --kernel; a feature store's rows are normalised when it is "
+                              "written (`gramtile features` of a normalized spec)")
+    if args.features or learner.reads == "features":
+        if not args.features or learner.reads != "features" or args.gram or args.kernel:
             raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
                                   "names its kernel); --model linear needs --features")
         out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.json", "linear.npz"),
                                kind="model directory")
         # a model directory is written whole or not at all, and never over one that appeared meanwhile
-        m = train_store(args.features, out, overwrite=args.overwrite, C=args.C,
-                        class_weight=parse_class_weight(args.class_weight), solver=args.linear_solver,
+        cw = parse_class_weight(args.class_weight)
+        rt = runtime(args)
+        data = FeatureData.open(args.features, args.rows)
+        point, record = select_point(learner, data, data.labels, grid, args.inner_folds, args.fold_seed,
+                                     class_weight=cw, cluster=rt)
+        m = train_store(args.features, None, C=point["C"], class_weight=cw, solver=args.linear_solver,
                         epochs=args.sgd_epochs, chunk_rows=args.sgd_chunk_rows, rows=args.rows,
-                        loss=args.linear_loss, cluster=runtime(args))
+                        loss=args.linear_loss, cluster=rt)
+        if record:
+            m.params["selection"] = record
+        m.save(out, overwrite=args.overwrite)
         print(f"{args.out}: linear model ({m.params['solver']['used']}) over {m.n_features} features, classes "
               f"{m.classes} ({time.perf_counter() - t0:.1f} s)")
         return 0
@@ -111,15 +141,25 @@ def run(args) -> int:
         raise EvaluationError("--kernel SPEC is required (unless --features F.zarr --model linear)")
     out = check_output_dir(args.out, "--out", args.overwrite, owned=("model.json",), kind="model directory")
     spec = as_spec(args.kernel)
-    learn = dict(learner=args.model, C=args.C, class_weight=parse_class_weight(args.class_weight),
-                 multiclass=args.multiclass, epochs=args.epochs, seed=args.perceptron_seed, solver=args.solver,
-                 cluster=runtime(args))
-    if args.model == "nystroem":
+    learn = dict(learner=learner, grid=grid, class_weight=parse_class_weight(args.class_weight),
+                 multiclass=args.multiclass, seed=args.perceptron_seed, solver=args.solver, cluster=runtime(args),
+                 inner_folds=args.inner_folds, inner_seed=args.fold_seed)
+    if learner.reads == "landmarks":
+        if "landmarks" in grid:
+            raise EvaluationError("--landmarks is evaluate's landmark count per split; train reads the landmarks of "
+                                  "its landmark store (--gram made by `gramtile gram --landmarks M`): drop --landmarks")
         if not args.corpus or len(args.gram) != 1:
             raise EvaluationError("--model nystroem needs --corpus and one --gram: a landmark store made by "
                                   "`gramtile gram --corpus C --landmarks M`")
-        m = train_nystroem(args.corpus, args.gram[0], spec, C=args.C, class_weight=learn["class_weight"],
+        st = GramStore.open(args.gram[0])
+        src = LandmarkSource(st, normalized=spec.kind == "normalized")
+        y = store_labels(st) if labels_file is None else read_label_file(labels_file, src.n, f"rows of {st.path}")
+        point, record = select_point(learner, src, [str(v) for v in y], {"C": grid.get("C", 1.0)}, args.inner_folds,
+                                     args.fold_seed, class_weight=learn["class_weight"], cluster=learn["cluster"])
+        m = train_nystroem(args.corpus, st, spec, C=point["C"], class_weight=learn["class_weight"],
                            loss=args.linear_loss, labels_file=labels_file)
+        if record:
+            m.params["selection"] = record
     elif args.gram:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")

@@ -42,8 +42,10 @@ from gramtile.kernels.composite import Normalized
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.crossval import evaluate, source_mrr
 from gramtile.pipeline.learn.folds import fixed_split, stratified_kfold
+from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
@@ -198,8 +200,11 @@ def _run(raw, path, out, cluster, tile):
         scored, cv = [], []
 
         def score(points):
+            """CV accuracy of every (grid point, C) on the training part: the Gram stores the points
+            need (computed once; a rerun reuses them), then one run of the selection loop over the
+            points' kernels as alternatives (rows in grid order, C fastest)."""
             nonlocal gram
-            for s, params in points:
+            for s, _ in points:
                 for bs in s.base_specs():
                     if bs.spec_hash not in stores:
                         t1 = time.perf_counter()
@@ -208,13 +213,14 @@ def _run(raw, path, out, cluster, tile):
                         stores[bs.spec_hash] = GramStore.open(p)
                         gram += time.perf_counter() - t1
                         say(f"Gram store {bs.to_json()}: {time.perf_counter() - t1:.1f} s")
-                view = ComposedView(s, stores)
-                ev = evaluate(ViewKernelSource(view, n=train.size), y[train], folds, model="svm", C=Cs,
-                              class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
-                              kernel=name, **learn)
-                for r in ev.rows:
-                    cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
-                    scored.append((r["accuracy"], s, params, r["C"]))
+            views = [ViewKernelSource(ComposedView(s, stores), n=train.size) for s, _ in points]
+            ev = selection.evaluate(make("svm"), views, y[train], folds, {"C": list(Cs)},
+                                    class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],
+                                    kernel=name, **learn)
+            for pt, r in zip(ev.points, ev.rows):
+                s, params = points[pt.get("alternative", 0)]
+                cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
+                scored.append((r["accuracy"], s, params, r["C"]))
 
         fixed = opts["first"].get(name)
         if fixed is None:

@@ -47,7 +47,6 @@ import hashlib
 import json
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -56,13 +55,10 @@ from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.runtime import Runtime
-from gramtile.pipeline.learn.crossval import assemble, evaluate, plan_solver
-from gramtile.pipeline.learn.fits import Setting, forget_blocks, n_tasks, run_fits, split_tasks
+from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
-from gramtile.pipeline.learn.metrics import classification_report, positive_class
-from gramtile.pipeline.learn.parallel import SourceRef, runs_here, source_ref
+from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.sources import ArrayKernelSource, ViewKernelSource
-from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.senseval import read_senseval
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.vocab import Vocabularies
@@ -338,8 +334,8 @@ def _run(raw, path, out, cluster, tile) -> list[dict]:
 
 
 def choose(sources, labels, train, p) -> tuple:
-    """(alternative index, C) with the best mean accuracy over ``p["inner_splits"]`` inner
-    stratified folds of ``train`` (ties: the earlier alternative, then the smaller C).
+    """(alternative index, C) with the best pooled accuracy over ``p["inner_splits"]`` inner
+    stratified folds of ``train`` (ties: the earlier alternative, then the earlier C of the list).
 
     Only ``train`` is read: the outer test fold never influences the choice.
     """
@@ -349,15 +345,10 @@ def choose(sources, labels, train, p) -> tuple:
     y = [labels[i] for i in train]
     inner = stratified_kfold(y, p["inner_folds"], p["seed"])[: p.get("inner_splits", 1)]
     splits = [Split(train[s.train], train[s.test], "inner") for s in inner]
-    best = None
-    for a, src in enumerate(sources):
-        ev = evaluate(src, labels, splits, model="svm", C=tuple(p["C"]), class_weight=p["class_weight"],
-                      multiclass=p["multiclass"])
-        for C in p["C"]:
-            acc = float(np.mean([r["accuracy"] for r in ev.rows if float(r["C"]) == C]))
-            if best is None or acc > best[0]:
-                best = (acc, a, float(C))
-    return best[1], best[2]
+    ev = selection.evaluate(make("svm"), list(sources), labels, splits, {"C": list(p["C"])},
+                            class_weight=p["class_weight"], multiclass=p["multiclass"])
+    point = selection.best(ev.rows, ev.points, "accuracy", ties="first")
+    return point.get("alternative", 0), float(point["C"])
 
 
 def choose_C(source, labels, train, p) -> float:
@@ -379,16 +370,13 @@ def nested_evaluate(source, labels, splits, p, name, cluster=None) -> dict:
 
 
 def learn(systems: dict, labels, splits, p, cluster=None) -> dict:
-    """:func:`nested_evaluate` of every system ``{name: [kernel source per alternative]}`` at once,
-    each independent fit a task on ``cluster``
-    (:func:`~gramtile.pipeline.learn.parallel.run_tasks`).
-
-    Wave 1 fits every (system, outer fold, alternative, inner split, C) on its inner training part
-    and predicts its validation part; the choice of each (system, fold) follows from them as in
-    :func:`choose` (best mean inner accuracy; ties: the earlier alternative, then the smaller C).
-    Wave 2 fits every (system, fold) with its choice on the whole training part and predicts the
-    test fold. A store-backed source travels as store paths (the worker reads its own blocks); an
-    in-memory one as it is, so pass store-backed sources to worker processes. The results, and so
+    """:func:`nested_evaluate` of every system ``{name: [kernel source per alternative]}``, each
+    through the one selection loop (:func:`gramtile.pipeline.learn.selection.evaluate`): for each
+    outer fold, every (alternative, C) is fitted on the first ``p["inner_splits"]`` inner folds
+    of its training part and the best by pooled inner accuracy is chosen (ties: the earlier
+    alternative, then the earlier C), then fitted on the whole training part and scored on the
+    test fold. Every fit is a task on ``cluster``; a store-backed source travels as store paths
+    (the worker reads its own blocks), an in-memory one as it is. The results, and so
     ``results.json``, are those of the serial run.
 
     Returns
@@ -397,79 +385,20 @@ def learn(systems: dict, labels, splits, p, cluster=None) -> dict:
     """
 
     y = np.asarray(labels)
-    classes = sorted(np.unique(y).tolist())
-    positive = positive_class(classes) if len(classes) == 2 else None
-    grid = [Setting("svm", float(c)) for c in p["C"]]
-    plan = plan_solver("auto", max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
-                       cluster, multiclass=p["multiclass"], n_classes=len(classes))
-    local = runs_here(cluster)
-    refs = {name: [SourceRef(local=s) if local else source_ref(s) for s in srcs] for name, srcs in systems.items()}
-    run = uuid.uuid4().hex
-    common = dict(class_weight=p["class_weight"], multiclass=p["multiclass"], seed=None, plan=plan)
-    inner = []  # (name, fold, alternative, [(inner train, inner validation)], first task, tasks, assemble)
-    tasks = []
-    for name, rs in refs.items():
-        if len(rs) == 1 and len(grid) == 1:
-            continue
-        for f, sp in enumerate(splits):
-            ys = [labels[i] for i in sp.train]
-            parts = [(sp.train[s.train], sp.train[s.test])
-                     for s in stratified_kfold(ys, p["inner_folds"], p["seed"])[: p.get("inner_splits", 1)]]
-            for a, ref in enumerate(rs):
-                reads = []
-                for k, (tr, te) in enumerate(parts):
-                    t, asm = split_tasks(ref, run, y, tr, te, grid, classes, **common, name=f"{name} fold {f} inner")
-                    reads.append((len(tasks), len(t), asm))
-                    tasks += t
-                inner.append((name, f, a, parts, reads))
-    n_final = len(refs) * len(splits) * n_tasks(plan, grid[:1], classes)
-    pb = progress_bar(len(tasks) + n_final, "fit", "learn", disable=not Runtime.of(cluster).progress)
-    opts = dict(cluster=cluster, bar=pb, desc="learn")
-    try:
-        results = run_fits(tasks, key_prefix="gramtile-inner", **opts) if tasks else []
-        best = {}
-        for name, f, a, parts, reads in inner:
-            fits = [list(zip(grid, [{}] * len(grid), asm(results[j:j + m]))) for j, m, asm in reads]
-            ev = assemble(y, [Split(tr, te, "inner") for tr, te in parts], grid, fits, classes, positive, name,
-                          p["class_weight"], p["multiclass"])
-            for C in p["C"]:
-                acc = float(np.mean([r["accuracy"] for r in ev.rows if float(r["C"]) == C]))
-                if best.get((name, f)) is None or acc > best[(name, f)][0]:
-                    best[(name, f)] = (acc, a, float(C))
-        tasks, final = [], []
-        for name, rs in refs.items():
-            for f, sp in enumerate(splits):
-                _, a, C = best.get((name, f), (None, 0, float(grid[0].C)))
-                t, asm = split_tasks(rs[a], run, y, sp.train, sp.test, [Setting("svm", C)], classes, **common,
-                                     name=f"{name} fold {f}")
-                final.append((name, f, a, C, len(tasks), len(t), asm))
-                tasks += t
-        results = run_fits(tasks, **opts)
-    finally:
-        pb.close()
-        forget_blocks()
     out = {}
-    for name in refs:
-        mine = [x for x in final if x[0] == name]
-        idx, pred, accs, Cs, alts = [], [], [], [], []
-        for _, f, a, C, j, m, asm in mine:
-            sp = splits[f]
-            yp = asm(results[j:j + m])[0]
-            ev = assemble(y, [sp], [Setting("svm", C)], [[(Setting("svm", C), {}, yp)]], classes, positive, name,
-                          p["class_weight"], p["multiclass"])
-            idx.append(sp.test)
-            pred.append(yp)
-            accs.append(ev.rows[0]["accuracy"])
-            Cs.append(C)
-            alts.append(a)
-        idx, pred = np.concatenate(idx), np.concatenate(pred)
-        acc = float(np.mean(y[idx] == pred))
-        rep = classification_report(y[idx], pred, sorted(set(labels)))
-        row = {"kernel": name, "model": "svm", "C": Cs, "multiclass": p["multiclass"], "splits": len(splits),
-               "n_test": int(idx.size), "accuracy": acc, "accuracy_std": float(np.std(accs, ddof=1)),
-               "fold_accuracy": accs, "macro_f1": rep.get("macro_f1") if isinstance(rep, dict) else None}
-        if len(refs[name]) > 1:
-            row["alternative"] = alts
+    for name, srcs in systems.items():
+        ev = selection.evaluate(make("svm"), list(srcs), y, splits, {"C": list(p["C"])}, kernel=name,
+                                class_weight=p["class_weight"], multiclass=p["multiclass"], select="nested",
+                                inner_folds=p["inner_folds"], inner_seed=p["seed"],
+                                inner_use=p.get("inner_splits", 1), ties="first", cluster=cluster)
+        chosen = ev.chosen or ev.points * len(splits)
+        (key, (idx, pred)), = ev.predictions.items()
+        row = {"kernel": name, "model": "svm", "C": [float(c["C"]) for c in chosen], "multiclass": p["multiclass"],
+               "splits": len(splits), "n_test": int(idx.size), "accuracy": float(np.mean(y[idx] == pred)),
+               "accuracy_std": ev.rows[0]["accuracy_std"], "fold_accuracy": [r["accuracy"] for r in ev.fold_rows],
+               "macro_f1": ev.reports[key].get("macro_f1")}
+        if len(srcs) > 1:
+            row["alternative"] = [c.get("alternative", 0) for c in chosen]
         out[name] = row
     return out
 

@@ -1,0 +1,510 @@
+"""The one evaluation and selection loop of every learner: splits x grid, scored on the test parts
+or with the grid point chosen by nested cross-validation inside each training part.
+
+:func:`evaluate` takes a :class:`~gramtile.pipeline.learn.learners.base.Learner`, a data source
+(a kernel source over the labelled examples, or a learner's own data such as a feature store),
+labels, splits and a grid over the learner's declared parameters (C, epochs, landmark count):
+
+- ``select="test"``: every point of the grid is fitted on each training part and scored on its
+  test part, one result row per point (choosing the best row is selection on test data);
+- ``select="nested"``: for each split, every point is fitted on stratified inner folds of its
+  training part only, the point with the best pooled inner score (``metric``; ties to the
+  smaller values, the simpler model) is chosen, refitted on the whole training part and scored
+  once on the test part; one row, with the grid and the point chosen per split.
+
+Every fit is a task of the learner's session (:meth:`Session.tasks`), run by
+:func:`~gramtile.pipeline.learn.fits.run_fits` on the Runtime's executor; nested, a split's final
+fit starts as soon as its inner fits are in. Results are assembled in task order, so a parallel
+run gives the serial run's numbers. :func:`choose` is the nested choice on all the data (what
+``gramtile train`` does with a grid before it fits the chosen model); :func:`learning_curve`
+scores growing training parts through the same tasks.
+
+Result rows (:class:`Evaluation`) have the same columns for every learner: the kernel name, the
+learner's columns (``model``, its parameters), ``splits``, ``n_test``, ``accuracy``, precision,
+recall and F1 (binary: of the positive class; multi-class: macro averages, plus ``macro_f1`` and
+``micro_f1``), ``accuracy_std`` (over splits), the learner's summary columns, and, nested,
+``<param>_grid`` / ``<param>_chosen``. Overall figures pool the predictions of all test parts.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.fits import forget_blocks, run_fits
+from gramtile.pipeline.learn.folds import Split, stratified_kfold
+from gramtile.pipeline.learn.learners.base import Learner, Outcome, Point, Problem, Sizes
+from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
+from gramtile.pipeline.progress import log, progress_bar
+from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
+
+SELECT = ("nested", "test")
+METRICS = ("accuracy", "f1", "macro_f1")
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` returns.
+
+    Attributes
+    ----------
+    rows : list of dict
+        One per grid point (one in all, nested): pooled metrics over all test parts.
+    fold_rows : list of dict
+        One per (split, point).
+    predictions : dict
+        Point label -> (test indices, predicted labels), pooled in split order.
+    reports : dict
+        Point label -> full :func:`~gramtile.pipeline.learn.metrics.classification_report` (pooled).
+    solver : dict or None
+        What the learner's session records about its plan (the SVM solver and why), or None.
+    chosen : list
+        Nested: the :class:`Point` chosen for each split.
+    points : list
+        The points the rows stand for, in row order (with ``alternative`` among several sources).
+    """
+
+    rows: list = field(default_factory=list)
+    fold_rows: list = field(default_factory=list)
+    predictions: dict = field(default_factory=dict)
+    reports: dict = field(default_factory=dict)
+    solver: dict | None = None
+    chosen: list = field(default_factory=list)
+    points: list = field(default_factory=list)
+
+
+# ---- inputs -----------------------------------------------------------------------------------------
+
+def check_inputs(source, labels, splits):
+    """The labels as an array and the splits as a list, after checking they fit ``source`` (``n``
+    examples) and that every training part has two classes."""
+    y = np.asarray(labels)
+    if y.ndim != 1 or len(y) != source.n:
+        raise EvaluationError(f"there are {len(y)} labels for a kernel over {source.n} examples; the labels "
+                              "must list every row of the Gram matrix in order (check --labels)")
+    splits = list(splits)
+    if not splits:
+        raise EvaluationError("no splits to evaluate; give --folds K or --split train:a:b,test:c:d")
+    for s in splits:
+        for side, idx in (("train", s.train), ("test", s.test)):
+            if idx.size == 0 or idx.min() < 0 or idx.max() >= source.n:
+                raise EvaluationError(f"{s.name}: {side} indices are empty or outside 0..{source.n - 1}; "
+                                      "make the splits for this store's examples")
+        if len(np.unique(y[s.train])) < 2:
+            raise EvaluationError(f"{s.name}: the training part has one class only ({y[s.train][0]!r}); "
+                                  "use stratified folds or a training range with both classes")
+    return y, splits
+
+
+def check_classes(classes, positive, class_weight):
+    if len(classes) == 2 and positive not in classes:
+        raise EvaluationError(f"positive class {positive!r} is not one of the labels {classes!r}; pick one of them")
+    if isinstance(class_weight, dict):
+        unknown = [k for k in class_weight if k not in classes]
+        if unknown:
+            raise EvaluationError(f"class weight given for {unknown[0]!r}, which is not a label ({classes!r}); "
+                                  "name existing labels, e.g. --class-weight " + f"{classes[-1]}:5")
+    elif class_weight not in (None, "balanced"):
+        raise EvaluationError(f"class_weight={class_weight!r}; use None, 'balanced' or a dict label -> weight")
+
+
+def problem_of(y, positive=None, class_weight=None, multiclass: str = "ovr", seed=None) -> Problem:
+    """The :class:`Problem` of labels ``y`` (classes sorted; a binary task's positive class by
+    default :func:`~gramtile.pipeline.learn.metrics.positive_class`), checked."""
+    if multiclass not in ("ovr", "ovo"):
+        raise EvaluationError(f"multiclass={multiclass!r}; use one of ['ovr', 'ovo']")
+    classes = sorted(np.unique(np.asarray(y)).tolist())
+    if positive is None and len(classes) == 2:
+        positive = positive_class(classes)
+    check_classes(classes, positive, class_weight)
+    return Problem(tuple(classes), positive, class_weight, multiclass, seed)
+
+
+def prediction_scores(y_true, y_pred, classes, positive) -> tuple:
+    rep = classification_report(y_true, y_pred, labels=list(classes))
+    row = {"accuracy": rep["accuracy"]}
+    if len(classes) == 2:
+        p, r, f = binary_prf(y_true, y_pred, positive)
+        row.update({"precision": p, "recall": r, "f1": f})
+    else:
+        row.update({"precision": rep["macro_precision"], "recall": rep["macro_recall"], "f1": rep["macro_f1"],
+                    "macro_f1": rep["macro_f1"], "micro_f1": rep["micro_f1"]})
+    return row, rep
+
+
+def as_grid(learner: Learner, grid) -> list[Point]:
+    """``grid`` as a list of points: points as they are, or a dict of parameter values."""
+    if isinstance(grid, list) and grid and all(isinstance(p, Point) for p in grid):
+        return grid
+    return learner.grid(grid)
+
+
+# ---- nested selection ---------------------------------------------------------------------------
+
+def inner_splits(y, sp, folds: int, seed: int, problem: Problem):
+    """The inner folds of nested selection in ``sp``'s training part, as (train, test) positions of
+    the source, with the :class:`Problem` of that part (its classes; the positive class kept when
+    present)."""
+    ytr = y[sp.train]
+    counts = np.unique(ytr, return_counts=True)[1]
+    k = int(min(folds, counts.min()))
+    if k < 2:
+        raise EvaluationError(f"nested selection needs at least 2 training examples of every class; one class "
+                              f"has {int(counts.min())}. Give one value per parameter, or --C-on-test")
+    inner = stratified_kfold(ytr, k, seed)
+    cl = sorted(np.unique(ytr).tolist())
+    pos = problem.positive if problem.positive is not None and problem.positive in set(ytr.tolist()) else None
+    if pos is None and len(cl) == 2:
+        pos = positive_class(cl)
+    check_classes(cl, pos, problem.class_weight)
+    sub = Problem(tuple(cl), pos, problem.class_weight, problem.multiclass, problem.seed)
+    return [(sp.train[s.train], sp.train[s.test]) for s in inner], sub
+
+
+def best(rows, grid: list[Point], metric: str, ties: str = "smaller") -> Point:
+    """The point of the best row by ``metric``; ties go to the smaller values, in the point's
+    order (the simpler model), or with ``ties="first"`` to the earlier point of the grid."""
+    if metric not in rows[0]:
+        raise EvaluationError(f"selection metric {metric!r} is not a result column; use one of {list(METRICS)}")
+
+    def key(i):
+        return (rows[i][metric], tuple(-v for _, v in grid[i].values) if ties == "smaller" else -i)
+
+    return grid[max(range(len(rows)), key=key)]
+
+
+# ---- the loop -------------------------------------------------------------------------------------
+
+def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str = "kernel", positive=None,
+             class_weight=None, multiclass: str = "ovr", seed=None, select: str = "test", inner_folds: int = 3,
+             inner_seed: int = 0, inner_use: int | None = None, metric: str = "accuracy", ties: str = "smaller",
+             cluster=None) -> Evaluation:
+    """Fit and score ``learner`` on each split for each point of ``grid``.
+
+    Parameters
+    ----------
+    learner : Learner
+        From the registry (:func:`~gramtile.pipeline.learn.learners.registry.make`).
+    source
+        What the learner reads (``learner.reads``), with ``n`` examples; or a list of such
+        sources over the same examples (alternatives, e.g. kernels): the grid then spans the
+        alternative too (``alternative`` = its position, first in the grid's order).
+    labels : sequence, shape (n,)
+    splits : list of Split
+    grid : dict of parameter -> value(s), or a list of Points (default: the learner's defaults)
+    kernel : name written into every row
+    positive, class_weight, multiclass, seed
+        The :class:`Problem`: a binary task's positive class (default
+        :func:`~gramtile.pipeline.learn.metrics.positive_class`), class weights (None, "balanced"
+        or label -> weight), the multi-class scheme, a learner's visiting-order seed.
+    select : {"test", "nested"}
+        With several points: score each on the test parts (one row per point), or choose one per
+        split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its training part by
+        ``metric`` (one row); ``inner_use`` validates on the first that many inner folds only.
+    ties : {"smaller", "first"}
+        Between equal scores, choose the smaller values (the simpler model) or the earlier point
+        of the grid.
+    cluster : profile name, address or Runtime
+        Where the fits run (each fit a task; results equal the serial run's) and the run's
+        settings (progress, memory, cache, scratch).
+    """
+    if select not in SELECT:
+        raise EvaluationError(f"select={select!r}; use one of {list(SELECT)}")
+    if ties not in ("smaller", "first"):
+        raise EvaluationError(f"ties={ties!r}; use 'smaller' or 'first'")
+    sources = list(source) if isinstance(source, (list, tuple)) else [source]
+    points = as_grid(learner, grid)
+    y, splits = check_inputs(sources[0], labels, splits)
+    for src in sources[1:]:
+        check_inputs(src, labels, splits)
+    problem = problem_of(y, positive, class_weight, multiclass, seed)
+    learner.check_problem(problem)
+    cells = [Point((("alternative", a),) + pt.values) for a in range(len(sources)) for pt in points] \
+        if len(sources) > 1 else points
+    varying = (["alternative"] if len(sources) > 1 else []) + learner.varying(points)
+    nested = len(cells) > 1 and select == "nested"
+    sizes = Sizes(max(sp.train.size for sp in splits), max(sp.test.size for sp in splits),
+                  inner_folds if nested else 0)
+    with ExitStack() as stack:
+        sessions = [stack.enter_context(learner.session(src, problem, sizes, cluster)) for src in sources]
+
+        def cell_tasks(tr, te, these, prob, name):
+            """The tasks of ``these`` cells on one part, each alternative's from its own session, and
+            the function giving their outcomes in the order of ``these``."""
+            groups: dict = {}
+            for i, c in enumerate(these):
+                groups.setdefault(c.get("alternative", 0), []).append(i)
+            out, reads = [], []
+            for a, idx in groups.items():
+                t, asm = sessions[a].tasks(y, tr, te, [these[i] for i in idx], prob, name)
+                reads.append((len(out), len(t), asm, idx))
+                out += t
+
+            def assemble_cells(results):
+                got = [None] * len(these)
+                for s0, m, asm, idx in reads:
+                    for i, o in zip(idx, asm(results[s0:s0 + m])):
+                        got[i] = o
+                return got
+
+            return out, assemble_cells
+
+        def count(these, prob):
+            return sum(sessions[a].n_tasks([c for c in these if c.get("alternative", 0) == a], prob)
+                       for a in dict.fromkeys(c.get("alternative", 0) for c in these))
+
+        inner = [inner_splits(y, sp, inner_folds, inner_seed, problem) for sp in splits] if nested else []
+        if inner_use is not None:
+            inner = [(parts[:inner_use], sub) for parts, sub in inner]
+        n_fits = sum(len(parts) * count(cells, sub) for parts, sub in inner) + \
+            len(splits) * (count(cells[:1], problem) if nested else count(cells, problem))
+        pb = progress_bar(n_fits, "fit", "evaluate", disable=not Runtime.of(cluster).progress or n_fits < 2)
+        try:
+            tasks, reads, where, inner_got = [], [None] * len(splits), {}, {}
+            chosen = [None] * len(splits)
+            fit_grid = [None] * len(splits) if nested else [cells] * len(splits)
+            todo, inner_reads = [0] * len(splits), [[] for _ in splits]
+
+            def final(i):
+                """The tasks of split i on its whole training part (the grid, or the point chosen for it)."""
+                sp = splits[i]
+                t, asm = cell_tasks(sp.train, sp.test, fit_grid[i], problem, sp.name)
+                reads[i] = (len(tasks), len(t), asm)
+                where.update({len(tasks) + j: ("final", i) for j in range(len(t))})
+                todo[i] = len(t)
+                tasks.extend(t)
+                return t
+
+            def choose_for(i):
+                """Split i's point, from the pooled predictions of its inner fits."""
+                parts, sub = inner[i]
+                fits = [list(zip(cells, [{}] * len(cells), asm([inner_got[a + q] for q in range(m)])))
+                        for a, m, asm in inner_reads[i]]
+                ev = assemble(learner, y, [Split(te, te, "inner") for _, te in parts], cells, fits, sub, "inner",
+                              varying=varying)
+                return best(ev.rows, cells, metric, ties)
+
+            for i, sp in enumerate(splits):
+                if not nested:
+                    final(i)
+                    continue
+                parts, sub = inner[i]
+                for k, (tr, te) in enumerate(parts):
+                    t, asm = cell_tasks(tr, te, cells, sub, f"{sp.name} inner {k}")
+                    inner_reads[i].append((len(tasks), len(t), asm))
+                    where.update({len(tasks) + j: ("inner", i) for j in range(len(t))})
+                    tasks += t
+                todo[i] = sum(m for _, m, _ in inner_reads[i])
+
+            def done(j, r):
+                kind, i = where[j]
+                todo[i] -= 1
+                if kind == "inner":
+                    inner_got[j] = r
+                    if todo[i] == 0:
+                        chosen[i] = choose_for(i)
+                        fit_grid[i] = [chosen[i]]
+                        return final(i)
+                elif todo[i] == 0:
+                    sp = splits[i]
+                    log.info(f"  {sp.name}: trained on {sp.train.size}, tested on {sp.test.size}")
+                return None
+
+            results = run_fits(tasks, cluster=cluster, bar=pb, on_done=done, desc="evaluate")
+        finally:
+            pb.close()
+            forget_blocks()
+            clear_chunk_cache()
+        plan = sessions[0].plan
+    fits = []
+    for (a, m, asm), g, c in zip(reads, fit_grid, chosen):
+        extra = {f"{p}_chosen": c[p] for p in varying} if nested else {}
+        fits.append(list(zip(g, [extra] * len(g), asm(results[a:a + m]))))
+    shown = [Point(tuple((k, None if k in varying else v) for k, v in cells[0].values))] if nested else cells
+    res = assemble(learner, y, splits, shown, fits, problem, kernel, nested=nested, grid=cells,
+                   inner_folds=inner_folds, varying=varying)
+    res.solver = plan
+    res.chosen = list(chosen) if nested else []
+    res.points = shown
+    return res
+
+
+def label_of(learner: Learner, point: Point, varying=()) -> str:
+    """The key of a point in results: the learner's label, and the alternative when there are several."""
+    a = point.get("alternative", None)
+    return learner.label(point, varying) + ("" if "alternative" not in varying else
+                                            f" alternative={'nested' if a is None else a}")
+
+
+def text_of(learner: Learner, name: str, value) -> str:
+    if name == "alternative":
+        return "nested" if value is None else str(value)
+    return learner.param(name).text(value)
+
+
+def assemble(learner: Learner, y, splits, shown, fits, problem: Problem, kernel, nested: bool = False, grid=(),
+             inner_folds: int = 0, varying=()) -> Evaluation:
+    """The :class:`Evaluation` of per-split fits: ``fits[i]`` lists ``(point fitted, extra row
+    fields, Outcome on splits[i].test)`` in the order of ``shown`` (the points the rows stand for);
+    rows pool the predictions over the splits in split order."""
+    res = Evaluation()
+    labels = [label_of(learner, s, varying) for s in shown]
+    pooled = {k: ([], []) for k in labels}
+    fold_acc = {k: [] for k in labels}
+    infos = {k: [] for k in labels}
+    chosen = []
+    for sp, split_fits in zip(splits, fits):
+        for key, (fit_s, extra, out) in zip(labels, split_fits):
+            if nested:
+                chosen.append(fit_s)
+            pred = out.predicted if isinstance(out, Outcome) else out
+            row, _ = prediction_scores(y[sp.test], pred, problem.classes, problem.positive)
+            fold_acc[key].append(row["accuracy"])
+            if isinstance(out, Outcome):
+                infos[key].append(out.info)
+            res.fold_rows.append({"kernel": kernel, **learner.row(fit_s, problem), **extra, "split": sp.name,
+                                  "n_train": int(sp.train.size), "n_test": int(sp.test.size), **row})
+            pooled[key][0].append(sp.test)
+            pooled[key][1].append(pred)
+    for s, key in zip(shown, labels):
+        idx, pred = np.concatenate(pooled[key][0]), np.concatenate(pooled[key][1])
+        row, rep = prediction_scores(y[idx], pred, problem.classes, problem.positive)
+        acc = np.asarray(fold_acc[key])
+        out = {"kernel": kernel, **learner.row(s, problem), "splits": len(splits), "n_test": int(idx.size), **row,
+               "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, **learner.summary(infos[key])}
+        if nested:
+            for p in varying:
+                out[f"{p}_grid"] = ",".join(text_of(learner, p, v) for v in dict.fromkeys(pt[p] for pt in grid))
+                out[f"{p}_chosen"] = ",".join(text_of(learner, p, c[p]) for c in chosen)
+            out["selection"] = f"nested: {inner_folds}-fold on each training part"
+        if len(problem.classes) == 2:
+            out["positive"] = problem.positive
+        res.rows.append(out)
+        res.predictions[key] = (idx, pred)
+        res.reports[key] = rep
+    return res
+
+
+def choose(learner: Learner, source, labels, grid, *, folds: int = 3, seed: int = 0, metric: str = "accuracy",
+           positive=None, class_weight=None, multiclass: str = "ovr", problem_seed=None, kernel: str = "kernel",
+           cluster=None) -> tuple[Point, Evaluation]:
+    """The point of ``grid`` with the best pooled score over ``folds`` stratified folds (seed
+    ``seed``) of all of ``source``'s examples (ties to the smaller values): the nested choice
+    ``gramtile train`` makes before it fits the chosen model on every example, the same choice
+    :func:`evaluate` makes inside each training part. Returns the point and the inner evaluation
+    (one row per point)."""
+    points = as_grid(learner, grid)
+    y = np.asarray(labels)
+    sp = Split(np.arange(y.size, dtype=np.int64), np.arange(y.size, dtype=np.int64), "all")
+    parts, _ = inner_splits(y, sp, folds, seed, problem_of(y, positive, class_weight, multiclass, problem_seed))
+    ev = evaluate(learner, source, y, [Split(tr, te, f"inner {k}") for k, (tr, te) in enumerate(parts)], points,
+                  kernel=kernel, positive=positive, class_weight=class_weight, multiclass=multiclass,
+                  seed=problem_seed, select="test", cluster=cluster)
+    return best(ev.rows, points, metric), ev
+
+
+# ---- learning curves ------------------------------------------------------------------------------
+
+def nested_order(y_train, seed: int = 0) -> np.ndarray:
+    """A seeded order of training positions whose every prefix keeps the class proportions.
+
+    Each example gets the key (rank within its class in a seeded shuffle + 0.5) / class size,
+    and examples are sorted by key (ties broken by a seeded shuffle). Taking the first m of
+    this order gives nested, roughly stratified training subsets, and any prefix of at least
+    n_classes examples holds every class.
+    """
+    y = np.asarray(y_train)
+    rng = np.random.default_rng(seed)
+    key = np.empty(len(y))
+    for c in np.unique(y):
+        pos = np.flatnonzero(y == c)
+        key[rng.permutation(pos)] = (np.arange(pos.size) + 0.5) / pos.size
+    tiebreak = rng.permutation(len(y))
+    return np.lexsort((tiebreak, key))
+
+
+def learning_curve(learner: Learner, source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), grid=None, *,
+                   seed: int = 0, kernel: str = "kernel", positive=None, class_weight=None, multiclass: str = "ovr",
+                   problem_seed=None, cluster=None) -> list[dict]:
+    """Scores as the training part grows: for each fraction f, train on the first
+    ceil(f * n_train) examples of :func:`nested_order` of each split's training part (``seed``
+    fixes the nested subsets), every (split, fraction) fitted through the learner's session as in
+    :func:`evaluate`. One row per (fraction, point): ``fraction``, ``n_train`` (mean over splits),
+    pooled metrics and ``accuracy_std`` over splits."""
+    fr = sorted({float(f) for f in np.atleast_1d(fractions)})
+    if not fr or fr[0] <= 0 or fr[-1] > 1:
+        raise EvaluationError(f"learning curve fractions {fractions!r} must lie in (0, 1]; e.g. 0.1,0.25,0.5,1")
+    points = as_grid(learner, grid)
+    varying = learner.varying(points)
+    y, splits = check_inputs(source, labels, splits)
+    problem = problem_of(y, positive, class_weight, multiclass, problem_seed)
+    learner.check_problem(problem)
+    plans, where, tasks = [], [], []
+    for i, sp in enumerate(splits):
+        order = sp.train[nested_order(y[sp.train], seed)]
+        for f in fr:
+            m = max(len(problem.classes), math.ceil(f * sp.train.size))
+            tr = order[:m]
+            if len(np.unique(y[tr])) < 2:
+                raise EvaluationError(f"{sp.name}: a training subset of {m} examples has one class; "
+                                      "use larger learning-curve fractions")
+            plans.append((i, f, tr, m))
+    sizes = Sizes(max(sp.train.size for sp in splits), max(sp.test.size for sp in splits))
+    with learner.session(source, problem, sizes, cluster) as sess:
+        for i, f, tr, m in plans:
+            t, asm = sess.tasks(y, tr, splits[i].test, points, problem, f"{splits[i].name} curve {f:g}")
+            where.append((i, f, m, len(tasks), len(t), asm))
+            tasks += t
+        owner = [w[0] for w in where for _ in range(w[4])]
+        left = [sum(w[4] for w in where if w[0] == i) for i in range(len(splits))]
+
+        def finished(j, _):
+            i = owner[j]
+            left[i] -= 1
+            if left[i] == 0:
+                log.info(f"  {splits[i].name}: learning curve over {len(fr)} training sizes")
+
+        pb = progress_bar(len(tasks), "fit", "learning curve",
+                          disable=not Runtime.of(cluster).progress or len(tasks) < 2)
+        try:
+            results = run_fits(tasks, cluster=cluster, bar=pb, on_done=finished, desc="learning curve")
+        finally:
+            pb.close()
+            forget_blocks()
+            clear_chunk_cache()
+    acc = {}  # (fraction, label) -> [idx list, pred list, accs, n_trains, point, infos], in split order
+    for i, f, m, a, k, asm in where:
+        sp = splits[i]
+        for pt, out in zip(points, asm(results[a:a + k])):
+            e = acc.setdefault((f, label_of(learner, pt, varying)), ([], [], [], [], pt, []))
+            e[0].append(sp.test)
+            e[1].append(out.predicted)
+            e[2].append(float(np.mean(out.predicted == y[sp.test])))
+            e[3].append(m)
+            e[5].append(out.info)
+    rows = []
+    for (f, _), (idx, pred, accs, ms, pt, infos) in acc.items():
+        idx, pred = np.concatenate(idx), np.concatenate(pred)
+        row, _ = prediction_scores(y[idx], pred, problem.classes, problem.positive)
+        accs = np.asarray(accs)
+        rows.append({"kernel": kernel, **learner.row(pt, problem), "fraction": f, "n_train": float(np.mean(ms)),
+                     "n_test": int(idx.size), **row, "accuracy_std": float(accs.std(ddof=1)) if accs.size > 1 else 0.0,
+                     **learner.summary(infos)})
+    return rows
+
+
+def source_mrr(source, labels, ties: str = "pessimistic", block_rows: int = 256) -> float:
+    """:func:`~gramtile.pipeline.learn.metrics.neighbour_mrr` over a kernel source, ``block_rows``
+    full rows at a time, so the whole matrix never has to fit in memory."""
+    y = np.asarray(labels)
+    if len(y) != source.n:
+        raise EvaluationError(f"there are {len(y)} labels for a kernel over {source.n} examples; the labels "
+                              "must list every row of the Gram matrix in order (check --labels)")
+    cols = np.arange(source.n)
+    rr = [neighbour_rr(source.block(cols[a:a + block_rows], cols), cols[a:a + block_rows], y, ties)
+          for a in range(0, source.n, block_rows)]
+    return mean_rr(np.concatenate(rr))
