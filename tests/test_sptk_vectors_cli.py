@@ -13,7 +13,7 @@ from conftest import require_data
 
 import gramtile
 from gramtile.pipeline.compute.inmemory import gram
-from gramtile.pipeline.learn.models import train
+from gramtile.pipeline.learn.training import train
 from gramtile.pipeline.resources import keys as rkeys
 from gramtile.pipeline.resources.vectors import train_vectors, write_vectors_text
 from gramtile.pipeline.stores import resource_store

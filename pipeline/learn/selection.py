@@ -66,6 +66,8 @@ class Evaluation:
         Nested: the :class:`Point` chosen for each split.
     points : list
         The points the rows stand for, in row order (with ``alternative`` among several sources).
+    inner_scores : list
+        Nested: for each split, the inner score of every point of the grid, in grid order.
     """
 
     rows: list = field(default_factory=list)
@@ -75,6 +77,7 @@ class Evaluation:
     solver: dict | None = None
     chosen: list = field(default_factory=list)
     points: list = field(default_factory=list)
+    inner_scores: list = field(default_factory=list)
 
 
 # ---- inputs -----------------------------------------------------------------------------------------
@@ -181,8 +184,8 @@ def best(rows, grid: list[Point], metric: str, ties: str = "smaller") -> Point:
 
 def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str = "kernel", positive=None,
              class_weight=None, multiclass: str = "ovr", seed=None, select: str = "test", inner_folds: int = 3,
-             inner_seed: int = 0, inner_use: int | None = None, metric: str = "accuracy", ties: str = "smaller",
-             cluster=None) -> Evaluation:
+             inner_seed: int = 0, inner_use: int | None = None, inner=None, metric: str = "accuracy",
+             score: str = "pooled", ties: str = "smaller", cluster=None) -> Evaluation:
     """Fit and score ``learner`` on each split for each point of ``grid``.
 
     Parameters
@@ -204,7 +207,12 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
     select : {"test", "nested"}
         With several points: score each on the test parts (one row per point), or choose one per
         split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its training part by
-        ``metric`` (one row); ``inner_use`` validates on the first that many inner folds only.
+        ``metric`` (one row); ``inner_use`` validates on the first that many inner folds only;
+        ``inner`` gives the inner folds instead, one list of (train, test) positions per split (e.g.
+        folds that keep the candidates of one sentence together).
+    score : {"pooled", "mean"}
+        Nested: a point's inner score is ``metric`` over the pooled inner predictions, or the mean
+        of its per-fold values.
     ties : {"smaller", "first"}
         Between equal scores, choose the smaller values (the simpler model) or the earlier point
         of the grid.
@@ -216,6 +224,8 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
         raise EvaluationError(f"select={select!r}; use one of {list(SELECT)}")
     if ties not in ("smaller", "first"):
         raise EvaluationError(f"ties={ties!r}; use 'smaller' or 'first'")
+    if score not in ("pooled", "mean"):
+        raise EvaluationError(f"score={score!r}; use 'pooled' or 'mean'")
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     points = as_grid(learner, grid)
     y, splits = check_inputs(sources[0], labels, splits)
@@ -257,7 +267,17 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
             return sum(sessions[a].n_tasks([c for c in these if c.get("alternative", 0) == a], prob)
                        for a in dict.fromkeys(c.get("alternative", 0) for c in these))
 
-        inner = [inner_splits(y, sp, inner_folds, inner_seed, problem) for sp in splits] if nested else []
+        given = inner
+        inner = [inner_splits(y, sp, inner_folds, inner_seed, problem) for sp in splits] if nested and given is None \
+            else []
+        if nested and given is not None:
+            if len(given) != len(splits):
+                raise EvaluationError(f"{len(given)} lists of inner folds for {len(splits)} splits; give one per split")
+            for parts in given:
+                sub_y = y[np.concatenate([np.asarray(tr) for tr, _ in parts])]
+                inner.append(([(np.asarray(tr, dtype=np.int64), np.asarray(te, dtype=np.int64)) for tr, te in parts],
+                              problem_of(sub_y, problem.positive if problem.positive in set(sub_y.tolist()) else None,
+                                         problem.class_weight, problem.multiclass, problem.seed)))
         if inner_use is not None:
             inner = [(parts[:inner_use], sub) for parts, sub in inner]
         n_fits = sum(len(parts) * count(cells, sub) for parts, sub in inner) + \
@@ -265,7 +285,7 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
         pb = progress_bar(n_fits, "fit", "evaluate", disable=not Runtime.of(cluster).progress or n_fits < 2)
         try:
             tasks, reads, where, inner_got = [], [None] * len(splits), {}, {}
-            chosen = [None] * len(splits)
+            chosen, inner_scores = [None] * len(splits), [None] * len(splits)
             fit_grid = [None] * len(splits) if nested else [cells] * len(splits)
             todo, inner_reads = [0] * len(splits), [[] for _ in splits]
 
@@ -284,9 +304,15 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
                 parts, sub = inner[i]
                 fits = [list(zip(cells, [{}] * len(cells), asm([inner_got[a + q] for q in range(m)])))
                         for a, m, asm in inner_reads[i]]
-                ev = assemble(learner, y, [Split(te, te, "inner") for _, te in parts], cells, fits, sub, "inner",
+                ev = assemble(learner, y, [Split(tr, te, "inner") for tr, te in parts], cells, fits, sub, "inner",
                               varying=varying)
-                return best(ev.rows, cells, metric, ties)
+                if score == "mean":  # the mean of each point's per-fold values (fold rows: fold-major)
+                    rows = [{metric: float(np.mean([r[metric] for r in ev.fold_rows[c::len(cells)]]))}
+                            for c in range(len(cells))]
+                else:
+                    rows = ev.rows
+                inner_scores[i] = [r[metric] for r in rows]
+                return best(rows, cells, metric, ties)
 
             for i, sp in enumerate(splits):
                 if not nested:
@@ -329,6 +355,7 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
                    inner_folds=inner_folds, varying=varying)
     res.solver = plan
     res.chosen = list(chosen) if nested else []
+    res.inner_scores = list(inner_scores) if nested else []
     res.points = shown
     return res
 

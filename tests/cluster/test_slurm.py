@@ -284,16 +284,18 @@ def job_state(job_id: str) -> str:
 @pytest.mark.timeout(1200)  # idle: about 210 s of run plus the corpus and the reference
 @pytest.mark.parametrize("ending", ["retired", "killed"])
 def test_a_run_longer_than_the_walltime_finishes_on_replacement_jobs(slurm, jobs, tmp_path, ending):
-    """Walltime 1 minute on two jobs. ``retired``: a run of about 3 minutes, workers retiring at
+    """Walltime 1 minute on two jobs. ``retired``: a run of about 2 minutes, workers retiring at
     40-45 s (their lifetime) and their jobs replaced. ``killed``: workers that outlive the
     walltime, killed by SLURM at their time limit (state TIMEOUT), their jobs replaced. Before,
     either run waited forever once its first jobs ended.
 
     K is checked bitwise against the sequential reference on the first row of every row of
     tiles, over the columns the symmetric run computes (i <= j): every stored tile."""
-    # about 3.5 minutes of tiles on two one-core jobs, idle: SLURM acts on a time limit up to
-    # ~30 s late (2,400 trees finished in 76 s, its jobs 16 s past their limit and still alive)
-    n = 4000
+    # killed: about 3.5 minutes of tiles on two one-core jobs, idle, since SLURM acts on a time limit
+    # up to ~30 s late (2,400 trees finished in 76 s, its jobs 16 s past their limit and still alive);
+    # retired: workers leave at 40-45 s whatever the run's length, so 2,400 trees (about 2 minutes,
+    # 4 jobs replaced) exercise it
+    n = 4000 if ending == "killed" else 2400
     d = tmp_path
     corpus = corpus_store_of(d / "c.zarr", num_trees(n), 200)
     life = ({"lifetime": "40s", "lifetime_stagger": "5s"} if ending == "retired"

@@ -44,9 +44,11 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.executors import SequentialExecutor
 from gramtile.pipeline.compute.prepare import write_shards
 from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.crossval import evaluate, learning_curve, nested_order
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import Split, fixed_split, stratified_kfold
+from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.metrics import binary_prf
 from gramtile.pipeline.learn.relation_features import LEARNERS, feature_learner, feature_matrix
 from gramtile.pipeline.learn.report import markdown_table
@@ -386,17 +388,20 @@ def run_conll04(raw, path, out: Path, cluster="local", tile=None) -> list[dict]:
             t1 = time.perf_counter()
             for model in ("perceptron", "svm"):
                 c, dev_f1 = None, None
-                if model == "svm":
-                    c = Cs[0]
-                    if len(Cs) > 1:
-                        ev = evaluate(src, labels, held, model="svm", C=Cs, kernel=name, positive="1", **learn)
-                        # mean of the folds' F1 (one fold with select: dev)
-                        scores = [(c, float(np.mean([r["f1"] for r in ev.fold_rows if r["C"] == c]))) for c in Cs]
-                        c = chosen[name] = _best(scores)
-                        dev_f1 = dict(scores)[c]
-                    chosen[name] = c
-                ev = evaluate(src, labels, [split], model=model, C=(c or 1.0,), epochs=epochs, kernel=name,
-                              positive="1", seed=pseed, **learn)
+                if model == "svm" and len(Cs) > 1:
+                    # C chosen by the mean F1 of the held-out folds of the training part (one fold with
+                    # select: dev; sentence folds with select: cv), ties to the smaller C, then fitted on
+                    # the whole training part and scored once on test: nested selection in the one loop
+                    ev = selection.evaluate(make("svm"), src, labels, [split], {"C": list(Cs)}, kernel=name,
+                                            positive="1", select="nested", inner=[[(h.train, h.test) for h in held]],
+                                            metric="f1", score="mean", **learn)
+                    c = chosen[name] = float(ev.chosen[0]["C"])
+                    dev_f1 = ev.inner_scores[0][list(Cs).index(c)]
+                else:
+                    if model == "svm":
+                        c = chosen[name] = Cs[0]
+                    ev = evaluate(src, labels, [split], model=model, C=(c or 1.0,), epochs=epochs, kernel=name,
+                                  positive="1", seed=pseed, **learn)
                 for r in ev.rows:
                     rows.append({"relation": rel, "kernel": name, "model": model, "n_train": ntr,
                                  "precision": r["precision"], "recall": r["recall"], "f1": r["f1"],
