@@ -157,7 +157,7 @@ def run(args) -> int:
         point, record = select_point(learner, src, [str(v) for v in y], {"C": grid.get("C", 1.0)}, args.inner_folds,
                                      args.fold_seed, class_weight=learn["class_weight"], cluster=learn["cluster"])
         m = train_nystroem(args.corpus, st, spec, C=point["C"], class_weight=learn["class_weight"],
-                           loss=args.linear_loss, labels_file=labels_file)
+                           loss=args.linear_loss, labels_file=labels_file, cluster=learn["cluster"])
         if record:
             m.params["selection"] = record
     elif args.gram:
