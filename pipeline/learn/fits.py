@@ -31,14 +31,16 @@ import hashlib
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.learners.base import Outcome, Session
+from gramtile.pipeline.learn.learners.base import Learner, Outcome, Session
 from gramtile.pipeline.learn.parallel import SourceRef, check_complete, n_slots, run_tasks, runs_here, source_ref
 from gramtile.pipeline.learn.smo import RowCache, class_C, solve_binary
+from gramtile.pipeline.learn.solver import plan_solver
 from gramtile.pipeline.progress import log
 
 
@@ -320,6 +322,18 @@ def combine_chains(decisions: list, classes, Cs) -> dict:
             S = np.column_stack([d[C] for d in decisions])
             out[C] = cl[S.shape[1] - 1 - np.argmax(S[:, ::-1], axis=1)]
     return out
+
+
+class BlockLearner(Learner):
+    """The base of a learner fitted on K(train, train) held in memory: it defines
+    ``estimator(point, problem)`` (an object with ``fit(K, y)`` and ``predict(K)``), and its
+    session refuses, on workers, blocks that cannot fit one fit's memory, then makes one
+    :class:`Fit` per grid point."""
+
+    @contextmanager
+    def session(self, source, problem, sizes, cluster):
+        plan_solver("libsvm", sizes.n_train, sizes.n_test, cluster, sizes.nested_folds)
+        yield BlockSession(self, kernel_ref(source, cluster))
 
 
 class BlockSession(Session):

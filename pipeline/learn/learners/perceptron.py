@@ -3,15 +3,12 @@ memory, one-vs-rest for several classes; its visiting order is the data order, o
 shuffle (the problem's ``seed``)."""
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-from gramtile.pipeline.learn.fits import BlockSession, kernel_ref
-from gramtile.pipeline.learn.learners.base import Learner, Param
+from gramtile.pipeline.learn.fits import BlockLearner
+from gramtile.pipeline.learn.learners.base import Param
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
-from gramtile.pipeline.learn.solver import plan_solver
 
 
-class Perceptron(Learner):
+class Perceptron(BlockLearner):
     """The kernel voted perceptron (``gramtile evaluate --model perceptron``)."""
 
     name = "perceptron"
@@ -26,9 +23,3 @@ class Perceptron(Learner):
 
     def row(self, point, problem):
         return {"model": self.name, "C": None, "epochs": point["epochs"]}
-
-    @contextmanager
-    def session(self, source, problem, sizes, cluster):
-        # the perceptron reads its two blocks into memory: refused on workers where they cannot fit
-        plan_solver("libsvm", sizes.n_train, sizes.n_test, cluster, sizes.nested_folds)
-        yield BlockSession(self, kernel_ref(source, cluster))

@@ -10,14 +10,11 @@ example is a support example, so a saved model holds them all.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 
 from gramtile.pipeline import optional
-from gramtile.pipeline.learn.fits import BlockSession, kernel_ref
-from gramtile.pipeline.learn.learners.base import Learner, Param
-from gramtile.pipeline.learn.solver import plan_solver
+from gramtile.pipeline.learn.fits import BlockLearner
+from gramtile.pipeline.learn.learners.base import Param
 
 
 class RidgeClassifier:
@@ -53,7 +50,7 @@ class RidgeClassifier:
         return [(np.arange(n), self.dual_coef_[:, j], 0.0) for j in range(self.dual_coef_.shape[1])]
 
 
-class Ridge(Learner):
+class Ridge(BlockLearner):
     """Kernel ridge classification (``gramtile evaluate --model ridge --alpha 0.1,1,10``)."""
 
     name = "ridge"
@@ -68,9 +65,3 @@ class Ridge(Learner):
 
     def row(self, point, problem):
         return {"model": self.name, "alpha": point["alpha"]}
-
-    @contextmanager
-    def session(self, source, problem, sizes, cluster):
-        # the two blocks are held in memory: refused on workers where they cannot fit
-        plan_solver("libsvm", sizes.n_train, sizes.n_test, cluster, sizes.nested_folds)
-        yield BlockSession(self, kernel_ref(source, cluster))
