@@ -122,3 +122,12 @@ def evaluate_features(path, folds=3, seed=0, Cs=(1.0,), class_weight=None, solve
     return selection.evaluate(Linear(solver, epochs, chunk_rows, loss, seed), data, data.labels, splits,
                               {"C": list(Cs)}, class_weight=class_weight, select=select, inner_folds=inner_folds,
                               inner_seed=seed, cluster=cluster)
+
+
+@pytest.fixture
+def no_env(monkeypatch, tmp_path):
+    """Run in an empty directory with no cluster environment variables."""
+    monkeypatch.delenv("GRAMTILE_CLUSTER_FILE", raising=False)
+    monkeypatch.delenv("GRAMTILE_SCHEDULER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -22,15 +22,6 @@ from gramtile.pipeline.compute.runtime import Runtime
 REPO_CLUSTER_FILE = Path(__file__).resolve().parents[1] / "cluster.yaml"
 
 
-@pytest.fixture
-def no_env(monkeypatch, tmp_path):
-    """Run in an empty directory with no cluster environment variables."""
-    monkeypatch.delenv("GRAMTILE_CLUSTER_FILE", raising=False)
-    monkeypatch.delenv("GRAMTILE_SCHEDULER", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def test_builtin_profiles_without_a_file(no_env):
     # every profile of the repository's cluster.yaml ships with the package (issue 16: outside a
     # checkout `--cluster scheduler` was "unknown cluster profile 'scheduler'")

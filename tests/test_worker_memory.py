@@ -36,14 +36,6 @@ def sequential(corpus, tmp_path_factory):
     return st, st.view().to_numpy()
 
 
-@pytest.fixture
-def no_env(monkeypatch, tmp_path):
-    monkeypatch.delenv("GRAMTILE_CLUSTER_FILE", raising=False)
-    monkeypatch.delenv("GRAMTILE_SCHEDULER", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def feature_set(corpus):
     return feature_store.load(str(corpus), as_spec(ST))
 

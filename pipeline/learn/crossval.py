@@ -192,10 +192,3 @@ def choose_C(K_train, y_train, C, folds: int = 3, seed: int = 0, class_weight=No
                                  {"C": [C] if np.isscalar(C) else list(C)}, folds=folds, seed=seed, metric=metric,
                                  positive=positive, class_weight=class_weight, multiclass=multiclass)
     return float(point["C"]), ev.rows
-
-
-def best_C(rows, metric: str) -> float:
-    """The C of the best row by ``metric`` (ties to the smaller C)."""
-    if metric not in rows[0]:
-        raise EvaluationError(f"C selection metric {metric!r} is not a result column; use accuracy, f1 or macro_f1")
-    return float(max(rows, key=lambda r: (r[metric], -r["C"]))["C"])

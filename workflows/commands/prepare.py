@@ -160,21 +160,20 @@ def run(args) -> int:
 def build_resources(out, text: str, quiet: bool = False):
     """Build the ``--resources`` items into the (complete) corpus store ``out`` and print them
     (unless ``quiet``)."""
-
-    keys = keys_for_option(text, CorpusStore.open(out).representations)
-    for group, r in ensure(out, keys).items():
-        state = "built" if r["built"] else "already stored"
-        rep = "" if r["rep"] is None else f" from {r['rep']!r}"
-        if not quiet:
-            print(f"resource {r['name']}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")
+    _ensure(out, keys_for_option(text, CorpusStore.open(out).representations), "resource", "", " from", quiet)
 
 
 def record_vectors(out, source: str, quiet: bool = False):
     """Record the vectors of ``--vectors SOURCE`` in the (complete) corpus store ``out`` and
     print them (unless ``quiet``)."""
-    keys = keys_for_vectors_option(source, CorpusStore.open(out).representations)
+    _ensure(out, keys_for_vectors_option(source, CorpusStore.open(out).representations), "vectors", VECTORS,
+            " trained on", quiet)
+
+
+def _ensure(out, keys, what: str, prefix: str, rep_word: str, quiet: bool):
+    """Build or load ``keys`` in ``out`` and print one line per resource (unless ``quiet``)."""
     for group, r in ensure(out, keys).items():
         state = "built" if r["built"] else "already stored"
-        rep = "" if r["rep"] is None else f" trained on {r['rep']!r}"
+        rep = "" if r["rep"] is None else f"{rep_word} {r['rep']!r}"
         if not quiet:
-            print(f"vectors {r['name'][len(VECTORS):]}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")
+            print(f"{what} {r['name'][len(prefix):]}{rep}: {state} ({group}, content hash {r['content_hash'][:16]})")
