@@ -373,7 +373,9 @@ def test_ctrl_c_exits_130_with_one_line_under_every_profile(slurm, jobs, num700,
     corpus, _ = num700
     cfile = profiles_file(tmp_path, hpc=slurm_profile(tmp_path, slurm, jobs))
     out = tmp_path / "g.zarr"
-    p = start(gram_argv(corpus, out, cluster, cfile), tmp_path)
+    # tiles of 5: about 10,000 of them, 40 s or more under any profile, so that the run cannot end
+    # between the 20th tile and the signal however long this process waits to be scheduled
+    p = start(gram_argv(corpus, out, cluster, cfile, tile=5), tmp_path)
     wait_for_tiles(out, p, at_least=20)
     os.killpg(p.pid, signal.SIGINT)
     _, err = finish(p, 90, f"gram --cluster {cluster} after Ctrl-C")
@@ -393,7 +395,7 @@ def test_sigterm_exits_143_with_one_line(slurm, jobs, num700, tmp_path, cluster)
     corpus, _ = num700
     cfile = profiles_file(tmp_path, hpc=slurm_profile(tmp_path, slurm, jobs))
     out = tmp_path / "g.zarr"
-    p = start(gram_argv(corpus, out, cluster, cfile), tmp_path)
+    p = start(gram_argv(corpus, out, cluster, cfile, tile=5), tmp_path)  # a long run, as above
     wait_for_tiles(out, p, at_least=20)
     p.terminate()  # the driver alone, as `kill` or a batch system does
     _, err = finish(p, 90, f"gram --cluster {cluster} after SIGTERM")
