@@ -44,7 +44,6 @@ from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.feature_store import clear_cache
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -126,7 +125,6 @@ def engine_level(spec, structs_by_rep, workdir: Path, tag: str):
     out = {}
     for path in ("pairwise", "product", "auto"):
         shutil.rmtree(corpus / "features", ignore_errors=True)
-        clear_cache()
         g = workdir / f"{tag}-{spec.kind}-{path}.zarr"
         shutil.rmtree(g, ignore_errors=True)
         st, wall, cpu = timed(lambda: run_gram(corpus, spec, g, tile=1000, cluster="sequential",

@@ -37,17 +37,15 @@ from pathlib import Path
 
 import numpy as np
 
+from gramtile.pipeline.cache import Cache
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.feature_store import clear_cache
 from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.tiles import parse_selection
 
 
 def timed_gram(corpus, spec, out: Path, rows, path: str, tile: int, cols=None):
     shutil.rmtree(out, ignore_errors=True)
-    clear_cache()
     t, c = time.perf_counter(), time.process_time()
     st = run_gram(corpus, spec, out, rows=rows, cols=cols, tile=tile, cluster="threads", path=path)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
@@ -98,11 +96,11 @@ def main():
         rows, cols = np.sort(pick[:a.sample]), np.sort(pick[a.sample:])
     warm = 0.0
     if a.sample:  # compile both paths' cores and build the corpus feature set before timing
-        built = feature_store.stats["built"]
-        for path in ("pairwise", "product"):
-            _, _, cpu, _, build = timed_gram(a.corpus, spec, wd / "warm.zarr", rows[:8], path, a.tile, cols[:8])
-            warm += build
-        if feature_store.stats["built"] > built:
+        with Cache().active() as cache:
+            for path in ("pairwise", "product"):
+                _, _, cpu, _, build = timed_gram(a.corpus, spec, wd / "warm.zarr", rows[:8], path, a.tile, cols[:8])
+                warm += build
+        if cache.counts("feature-meta").get("built", 0):
             warm_cpu = cpu  # the product warm-up: the feature set's build and an 8 x 8 block
             print(f"warm-up: feature set built in {warm:.1f} s wall, product warm-up {warm_cpu:.1f} s process CPU "
                   f"(in the corpus store from now on)")

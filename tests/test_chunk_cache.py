@@ -1,4 +1,4 @@
-"""The process's chunk cache behind GramView.blocks, and dependent tasks in run_tasks: a chunk
+"""The run's chunk cache behind GramView.blocks, and dependent tasks in run_tasks: a chunk
 read once serves later blocks, a chunk file changed since is read (and checked) again, the budget
 bounds it, and tasks that on_done adds run on every profile with results in index order. Real
 NUM trees, real SST kernel, real Zarr stores."""
@@ -9,6 +9,7 @@ import pytest
 from conftest import corpus_store_of, num_trees
 
 import gramtile
+from gramtile.pipeline.cache import Cache
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.learn.parallel import run_tasks
 from gramtile.pipeline.stores import chunk_cache as cc
@@ -36,24 +37,23 @@ def store(docs, tmp_path_factory):
 @pytest.fixture
 def fresh(monkeypatch):
     monkeypatch.setenv(cc.ENV, "1024")  # the cache is off unless a budget is set
-    cc.clear_chunk_cache()
-    yield cc.chunk_cache()
-    cc.clear_chunk_cache()
+    with Cache().active() as run:  # the run's cache, as an executor makes it active
+        yield run
 
 
 def test_a_chunk_read_once_serves_later_blocks_read_only(store, docs, fresh):
     full = gramtile.gram(SST, docs)
     v = GramStore.open(store).view()
     rows = np.arange(0, N, 3)
-    hits, misses = fresh.hits, fresh.misses
     a = v.block(rows, rows)
-    assert (fresh.misses - misses, fresh.hits - hits) == (6, 0)  # 3 x 3 tiles, 6 stored above the diagonal
+    assert fresh.size(cc.NAMESPACE)[0] == 6 and fresh.counts(cc.NAMESPACE)["hits"] == 0  # 6 tiles stored
     b = GramStore.open(store).view().block(rows, rows)  # another reader of the same store, same process
-    assert (fresh.misses - misses, fresh.hits - hits) == (6, 6)
+    assert fresh.size(cc.NAMESPACE)[0] == 6 and fresh.counts(cc.NAMESPACE)["hits"] == 6
     np.testing.assert_array_equal(a, full[np.ix_(rows, rows)])
     np.testing.assert_array_equal(b, a)
     b[0, 0] = -1.0  # a block is the caller's own array; the cached chunks are not writable
-    assert all(not arr.flags.writeable for arr in fresh._items.values())
+    cached = [fresh.get(cc.NAMESPACE, cc.chunk_key(GramStore.open(store), i, j)) for i in range(3) for j in range(i, 3)]
+    assert all(arr is not None and not arr.flags.writeable for arr in cached)
     np.testing.assert_array_equal(GramStore.open(store).view().block(rows, rows), a)
 
 
@@ -77,23 +77,22 @@ def test_the_budget_bounds_the_cache_and_zero_turns_it_off(store, docs, tmp_path
     shutil.copytree(store, other)
     # a store whose chunks do not all fit is not cached (a sweep would evict every chunk unused)
     monkeypatch.setenv(cc.ENV, str(5.5 * chunk / 1e6))
-    cc.clear_chunk_cache()
-    c = cc.chunk_cache()
-    np.testing.assert_array_equal(GramStore.open(store).view().block(), full)
-    assert len(c._items) == 0
-    # one store fits: cached; a second one evicts the first's chunks, least recently used first
-    monkeypatch.setenv(cc.ENV, str(8.5 * chunk / 1e6))
-    c = cc.chunk_cache()
-    np.testing.assert_array_equal(GramStore.open(store).view().block(), full)
-    assert len(c._items) == 6 and c.nbytes == 6 * chunk
-    np.testing.assert_array_equal(GramStore.open(other).view().block(), full)
-    assert len(c._items) == 8 and c.nbytes == 8 * chunk <= c.limit
-    assert sum(k[0] == str(other) for k in c._items) == 6  # the newest store's chunks all kept
-    monkeypatch.setenv(cc.ENV, "0")
-    assert cc.chunk_cache() is None
-    v = GramStore.open(store).view()
-    np.testing.assert_array_equal(v.block(), full)
-    assert v.chunk_reads == 6
+    with Cache().active() as run:
+        np.testing.assert_array_equal(GramStore.open(store).view().block(), full)
+        assert run.size(cc.NAMESPACE) == (0, 0)
+        # one store fits: cached; a second one evicts the first's chunks, least recently used first
+        monkeypatch.setenv(cc.ENV, str(8.5 * chunk / 1e6))
+        np.testing.assert_array_equal(GramStore.open(store).view().block(), full)
+        assert run.size(cc.NAMESPACE) == (6, 6 * chunk)
+        np.testing.assert_array_equal(GramStore.open(other).view().block(), full)
+        assert run.size(cc.NAMESPACE) == (8, 8 * chunk) and 8 * chunk <= cc.chunk_cache().limit
+        kept = [run.get(cc.NAMESPACE, cc.chunk_key(GramStore.open(other), i, j)) for i in range(3) for j in range(i, 3)]
+        assert all(k is not None for k in kept)  # the newest store's chunks all kept
+        monkeypatch.setenv(cc.ENV, "0")
+        assert cc.chunk_cache() is None
+        v = GramStore.open(store).view()
+        np.testing.assert_array_equal(v.block(), full)
+        assert v.chunk_reads == 6
     monkeypatch.setenv(cc.ENV, "lots")
     with pytest.raises(StoreError, match=cc.ENV):
         cc.chunk_cache()
@@ -102,12 +101,16 @@ def test_the_budget_bounds_the_cache_and_zero_turns_it_off(store, docs, tmp_path
         cc.budget_mb()
     monkeypatch.delenv(cc.ENV)
     assert cc.budget_mb() == 0 and cc.chunk_cache() is None  # off by default
-    monkeypatch.setenv(cc.ENV, "1024")
-    cc.cap_budget(1.0)  # a worker's cap, below the budget
-    try:
-        assert cc.budget_mb() == 1.0
-    finally:
-        cc.cap_budget(None)
+
+
+def test_a_worker_caps_its_chunk_cache_at_a_share_of_its_memory_limit(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setenv(cc.ENV, "100000")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, memory_limit="800MB",
+                                  dashboard_address=":0") as lc, distributed.Client(lc) as client:
+        got = client.submit(cc.budget_mb, pure=False).result(timeout=60)
+    assert got == pytest.approx(800e6 * cc.WORKER_SHARE / 1e6)
+    assert cc.budget_mb() == 100000  # outside a worker: the budget as given
 
 
 def _square(x):

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from reference.smo_grid import smo_fit_predict
 
+from gramtile.pipeline.cache import Cache
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.crossval import evaluate
-from gramtile.pipeline.learn.fits import Fit, fit_blocks, forget_blocks
+from gramtile.pipeline.learn.fits import Fit, fit_blocks
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.learners.base import Problem
 from gramtile.pipeline.learn.learners.registry import make
@@ -95,14 +96,13 @@ def test_kept_blocks_serve_only_the_same_source_and_indices():
     a, b = ArrayKernelSource(np.eye(6)), ArrayKernelSource(2 * np.eye(6))
     ra, rb = SourceRef(local=a), SourceRef(local=b)
     tr, te = np.arange(4), np.arange(4, 6)
-    try:
+    with Cache().active() as cache:  # what a run's executor makes active
         Ka, _ = fit_blocks(ra, "run", tr, te, "s")
         assert fit_blocks(ra, "run", tr, te, "s")[0] is Ka  # reused
         assert fit_blocks(rb, "run", tr, te, "s")[0][0, 0] == 2.0  # not a's
         assert fit_blocks(ra, "other", tr, te, "s")[0] is not Ka  # another evaluation reads again
         assert fit_blocks(ra, "other", np.arange(3), te, "s")[0].shape == (3, 3)
-    finally:
-        forget_blocks()
+    assert cache.size("fit-blocks")[0] == 1  # one thread, one entry
     assert Fit.__dataclass_fields__["ref"].type in ("SourceRef", SourceRef)
     svm = make("svm")
     assert svm.estimator(svm.grid()[0], Problem(("a", "b", "c"))).__class__.__name__ == "OneVsRestClassifier"
@@ -130,17 +130,15 @@ class _Watched(ArrayKernelSource):
 def test_the_kept_pair_is_released_before_the_next_pair_is_read():
     """A thread keeps one pair: when the next fit needs other blocks, no reference to the kept ones
     (nor to scratch memory too small for the new pair) survives while the new pair is read, so a
-    training part of n examples costs one pair of blocks, not two (issue 15: 3.85 against 2.23 GB
-    at n = 16,449 before this was fixed)."""
+    training part of n examples costs one pair of blocks, not two (3.85 against 2.23 GB at n = 16,449
+    when both were held)."""
     K = np.arange(400, dtype=np.float64).reshape(20, 20)
     src = _Watched(K)
     ref = SourceRef(local=src)
-    try:
+    with Cache().active():
         for n in (10, 11, 12):  # each larger: the scratch memory grows, the old one must be gone
             K_tr, K_te = fit_blocks(ref, "run", np.arange(n), np.arange(n, 20), "s")
             np.testing.assert_array_equal(K_tr, K[:n, :n])
             np.testing.assert_array_equal(K_te, K[n:, :n])
             del K_tr, K_te
         assert src.alive_at_read == [[], [False, False], [False, False]]
-    finally:
-        forget_blocks()

@@ -8,8 +8,10 @@ from conftest import corpus_store_of, lock_holder, num_trees
 
 import gramtile
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.cache import Cache
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
+from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreLockedError, StoreMismatchError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, export, store_lock, verify
@@ -235,36 +237,37 @@ def test_composite_from_stored_base_matrices(corpus, sst_store, docs, tmp_path):
         ComposedView(comp, {GramStore.open(sst_store).kernel_hash: GramStore.open(sst_store)})
 
 
-def test_tasks_read_each_shard_once_through_the_process_lru(corpus, tmp_path):
-    from gramtile.pipeline.compute import tile_task
-
-    tile_task._shards.clear()
-    tile_task._ranges.clear()
-    before = dict(tile_task.stats)
-    run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential")
-    loads = tile_task.stats["shard_loads"] - before["shard_loads"]
-    hits = tile_task.stats["shard_hits"] - before["shard_hits"]
-    range_hits = tile_task.stats["range_hits"] - before["range_hits"]
+def test_tasks_read_each_shard_once_through_the_run_cache(corpus, tmp_path):
+    with Cache().active() as c:  # the run uses the cache opened around it
+        run_gram(corpus, SST, tmp_path / "lru.zarr", tile=30, cluster="sequential")
+    shards, ranges = c.counts("shards"), c.counts("ranges")
     # 4 shards of 64 read once; 8 tile ranges assembled once (from 8 + 2 straddling shard reads,
     # the rest hits); 36 tiles: 8 diagonal tiles need their row, 28 off-diagonal ones row + column
-    assert loads == 4
-    assert hits == 8 + 3 - 4
-    assert range_hits == 8 + 2 * 28 - 8
+    assert shards["loads"] == 4
+    assert shards["hits"] == 8 + 3 - 4
+    assert ranges["loads"] == 8 and ranges["hits"] == 8 + 2 * 28 - 8
 
 
-def test_the_range_cache_holds_at_most_its_byte_budget_and_values_do_not_change(corpus, tmp_path, monkeypatch):
-    from gramtile.pipeline.compute import tile_task
+def test_a_run_owns_its_cache_and_empties_it_when_it_ends(corpus, tmp_path):
+    rt = Runtime("threads")
+    with rt:
+        run_gram(corpus, SST, tmp_path / "own.zarr", tile=30, cluster=rt)
+        assert rt.cache.size("shards")[0] == 4 and rt.cache.counts("shards")["loads"] == 4
+    assert rt.cache.size("shards") == (0, 0) and rt.cache.size("ranges") == (0, 0)
 
-    tile_task._ranges.clear()
-    run_gram(corpus, SST, tmp_path / "all.zarr", tile=20, cluster="sequential")
-    n_all, bytes_all = tile_task.cached_ranges()
+
+def test_the_range_cache_holds_at_most_its_byte_budget_and_values_do_not_change(corpus, tmp_path):
+    with Cache().active() as c:
+        run_gram(corpus, SST, tmp_path / "all.zarr", tile=20, cluster="sequential")
+    n_all, bytes_all = c.size("ranges")
     per_range = bytes_all / n_all
     assert n_all >= 8 and per_range > 0  # every tile range of the 160 examples stays cached
     # a budget of about two ranges: the LRU keeps at most that many bytes (and always the newest)
-    monkeypatch.setattr(tile_task, "RANGE_CACHE_BYTES", int(2.5 * per_range))
-    tile_task._ranges.clear()
-    run_gram(corpus, SST, tmp_path / "small.zarr", tile=20, cluster="sequential")
-    n_small, bytes_small = tile_task.cached_ranges()
+    small = Cache()
+    small.limit("ranges", nbytes=int(2.5 * per_range))
+    with small.active():
+        run_gram(corpus, SST, tmp_path / "small.zarr", tile=20, cluster="sequential")
+    n_small, bytes_small = small.size("ranges")
     assert 1 <= n_small < n_all and bytes_small <= 2.5 * per_range * 1.5
     a, b = GramStore.open(tmp_path / "all.zarr").view(), GramStore.open(tmp_path / "small.zarr").view()
     assert np.array_equal(a.block(), b.block())

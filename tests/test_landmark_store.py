@@ -211,20 +211,19 @@ def test_landmark_columns_bitwise_for_other_tree_kernels(stores, tmp_path, spec)
     np.testing.assert_allclose(st.view().to_numpy(), auto.view().to_numpy()[:, pos], rtol=1e-12, atol=0)
 
 
-def test_landmark_tiles_take_their_landmarks_from_one_assembly_per_column_tile(stores, tmp_path, monkeypatch):
+def test_landmark_tiles_take_their_landmarks_from_one_assembly_per_column_tile(stores, tmp_path):
     # landmarks lie in every shard, and each tile row splits them differently (before / after /
     # inside its rows): assembled from the corpus per tile, every tile re-read every shard (O(n)
     # reads and memory per tile). Now each column tile's landmarks are assembled once.
-    from gramtile.pipeline.compute import tile_task
+    from gramtile.pipeline.cache import Cache
 
     root, corpus, _ = stores
-    monkeypatch.setattr(tile_task, "SHARD_CACHE_SIZE", 1)  # every shard request beyond the last one loads
-    tile_task._shards.clear()
-    tile_task._ranges.clear()
-    before = tile_task.stats["shard_loads"]
-    st = run_gram(corpus, SST, tmp_path / "lm.zarr", tile=24, cluster="sequential", landmarks=M,
-                  landmark_seed=7)
-    loads = tile_task.stats["shard_loads"] - before
+    run = Cache()
+    run.limit("shards", items=1)  # every shard request beyond the last one loads
+    with run.active():
+        st = run_gram(corpus, SST, tmp_path / "lm.zarr", tile=24, cluster="sequential", landmarks=M,
+                      landmark_seed=7)
+    loads = run.counts("shards")["loads"]
     n_shards, row_tiles, col_tiles = -(-N // 64), -(-N // 24), -(-M // 24)
     # each tile row's range once (one or two shards), each column tile's landmarks once (every shard)
     assert loads <= row_tiles + n_shards + col_tiles * n_shards, loads

@@ -16,7 +16,7 @@ from sklearn.svm import SVC
 
 import gramtile
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.compute import tile_task
+from gramtile.pipeline.cache import Cache
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources
 from gramtile.pipeline.compute.prepare import prepare
@@ -146,12 +146,10 @@ def test_model_from_corpus_and_gram_store_carries_the_stored_resources(files, da
     corpus = tmp_path / "c.zarr"
     prepare(files[0], "senseval", corpus, shard_size=1000, cluster="sequential")
     run_gram(corpus, spec, tmp_path / "g.zarr", tile=32, cluster="sequential")
-    resource_store._loaded.clear()
-    tile_task._resources.clear()
-    built = resource_store.stats["built"]
-    assert main(["train", "--corpus", str(corpus), "--gram", str(tmp_path / "g.zarr"), "--kernel", json.dumps(spec),
-                 "--out", str(tmp_path / "m")]) == 0
-    assert resource_store.stats["built"] == built  # loaded from the store, never rebuilt
+    with Cache().active() as c:  # a fresh cache: what train reads, it loads
+        assert main(["train", "--corpus", str(corpus), "--gram", str(tmp_path / "g.zarr"), "--kernel",
+                     json.dumps(spec), "--out", str(tmp_path / "m")]) == 0
+    assert c.counts("resources").get("built", 0) == 0 and c.counts("resources")["loads"] >= 1  # never rebuilt
     m = SavedModel.load(tmp_path / "m")
     (key,) = rkeys.keys_of(spec)
     np.testing.assert_array_equal(m.resources.values[key.name], resource_store.load(corpus, key))

@@ -12,6 +12,7 @@ from test_wsd_workflow import _senseval_head
 import gramtile
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.cache import PLUGIN, Cache
 from gramtile.pipeline.compute import tile_task
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
@@ -42,12 +43,6 @@ def docs(serve):
     return list(read_senseval(serve))
 
 
-def _fresh_process_caches():
-    """Forget what this process loaded, as a new worker would."""
-    resource_store._loaded.clear()
-    tile_task._resources.clear()
-
-
 def _corpus(serve, path):
     prepare(serve, "senseval", path, shard_size=15, cluster="sequential")
     return path
@@ -75,12 +70,11 @@ def test_prepare_resources_flag_builds_them_without_changing_the_corpus_hash(ser
     assert main(["prepare", "--input", str(serve), "--format", "senseval", "--out", str(out), "--shard-size", "15",
                  "--cluster", "sequential", "--no-progress", "--resources", "wordnet"]) == 0
     assert "resource similarity/wordnet: already stored" in capsys.readouterr().out
-    built = resource_store.stats["built"]
     for spec in (SOFT, LSA, DOMAIN | {"rep": "seq"}):
-        _fresh_process_caches()
-        st = run_gram(out, spec, tmp_path / f"g{len(list(tmp_path.iterdir()))}.zarr", tile=16,
-                      cluster="sequential")
-        assert resource_store.stats["built"] == built
+        with Cache().active() as c:  # a fresh cache, as a new worker has
+            st = run_gram(out, spec, tmp_path / f"g{len(list(tmp_path.iterdir()))}.zarr", tile=16,
+                          cluster="sequential")
+        assert c.counts("resources").get("built", 0) == 0 and c.counts("resources")["loads"] >= 1
         np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
 
 
@@ -112,15 +106,14 @@ def test_first_use_driver_builds_and_dask_workers_only_load(serve, docs, tmp_pat
     cf.write_text("profiles:\n  local: {n_workers: 2, threads_per_worker: 1, memory_limit: 1GiB, "
                   "dashboard_address: ':0'}\n")
     spec = {"kind": "sum", "kernels": [{"kernel": SOFT}, {"kernel": DOMAIN | {"rep": "wsd"}}]}
-    built = resource_store.stats["built"]
-    with Runtime("local", cf) as rt, rt.session() as ex:
+    with Cache().active() as driver, Runtime("local", cf) as rt, rt.session() as ex:
         client = ex.client
         st = run_gram(corpus, spec, tmp_path / "g.zarr", tile=10, cluster=rt)
-        worker_stats = client.run(lambda: dict(resource_store.stats))
-    assert resource_store.stats["built"] == built + 2  # the driver built both, once
+        worker_stats = client.run(lambda dask_worker: dask_worker.plugins[PLUGIN].cache.counts("resources"))
+    assert driver.counts("resources")["built"] == 2  # the driver built both, once
     assert len(worker_stats) == 2
-    assert all(s["built"] == 0 for s in worker_stats.values())  # workers never build ...
-    assert sum(s["loaded"] for s in worker_stats.values()) >= 2  # ... they load
+    assert all(s.get("built", 0) == 0 for s in worker_stats.values())  # workers never build ...
+    assert sum(s["loads"] for s in worker_stats.values()) >= 2  # ... they load, into the run's worker caches
     assert {r["name"] for r in resource_store.stored(corpus)} == {"similarity/wordnet", "domain/lsa/10"}
     np.testing.assert_allclose(st.view().block(), gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
     # the Gram store's provenance names the resources and their content hashes
@@ -162,14 +155,12 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     corpus = _corpus(serve, tmp_path / "c.zarr")
     (key,) = rkeys.keys_of(SOFT)
     resource_store.ensure(corpus, [key])
-    _fresh_process_caches()
     assert resource_store.load(corpus, key).nnz > N  # loads cleanly first
 
     def flip(a):
         a[0] += 0.5
 
     _rewrite(corpus, key.group, flip, rehash=False)
-    _fresh_process_caches()
     with pytest.raises(StoreCorruptError, match="does not match its recorded content hash"):
         resource_store.load(corpus, key)
     # a tile task meets it too, as a typed error naming the group
@@ -178,7 +169,6 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
 
     # missing on the worker side: an error that says how to build it, never a silent rebuild
     zarr.open_group(str(corpus), mode="r+")[rkeys.GROUP].__delitem__(key.group.split("/", 1)[1])
-    _fresh_process_caches()
     cs = CorpusStore.open(corpus)
     with pytest.raises(StoreError, match="prepare --resources"):
         tile_task.corpus_resources(str(corpus), cs.content_hash, as_spec(SOFT), ("wsd",))
@@ -188,7 +178,6 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     g.create_array("data", data=np.zeros(3))
     assert resource_store.info(corpus, key) is None
     assert resource_store.ensure(corpus, [key])[key.group]["built"]
-    _fresh_process_caches()
     assert resource_store.load(corpus, key).nnz > N
     assert json.loads(json.dumps(resource_store.stored(corpus)))[0]["name"] == "similarity/wordnet"
 
@@ -236,7 +225,6 @@ def test_space_rep_store_equals_in_memory_gram_and_changes_the_kernel(serve, doc
     corpus = _corpus(serve, tmp_path / "c.zarr")
     stores = {}
     for name, spec in (("own", LSA), ("ctx", LSA_SEQ), ("dom", DOMAIN | {"rep": "wsd", "space_rep": "seq"})):
-        _fresh_process_caches()
         stores[name] = run_gram(corpus, spec, tmp_path / f"{name}.zarr", tile=16, cluster="sequential").view().block()
         np.testing.assert_allclose(stores[name], gramtile.gram(spec, docs), rtol=1e-10, atol=1e-12)
     assert {r["rep"] for r in resource_store.stored(corpus) if r["name"] == "similarity/lsa/lemmas"} == {"wsd", "seq"}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import require_data, stop_after
 
-from gramtile.pipeline.compute import tile_task
+from gramtile.pipeline.cache import Cache
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.inmemory import gram
 from gramtile.pipeline.compute.prepare import prepare
@@ -104,11 +104,9 @@ def test_saved_model_predicts_with_the_training_table(corpus, tmp_path):
     d = corpus
     spec = {"kind": "normalized", "kernel": _spec(d)}
     run_gram(d / "c.zarr", _spec(d), tmp_path / "g.zarr", tile=16, cluster="sequential")
-    resource_store._loaded.clear()
-    tile_task._resources.clear()
-    built = resource_store.stats["built"]
-    m = train_from_store(d / "c.zarr", [tmp_path / "g.zarr"], spec, C=3.0)
-    assert resource_store.stats["built"] == built  # the stored table, not rebuilt
+    with Cache().active() as c:
+        m = train_from_store(d / "c.zarr", [tmp_path / "g.zarr"], spec, C=3.0)
+    assert c.counts("resources").get("built", 0) == 0 and c.counts("resources")["loads"] >= 1  # stored, not rebuilt
     m.save(tmp_path / "m")
     test_docs = list(read(d / "test.klp", "kelp"))
     train_docs = list(read(d / "train.klp", "kelp"))

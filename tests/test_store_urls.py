@@ -332,7 +332,7 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     from conftest import require_data
     from test_wsd_workflow import _senseval_head
 
-    from gramtile.pipeline.compute import tile_task
+    from gramtile.pipeline.cache import Cache
     from gramtile.pipeline.compute.prepare import prepare
     from gramtile.pipeline.readers.senseval import read_senseval  # noqa: F401  (registers the reader)
     from gramtile.pipeline.stores import resource_store
@@ -343,21 +343,18 @@ def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     fsspec.filesystem("memory").put(str(local), f"{mem.split('://', 1)[1]}/serve.zarr", recursive=True)
     spec = {"kind": "syntagmatic", "similarity": "lsa"}
     want = run_gram(local, spec, tmp_path / "g.zarr", tile=8, cluster="sequential")
-    resource_store._loaded.clear()
-    tile_task._resources.clear()
-    built = resource_store.stats["built"]
     # the URL corpus lacks the resource: the driver builds it there (under the URL lock)
-    st = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g.zarr", tile=8, cluster="threads")
-    assert resource_store.stats["built"] == built + 1
+    with Cache().active() as c:
+        st = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g.zarr", tile=8, cluster="threads")
+    assert c.counts("resources")["built"] == 1
     assert [r["group"] for r in resource_store.stored(f"{mem}/serve.zarr")] == list(st.meta["resources"])
     assert st.meta["resources"] == want.meta["resources"]
     assert not location(f"{mem}/serve.zarr").exists(".lock")
     assert np.array_equal(st.view().block(), want.view().block())
     # a second run (fresh caches, as a new worker) loads it from the URL and builds nothing
-    resource_store._loaded.clear()
-    tile_task._resources.clear()
-    again = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g2.zarr", tile=8, cluster="sequential")
-    assert resource_store.stats["built"] == built + 1 and resource_store.stats["loaded"] >= 1
+    with Cache().active() as c:
+        again = run_gram(f"{mem}/serve.zarr", spec, f"{mem}/g2.zarr", tile=8, cluster="sequential")
+    assert c.counts("resources").get("built", 0) == 0 and c.counts("resources")["loads"] >= 1
     assert np.array_equal(again.view().block(), want.view().block())
 
 

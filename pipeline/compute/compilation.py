@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numba
 
+from gramtile.pipeline.cache import current
+
 #: Seconds a cold first call of each kernel module takes (compile + first evaluation, on 8 small
 #: examples; bench/compile_times.py, BENCHMARKS.md, 2-CPU machine), rounded up. The
 #: tree kernels compile one core per path (ST and SST share one, PT has its own): 5-11 s measured
@@ -28,9 +30,6 @@ COMPILE_SECONDS = {
     "hdag": 17, "bag_kernels": 1, "wsd_kernels": 5,
 }
 DEFAULT_SECONDS = 10
-
-_ANNOUNCED: set = set()
-
 
 def cache_dir() -> Path | None:
     """Numba's cache folder (``$NUMBA_CACHE_DIR``), or None when Numba caches beside the sources."""
@@ -65,11 +64,14 @@ def pending(spec) -> dict:
 
 
 def announce(spec, file=None) -> str | None:
-    """Print (once per process and family) that the cores of ``spec`` compile now; return the line."""
-    todo = {s: p for s, p in pending(spec).items() if s not in _ANNOUNCED}
+    """Print (once per run and family: the run's cache remembers it) that the cores of ``spec``
+    compile now; return the line."""
+    said = current()
+    todo = {s: p for s, p in pending(spec).items() if said.get("announced", s) is None}
     if not todo:
         return None
-    _ANNOUNCED.update(todo)
+    for s in todo:
+        said.put("announced", s, True)
     secs = sum(COMPILE_SECONDS.get(s, DEFAULT_SECONDS) for s in todo)
     line = (f"gramtile: compiling kernel cores ({', '.join(sorted(todo))}), once, about {secs} s "
             f"(cached in {cache_dir()})")

@@ -21,6 +21,7 @@ the same tasks: an executor changes speed, never a number.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import logging
 import time
 import uuid
@@ -28,6 +29,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from gramtile.pipeline import optional
+from gramtile.pipeline.cache import PLUGIN, WorkerCache
 from gramtile.pipeline.compute.errors import ClusterLostError, RunStalledError, TaskLostError
 
 _END = object()
@@ -139,7 +141,9 @@ class ThreadExecutor(Executor):
                 while True:
                     while len(pending) < window and (x := _take(it)) is not _END:
                         tag, args = x
-                        pending[pool.submit(fn, *args)] = tag
+                        # each task runs in a copy of the caller's context: the run's cache
+                        # (gramtile.pipeline.cache.current) is the caller's
+                        pending[pool.submit(contextvars.copy_context().run, fn, *args)] = tag
                     if not pending:
                         return
                     finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -253,6 +257,29 @@ class DaskExecutor(Executor):
         logging.getLogger("asyncio").addFilter(_ORPHANS)  # once per logger: filters are a set
         self.worker_wait, self.stall_timeout, self.jobs = worker_wait, stall_timeout, jobs
         self._slots, self.capacity = slots, capacity
+        self._cache_installed = self._install_cache()
+
+    def _install_cache(self) -> bool:
+        """Give every worker of the run (those that join later too) a cache of its own for the
+        run's tasks (:class:`~gramtile.pipeline.cache.WorkerCache`); False when the cluster refused
+        it (its tasks then keep nothing between them: slower, never wrong)."""
+        WorkerPlugin = optional.distributed().diagnostics.plugin.WorkerPlugin
+        plugin = type("GramtileWorkerCache", (WorkerCache, WorkerPlugin), {})()
+        try:
+            self.client.register_plugin(plugin, name=PLUGIN)
+            return True
+        except (OSError, TimeoutError, RuntimeError) as e:
+            logging.getLogger("gramtile").debug(f"gramtile: no worker cache on this cluster ({e})")
+            return False
+
+    def close(self):
+        """Remove the run's worker caches (emptying them)."""
+        if self._cache_installed:
+            self._cache_installed = False
+            try:
+                self.client.unregister_worker_plugin(PLUGIN)
+            except (OSError, TimeoutError, RuntimeError, ValueError):
+                pass  # the cluster is gone or going: so are its caches
 
     @property
     def slots(self) -> int:

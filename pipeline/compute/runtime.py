@@ -19,6 +19,11 @@ It also answers the planning questions that depend on where tasks run: how many 
 (:attr:`slots`), whether they share the driver's memory (:attr:`in_process`) and how much memory
 one task may plan to use (:meth:`task_memory`: from the profile's memory per worker process, the
 limit the scheduler reports for its workers, or what this machine has available).
+
+A Runtime owns the run's cache (:mod:`gramtile.pipeline.cache`, :attr:`Runtime.cache`): what its
+tasks keep between them in one process (open stores, shards, assembled tile ranges, loaded
+resources), made active while a step runs and emptied when the Runtime closes; each Dask worker
+of the run has its own for the run's length.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import dask
 
 from gramtile.pipeline import optional
+from gramtile.pipeline.cache import Cache, opened
 from gramtile.pipeline.compute.cluster import (
     WORKER_TTL,
     Profile,
@@ -81,6 +87,7 @@ class _OpenState:
         self.stack: ExitStack | None = None
         self.executor: Executor | None = None
         self.depth = 0  # nested ``with``: the outermost closes
+        self.cache = Cache()  # what the run's tasks in this process keep between them
 
 
 class Runtime:
@@ -277,21 +284,29 @@ class Runtime:
         its own words (a lost scheduler becomes one :class:`ClusterLostError` line)."""
         st = self._state
         stack, st.stack, st.executor, st.depth = st.stack, None, None, 0
+        st.cache.clear()
         if stack is None:
             return False
         return stack.__exit__(*(exc or (None, None, None)))
+
+    @property
+    def cache(self) -> Cache:
+        """The run's cache (:mod:`gramtile.pipeline.cache`): the one a caller opened around the run,
+        else this Runtime's own, emptied when it closes."""
+        return opened() or self._state.cache
 
     @contextmanager
     def session(self) -> Iterator[Executor]:
         """The executor for one step: the open one when the Runtime is entered (opened now if no
         step opened it yet, kept until the Runtime closes), else one opened for this step."""
-        if self._state.stack is not None:
-            if self._state.executor is None:
-                self._state.executor = self._state.stack.enter_context(self._open())
-            yield self._state.executor
-            return
-        with self._open() as ex:
-            yield ex
+        with self.cache.active():  # the tasks run in this process use the run's cache
+            if self._state.stack is not None:
+                if self._state.executor is None:
+                    self._state.executor = self._state.stack.enter_context(self._open())
+                yield self._state.executor
+                return
+            with self._open() as ex:
+                yield ex
 
     @property
     def executor(self) -> Executor | None:
@@ -300,6 +315,14 @@ class Runtime:
 
     @contextmanager
     def _open(self) -> Iterator[Executor]:
+        with self._opened() as ex:
+            try:
+                yield ex
+            finally:
+                ex.close()
+
+    @contextmanager
+    def _opened(self) -> Iterator[Executor]:
         p, o = self.profile, self.profile.options
         if p.type == "sequential":
             yield SequentialExecutor()

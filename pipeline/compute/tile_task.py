@@ -2,10 +2,10 @@
 
 :func:`compute_tile`
 
-1. loads the row and column examples of its tile from the corpus store through two per-process
-   LRUs, of assembled tile ranges and of shards, keyed by (corpus path, content hash,
-   representation(s), range), so a Dask worker reads each shard once and assembles each tile
-   row's examples once, not once per tile,
+1. loads the row and column examples of its tile from the corpus store through the run's cache
+   (:mod:`gramtile.pipeline.cache`: namespaces ``ranges``, the assembled tile ranges, and
+   ``shards``, keyed by corpus path, content hash, representation(s) and range), so a process
+   reads each shard once and assembles each tile row's examples once, not once per tile,
 2. evaluates the spec on them with :func:`~gramtile.pipeline.compute.inmemory.evaluate_block`,
 3. **writes its whole tile into the Gram store itself** (symmetric stores keep tiles i <= j only),
 4. returns only the tile's diagonals and timing to the driver.
@@ -26,15 +26,14 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from gramtile.kernels.batches import Batch
 from gramtile.kernels.registry import parse_spec
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.compute.inmemory import evaluate_block
 from gramtile.pipeline.compute.product import tile_products
 from gramtile.pipeline.resources.keys import resource_names
@@ -43,18 +42,6 @@ from gramtile.pipeline.stores.errors import StoreMismatchError
 from gramtile.pipeline.stores.gram_store import tile_checksum, write_tile
 from gramtile.pipeline.stores.resource_store import load_for_spec
 from gramtile.pipeline.stores.tiles import Tile
-
-#: Shards kept per process (all representations together).
-SHARD_CACHE_SIZE = 16
-#: Assembled tile ranges kept per process (a row range serves a whole tile row) ...
-RANGE_CACHE_SIZE = 64
-#: ... and at most this many bytes of their arrays (the newest range is always kept). A count
-#: alone let the cache grow with the corpus: 64 ranges of 1,000 examples are 64,000 decoded
-#: examples, every row of a 50,000-row landmark run, where each row range serves one tile row
-#: and is never used again (BENCHMARKS.md, "Why the landmark Gram's driver grows with n").
-#: Re-assembling an evicted range from the shard cache costs milliseconds against a tile's
-#: seconds of kernel evaluations.
-RANGE_CACHE_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -111,56 +98,25 @@ class TileResult:
     paths: list | None = None
 
 
-# ---- per-process caches --------------------------------------------------------------------
-
-_lock = threading.Lock()
-_corpora: dict = {}
-_shards: OrderedDict = OrderedDict()
-_ranges: OrderedDict = OrderedDict()  # key -> (examples by representation, their bytes)
-_specs: dict = {}
-_resources: dict = {}
-stats = {"shard_loads": 0, "shard_hits": 0, "range_hits": 0}
-
+# ---- what a process keeps between tile tasks: the run's cache (gramtile.pipeline.cache) -----
 
 def _corpus(path: str, content_hash: str):
-
-    key = (path, content_hash)
-    with _lock:
-        cs = _corpora.get(key)
-    if cs is None:
+    def open_checked():
         cs = CorpusStore.open(path)
         if cs.content_hash != content_hash:
             raise StoreMismatchError(
                 f"corpus store {path} changed: content hash {cs.content_hash}, the Gram run expects "
                 f"{content_hash}; rerun against the corpus the store was created from, or use a new --out")
-        with _lock:
-            _corpora[key] = cs
-    return cs
+        return cs
+    return current().load("corpora", (path, content_hash), open_checked)
 
 
 def _spec(spec_json: str):
-    s = _specs.get(spec_json)
-    if s is None:
-
-        s = _specs[spec_json] = parse_spec(spec_json)
-    return s
+    return current().load("specs", spec_json, lambda: parse_spec(spec_json))
 
 
 def _shard(cs, path, content_hash, rep, a, b) -> Batch:
-    key = (path, content_hash, rep, a, b)
-    with _lock:
-        bt = _shards.get(key)
-        if bt is not None:
-            _shards.move_to_end(key)
-            stats["shard_hits"] += 1
-            return bt
-    bt = cs.load(rep, a, b)
-    with _lock:
-        stats["shard_loads"] += 1
-        _shards[key] = bt
-        while len(_shards) > SHARD_CACHE_SIZE:
-            _shards.popitem(last=False)
-    return bt
+    return current().load("shards", (path, content_hash, rep, a, b), lambda: cs.load(rep, a, b))
 
 
 def _shard_ranges(cs) -> list:
@@ -177,9 +133,9 @@ def _range_key(idx: np.ndarray):
 def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
     """Examples ``idx`` (corpus indices, any order) of each representation.
 
-    Two per-process LRUs serve it: tile ranges already assembled (a tile row's examples are
-    reused by every tile of that row), at most :data:`RANGE_CACHE_SIZE` ranges and
-    :data:`RANGE_CACHE_BYTES` bytes, and the corpus shards they are cut from.
+    The run's cache serves it (:mod:`gramtile.pipeline.cache`): tile ranges already assembled (a
+    tile row's examples are reused by every tile of that row; namespace ``ranges``, bounded by
+    count and bytes) and the corpus shards they are cut from (``shards``).
 
     Returns
     -------
@@ -187,35 +143,14 @@ def load_examples(corpus_path: str, content_hash: str, reps, idx: np.ndarray) ->
     """
     idx = np.asarray(idx, dtype=np.int64)
     key = (corpus_path, content_hash, tuple(reps), _range_key(idx))
-    with _lock:
-        hit = _ranges.get(key)
-        if hit is not None:
-            _ranges.move_to_end(key)
-            stats["range_hits"] += 1
-            return hit[0]
-    out = _assemble(corpus_path, content_hash, reps, idx)
-    nbytes = sum(batch_nbytes(b) for b in out.values())
-    with _lock:
-        _ranges[key] = (out, nbytes)
-        while len(_ranges) > 1 and (len(_ranges) > RANGE_CACHE_SIZE or _cached_bytes() > RANGE_CACHE_BYTES):
-            _ranges.popitem(last=False)
-    return out
-
-
-def _cached_bytes() -> int:
-    return int(sum(nb for _, nb in _ranges.values()))
+    return current().load("ranges", key, lambda: _assemble(corpus_path, content_hash, reps, idx),
+                          lambda out: sum(batch_nbytes(b) for b in out.values()))
 
 
 def batch_nbytes(b: Batch) -> int:
     """Bytes of a batch's arrays (offsets, node columns, child CSR)."""
     arrays = [b.offsets, b.child_ptr, b.child_idx, *b.columns.values()]
     return int(sum(a.nbytes for a in arrays if a is not None))
-
-
-def cached_ranges() -> tuple:
-    """(ranges, bytes) held by this process's assembled-range cache (:data:`RANGE_CACHE_BYTES`)."""
-    with _lock:
-        return len(_ranges), _cached_bytes()
 
 
 def _assemble(corpus_path: str, content_hash: str, reps, idx: np.ndarray) -> dict:
@@ -261,15 +196,10 @@ def corpus_resources(corpus_path: str, content_hash: str, spec, reps) -> dict:
 
     if not any(resource_names(b) for b in spec.base_specs()):
         return {}
-    key = (corpus_path, content_hash, spec.spec_hash)
-    with _lock:
-        res = _resources.get(key)
-    if res is None:
+    def load():
         _corpus(corpus_path, content_hash)  # the store must still be the one the run expects
-        res = load_for_spec(corpus_path, spec)
-        with _lock:
-            _resources[key] = res
-    return res
+        return load_for_spec(corpus_path, spec)
+    return current().load("resources", ("spec", corpus_path, content_hash, spec.spec_hash), load)
 
 
 def compute_tile(job: TileJob, t: Tile, ridx: np.ndarray, cidx: np.ndarray) -> TileResult:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.learners.base import Learner, Outcome, Session
 from gramtile.pipeline.learn.parallel import SourceRef, check_complete, n_slots, run_tasks, runs_here, source_ref
@@ -79,9 +80,6 @@ def checked_block(B, rows, cols, what, finite: bool = False):
 
 # ---- the blocks of one training part, kept for the next fit of the same part -----------------------
 
-_last = threading.local()
-
-
 def _digest(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a, dtype=np.int64).tobytes()).hexdigest()
 
@@ -98,12 +96,13 @@ def fit_blocks(ref: SourceRef, run: str, train: np.ndarray, test: np.ndarray, na
     the pair is dropped before its memory is filled again.
     """
     key = (run, ref.key, _digest(train), _digest(test))
-    got = getattr(_last, "blocks", None)
+    mine = _kept()
+    got = mine.get("blocks")
     if got is not None and got[0] == key:
         return got[1], got[2]
     # drop every reference to the kept pair (this name's too) before reading the next one: holding
     # it meant two pairs at once (3.85 GB against 2.23 GB at n = 16,449, 5 folds)
-    got = _last.blocks = None
+    got = mine["blocks"] = None
     src = ref.open()
     out = None
     if hasattr(src, "blocks"):  # a store source (one that cannot fill the arrays allocates its own)
@@ -112,24 +111,25 @@ def fit_blocks(ref: SourceRef, run: str, train: np.ndarray, test: np.ndarray, na
         out = [flat[:n_tr * n_tr].reshape(n_tr, n_tr), flat[n_tr * n_tr:n_tr * (n_tr + n_te)].reshape(n_te, n_tr)]
     K_tr, K_te = read_blocks(src, [(train, train), (test, train)], [f"{name} train x train", f"{name} test x train"],
                              out=out)
-    _last.blocks = (key, K_tr, K_te)
+    mine["blocks"] = (key, K_tr, K_te)
     return K_tr, K_te
+
+
+def _kept() -> dict:
+    """What this thread keeps for its next fit (``blocks``, ``scratch``), in the run's cache
+    (namespace ``fit-blocks``, one entry per thread: a thread holds at most one pair)."""
+    return current().load("fit-blocks", threading.get_ident(), dict)
 
 
 def _scratch(size: int) -> np.ndarray:
     """This thread's float64 scratch memory of at least ``size`` entries (grown when too small; its
     previous contents are not kept)."""
-    buf = getattr(_last, "scratch", None)
+    mine = _kept()
+    buf = mine.get("scratch")
     if buf is None or buf.size < size:
-        buf = _last.scratch = None  # the old memory goes before the new is taken
-        buf = _last.scratch = np.empty(size)
+        buf = mine["scratch"] = None  # the old memory goes before the new is taken
+        buf = mine["scratch"] = np.empty(size)
     return buf
-
-
-def forget_blocks() -> None:
-    """Drop this thread's kept blocks and scratch memory (the driver calls it when an evaluation ends)."""
-    _last.blocks = None
-    _last.scratch = None
 
 
 # ---- the tasks ------------------------------------------------------------------------------------

@@ -27,13 +27,13 @@ every row and saves it (:class:`gramtile.pipeline.learn.linear_models.LinearMode
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from gramtile.pipeline import optional
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
@@ -48,25 +48,13 @@ LOSSES = ("squared_hinge", "hinge")
 EPOCHS = 5
 #: default rows per partial_fit call of SGD
 CHUNK_ROWS = 20_000
-#: feature stores opened per process (per thread for the threads pool share the dict)
-_OPEN = 4
-_stores: dict = {}
-_stores_lock = threading.Lock()
 
 
 def open_features(path, uid: str | None = None) -> FeatureStore:
-    """The feature store at ``path``, opened once per process (reopened when the store on disk
-    was written again); with ``uid``, refused unless it is still the store a run started from."""
-    key = str(path)
-    now = current_uid(path)
-    with _stores_lock:
-        fs = _stores.get(key)
-    if fs is None or fs.uid != now:
-        fs = FeatureStore(path)
-        with _stores_lock:
-            _stores[key] = fs
-            while len(_stores) > _OPEN:
-                _stores.pop(next(iter(_stores)))
+    """The feature store at ``path``, opened once per run and process (the run's cache,
+    ``feature-stores``; reopened when the store on disk was written again); with ``uid``, refused
+    unless it is still the store a run started from."""
+    fs = current().load("feature-stores", (str(path), current_uid(path)), lambda: FeatureStore(path))
     if uid is not None and fs.uid != uid:
         raise EvaluationError(f"feature store {path} is not the store this run started from (uid {uid[:8]}, now "
                               f"{fs.uid[:8]}): it was written again since. Fix: rerun on the store as it is now")

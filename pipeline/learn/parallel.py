@@ -21,27 +21,23 @@ from __future__ import annotations
 import hashlib
 import threading
 import uuid
-from collections import OrderedDict
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline import optional
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.compute.errors import TaskLostError
 from gramtile.pipeline.compute.executors import SequentialExecutor, TaskQueue
 from gramtile.pipeline.compute.runtime import Runtime, TaskMemory
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import StoreKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
-from gramtile.pipeline.stores.chunk_cache import cap_budget
 from gramtile.pipeline.stores.errors import IncompleteTileError
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
 from gramtile.pipeline.stores.storage import absolute
 
-#: Sources opened per process (per thread for the threads pool), by store identities.
-OPEN_SOURCES = 4
 #: How often a Dask task is retried after an error (a worker lost mid-task is rescheduled besides).
 RETRIES = 2
 
@@ -95,23 +91,17 @@ class SourceRef:
         return (self.stores, self.spec_json, self.normalized, idx, self.n)
 
     def open(self):
-        """The kernel source (cached per process and thread: a worker opens each store once)."""
+        """The kernel source, kept per thread in the run's cache (namespace ``sources``): a worker
+        opens each store once per run."""
         if self.local is not None:
             return self.local
-        cache = _opened()
-        got = cache.get(self.key)
-        if got is not None:
-            cache.move_to_end(self.key)
-            return got
+        return current().load("sources", (threading.get_ident(), self.key), self._open)
+
+    def _open(self):
         stores = [s.open() for s in self.stores]
         if self.spec_json is None:
-            src = StoreKernelSource(stores[0], normalized=self.normalized)
-        else:
-            src = ViewKernelSource(ComposedView(as_spec(self.spec_json), stores), idx=self.idx, n=self.n)
-        cache[self.key] = src
-        if len(cache) > OPEN_SOURCES:
-            cache.popitem(last=False)
-        return src
+            return StoreKernelSource(stores[0], normalized=self.normalized)
+        return ViewKernelSource(ComposedView(as_spec(self.spec_json), stores), idx=self.idx, n=self.n)
 
     def check_complete(self):
         """Raise :class:`IncompleteTileError` naming ``gramtile gram`` unless every store is complete."""
@@ -146,16 +136,6 @@ def stores_of(source) -> list:
     if view is not None:
         return stores_of(view)
     return []
-
-
-_local = threading.local()
-
-
-def _opened() -> OrderedDict:
-    c = getattr(_local, "sources", None)
-    if c is None:
-        c = _local.sources = OrderedDict()
-    return c
 
 
 def source_ref(source) -> SourceRef:
@@ -242,8 +222,9 @@ def run_tasks(fn, tasks, cluster=None, desc: str = "fits", bar: bool = False, on
     queue = TaskQueue((i, (fn, t)) for i, t in enumerate(tasks))
     token = uuid.uuid4().hex[:12]
     try:
-        with (nullcontext(SequentialExecutor()) if len(tasks) < 2 and on_done is None else rt.session()) as ex:
-            for i, r in ex.imap(on_worker, queue, key=lambda i: f"{key_prefix}-{token}-{i}", retries=RETRIES,
+        with rt.cache.active(), \
+                (nullcontext(SequentialExecutor()) if len(tasks) < 2 and on_done is None else rt.session()) as ex:
+            for i, r in ex.imap(call, queue, key=lambda i: f"{key_prefix}-{token}-{i}", retries=RETRIES,
                                 what="fit", hint=_FIT_HINT):
                 out[i] = r
                 pb.update(1)
@@ -265,17 +246,6 @@ _FIT_HINT = ("lower --memory-mb or --cache-mb (so the fits read kernel rows thro
              "more memory, or use fewer workers per machine")
 
 
-#: Share of a Dask worker's memory limit its chunk cache may take (the rest is its fits').
-CACHE_SHARE = 1 / 8
-
-
-def on_worker(fn, task):
-    """``fn(task)`` on a Dask worker, its chunk cache (:mod:`~gramtile.pipeline.stores.chunk_cache`)
-    capped at :data:`CACHE_SHARE` of the worker's memory limit when it has one."""
-    try:
-        limit = optional.distributed().get_worker().memory_manager.memory_limit
-    except (ValueError, AttributeError):  # not on a worker (a client with processes=False runs here too)
-        limit = None
-    if limit:
-        cap_budget(limit * CACHE_SHARE / 1e6)
+def call(fn, task):
+    """``fn(task)``: what the executor runs for each task (``fn`` travels with the task)."""
     return fn(task)

@@ -35,12 +35,11 @@ import numpy as np
 
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.fits import forget_blocks, run_fits
+from gramtile.pipeline.learn.fits import run_fits
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
 from gramtile.pipeline.learn.learners.base import Learner, Outcome, Point, Problem, Sizes
 from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
 from gramtile.pipeline.progress import log, progress_bar
-from gramtile.pipeline.stores.chunk_cache import clear_chunk_cache
 
 SELECT = ("nested", "test")
 METRICS = ("accuracy", "f1", "macro_f1")
@@ -226,6 +225,7 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
         raise EvaluationError(f"ties={ties!r}; use 'smaller' or 'first'")
     if score not in ("pooled", "mean"):
         raise EvaluationError(f"score={score!r}; use 'pooled' or 'mean'")
+    cluster = Runtime.of(cluster)  # one run: its cache serves every fit
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     points = as_grid(learner, grid)
     y, splits = check_inputs(sources[0], labels, splits)
@@ -343,8 +343,7 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
             results = run_fits(tasks, cluster=cluster, bar=pb, on_done=done, desc="evaluate")
         finally:
             pb.close()
-            forget_blocks()
-            clear_chunk_cache()
+            release(cluster)
         plan = sessions[0].plan
     fits = []
     for (a, m, asm), g, c in zip(reads, fit_grid, chosen):
@@ -454,6 +453,13 @@ def nested_order(y_train, seed: int = 0) -> np.ndarray:
     return np.lexsort((tiebreak, key))
 
 
+def release(rt: Runtime) -> None:
+    """Drop what the fits of an evaluation kept in this process's part of the run's cache: each
+    thread's pair of blocks and the cached Gram-store chunks (a later evaluation reads others)."""
+    rt.cache.clear("fit-blocks")
+    rt.cache.clear("chunks")
+
+
 def learning_curve(learner: Learner, source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), grid=None, *,
                    seed: int = 0, kernel: str = "kernel", positive=None, class_weight=None, multiclass: str = "ovr",
                    problem_seed=None, cluster=None) -> list[dict]:
@@ -465,6 +471,7 @@ def learning_curve(learner: Learner, source, labels, splits, fractions=(0.1, 0.2
     fr = sorted({float(f) for f in np.atleast_1d(fractions)})
     if not fr or fr[0] <= 0 or fr[-1] > 1:
         raise EvaluationError(f"learning curve fractions {fractions!r} must lie in (0, 1]; e.g. 0.1,0.25,0.5,1")
+    cluster = Runtime.of(cluster)  # one run: its cache serves every fit
     points = as_grid(learner, grid)
     varying = learner.varying(points)
     y, splits = check_inputs(source, labels, splits)
@@ -501,8 +508,7 @@ def learning_curve(learner: Learner, source, labels, splits, fractions=(0.1, 0.2
             results = run_fits(tasks, cluster=cluster, bar=pb, on_done=finished, desc="learning curve")
         finally:
             pb.close()
-            forget_blocks()
-            clear_chunk_cache()
+            release(cluster)
     acc = {}  # (fraction, label) -> [idx list, pred list, accs, n_trains, point, infos], in split order
     for i, f, m, a, k, asm in where:
         sp = splits[i]

@@ -1,4 +1,4 @@
-"""Checked Gram-store chunks kept in memory for the block readers of one process (a bounded LRU).
+"""Checked Gram-store chunks kept in memory for the block readers of a run (a bounded LRU).
 
 A k-fold evaluation with nested C selection reads K(train, train) and K(test, train) of every
 training part: on the 5,483 NUM trees (10 folds, 3 inner folds) that is 40 pairs of blocks, each
@@ -6,8 +6,9 @@ touching every one of the store's 21 stored chunks, i.e. 840 chunk reads of 21 c
 decodes every chunk on its one event-loop thread (the crc32c check runs there, holding the GIL),
 so two learning threads reading at once got 1.14x the speed of one (bench/learn_parallel.py,
 BENCHMARKS.md). With a budget set, readers of :meth:`~gramtile.pipeline.stores.gram_store.GramView.blocks` keep
-the chunks they read, checked (finite, manifest checksum) and read-only, in this process-wide cache
-up to :func:`budget_mb` megabytes, least recently used first out. Only stores whose chunks all
+the chunks they read, checked (finite, manifest checksum) and read-only, in the run's cache
+(:mod:`gramtile.pipeline.cache`, namespace ``chunks``) up to :func:`budget_mb` megabytes, least
+recently used first out. Only stores whose chunks all
 fit the budget are cached (a learner sweeps every chunk of a training part in turn, so a smaller
 LRU would evict each chunk before its next use): a larger store is read as before, with no
 memory beside the learner's blocks.
@@ -24,18 +25,17 @@ operating system's page cache serves repeated reads nearly as fast: on that NUM 
 cache saved 1.1 s of 16.7 s serial, both variants reached 1.74x on two threads, and it cost
 138 MB of peak RSS (677 against 539 MB) beside the learner's one copy of K(train, train) and one
 fold's block, which is all the in-memory path is meant to hold (bench/learn_memory.py,
-BENCHMARKS.md). Set it (say ``1024``) to trade that memory for the second. Each process has its own cache;
-a process with a memory limit of its own (a Dask worker: ``memory_limit`` of its profile) caps it
-with :func:`cap_budget` (the learners' tasks cap it at an eighth of the worker's limit).
+BENCHMARKS.md). Set it (say ``1024``) to trade that memory for the second. Each process of a run
+has its own cache; on a Dask worker with a memory limit (``memory_limit`` of its profile) it takes
+at most :data:`WORKER_SHARE` of that limit.
 """
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
+from gramtile.pipeline.cache import Cache, current, worker_memory_limit
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.storage import LocalLocation
 from gramtile.pipeline.stores.tiles import Tile
@@ -44,105 +44,62 @@ from gramtile.pipeline.stores.tiles import Tile
 #: ``$GRAMTILE_CHUNK_CACHE_MB`` is used as given.
 DEFAULT_MB = 0
 ENV = "GRAMTILE_CHUNK_CACHE_MB"
-
-
-_cap_mb: float | None = None
-
-
-def cap_budget(mb: float | None) -> None:
-    """Cap this process's cache at ``mb`` MB from now on (None: no cap), below the budget of
-    :func:`budget_mb`; a cache already over it is emptied on its next use."""
-    global _cap_mb
-    _cap_mb = None if mb is None else max(0.0, float(mb))
+#: Share of a Dask worker's memory limit its chunk cache may take (the rest is its tasks').
+WORKER_SHARE = 1 / 8
+#: the namespace of the run's cache (:mod:`gramtile.pipeline.cache`) holding the chunks
+NAMESPACE = "chunks"
 
 
 def budget_mb() -> float:
-    """The cache's size in MB: ``$GRAMTILE_CHUNK_CACHE_MB``, else :data:`DEFAULT_MB`; either at most
-    this process's cap (:func:`cap_budget`)."""
-    mb = _budget_mb()
-    return mb if _cap_mb is None else min(mb, _cap_mb)
-
-
-def _budget_mb() -> float:
+    """The cache's size in MB: ``$GRAMTILE_CHUNK_CACHE_MB``, else :data:`DEFAULT_MB`; on a Dask
+    worker with a memory limit, at most :data:`WORKER_SHARE` of it."""
     raw = os.environ.get(ENV)
     if raw is None or not raw.strip():
-        return float(DEFAULT_MB)
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not mb >= 0:
-        raise StoreError(f"{ENV}={raw!r}: give the chunk cache's size in MB as a number >= 0 (0 turns it off), "
-                         f"or unset it for the default ({DEFAULT_MB} MB, off)")
-    return mb
+        mb = float(DEFAULT_MB)
+    else:
+        try:
+            mb = float(raw)
+        except ValueError:
+            mb = -1.0
+        if not mb >= 0:
+            raise StoreError(f"{ENV}={raw!r}: give the chunk cache's size in MB as a number >= 0 (0 turns it off), "
+                             f"or unset it for the default ({DEFAULT_MB} MB, off)")
+    limit = worker_memory_limit()
+    return mb if not limit else min(mb, limit * WORKER_SHARE / 1e6)
 
 
 class ChunkCache:
-    """A thread-safe LRU of read-only arrays, bounded by their total bytes."""
+    """The run cache's chunk namespace as the block readers use it: read-only arrays by chunk key,
+    bounded by :attr:`limit` bytes, least recently used first out."""
 
-    def __init__(self, mb: float):
-        self.limit = int(mb * 1e6)
-        self.nbytes = 0
-        self.hits = self.misses = 0
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, cache: Cache, limit: int):
+        self.cache, self.limit = cache, limit
 
     def get(self, key):
-        with self._lock:
-            got = self._items.get(key)
-            if got is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return got
+        return self.cache.get(NAMESPACE, key)
 
     def put(self, key, arr: np.ndarray) -> np.ndarray:
-        """Keep ``arr`` (made read-only) unless it alone exceeds the budget; evict the least recently
-        used until the rest fits. Returns ``arr``."""
+        """Keep ``arr`` (made read-only); returns it."""
         arr.flags.writeable = False
-        size = arr.nbytes
-        if size > self.limit:
-            return arr
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.nbytes -= old.nbytes
-            self._items[key] = arr
-            self.nbytes += size
-            while self.nbytes > self.limit:
-                _, ev = self._items.popitem(last=False)
-                self.nbytes -= ev.nbytes
-        return arr
+        return self.cache.put(NAMESPACE, key, arr, arr.nbytes)
 
-    def clear(self):
-        with self._lock:
-            self._items.clear()
-            self.nbytes = 0
+    @property
+    def nbytes(self) -> int:
+        return self.cache.size(NAMESPACE)[1]
 
-
-_cache: ChunkCache | None = None
-_cache_lock = threading.Lock()
+    def __len__(self) -> int:
+        return self.cache.size(NAMESPACE)[0]
 
 
 def chunk_cache() -> ChunkCache | None:
-    """This process's cache (None when the budget is 0); made at first use, remade when the budget
-    of ``$GRAMTILE_CHUNK_CACHE_MB`` changes."""
-    global _cache
-    mb = budget_mb()
-    with _cache_lock:
-        if mb <= 0:
-            _cache = None
-        elif _cache is None or _cache.limit != int(mb * 1e6):
-            _cache = ChunkCache(mb)
-        return _cache
-
-
-def clear_chunk_cache() -> None:
-    """Drop every cached chunk of this process (a learning run calls it when it ends)."""
-    with _cache_lock:
-        if _cache is not None:
-            _cache.clear()
+    """The chunks of the run's cache, bounded by :func:`budget_mb` (None when it is 0)."""
+    limit = int(budget_mb() * 1e6)
+    if limit <= 0:
+        return None
+    cache = current()
+    if cache.max_bytes(NAMESPACE) != limit:
+        cache.limit(NAMESPACE, nbytes=limit)
+    return ChunkCache(cache, limit)
 
 
 def chunk_key(store, a: int, b: int):

@@ -44,6 +44,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.maps import LocalFeatures, feature_map, no_map_reason, weights
 from gramtile.kernels.maps.subsequence import occurrences
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.memory import available_memory_mb
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, StoreCorruptError, StoreError
@@ -65,11 +66,6 @@ VOCAB_BYTES = 230
 #: n = 3; BENCHMARKS.md, "subsequence at 50,068 sentences"), so a refused build would not fit.
 MIN_DISTINCT = 0.25
 
-#: builds and shard loads in this process (tests check that tile tasks only load)
-stats = {"built": 0, "shard_loads": 0}
-_cache_lock = threading.Lock()
-_meta_cache: dict = {}
-_shard_cache: dict = {}
 
 
 class FeatureVocab:
@@ -304,7 +300,7 @@ def _build(corpus_path, base, cs: CorpusStore, pairwise: bool = False) -> dict:
             "corpus_content_hash": cs.content_hash, "build_seconds": round(time.perf_counter() - t0, 3),
             "content_hash": _sha(*(arrays[k] for k in sorted(arrays)), *(s["sha256"].encode() for s in shards))}
     g.attrs[ATTR] = meta  # last: marks the group finished
-    stats["built"] += 1
+    current().count("feature-meta", "built")  # tests check that tile tasks only load
     return meta
 
 
@@ -364,20 +360,10 @@ class FeatureSet:
     def _shard(self, k: int) -> sp.csr_matrix:
         s = self.meta["shards"][k]
         key = (location(self.corpus_path).canonical(), self.meta["content_hash"], k)
-        with _cache_lock:
-            hit = _shard_cache.get(key)
-        if hit is not None:
-            return hit
         where = f"feature shard {k} of {group_name(self.base)} in {self.corpus_path}"
-        m = _read_csr(self._g["phi"][str(k)], s, self.n_features, f"{where} cannot be read",
-                      f"{where} does not match its recorded sha256",
-                      "Fix: delete that group; the next `gramtile gram` rebuilds it")
-        stats["shard_loads"] += 1
-        with _cache_lock:
-            _shard_cache[key] = m
-            while len(_shard_cache) > 64:
-                _shard_cache.pop(next(iter(_shard_cache)))
-        return m
+        return current().load("feature-rows", key, lambda: _read_csr(
+            self._g["phi"][str(k)], s, self.n_features, f"{where} cannot be read",
+            f"{where} does not match its recorded sha256", "Fix: delete that group; the next `gramtile gram` rebuilds it"))
 
     def rows(self, idx) -> sp.csr_matrix:
         """Rows of corpus examples ``idx`` (any order), shape (len(idx), n_features)."""
@@ -397,13 +383,6 @@ class FeatureSet:
         return whole
 
 
-def clear_cache():
-    """Forget the feature sets and shards loaded in this process."""
-    with _cache_lock:
-        _meta_cache.clear()
-        _shard_cache.clear()
-
-
 def load(corpus_path, base) -> FeatureSet:
     """The stored feature set of ``base`` (never built here: the driver built it)."""
     meta = info(corpus_path, base)
@@ -411,13 +390,7 @@ def load(corpus_path, base) -> FeatureSet:
         raise StoreError(f"corpus store {corpus_path} has no feature set {group_name(base)} for kernel "
                          f"{base.to_json()}. Fix: run `gramtile gram` (its driver builds it) or pass --path pairwise")
     key = (location(corpus_path).canonical(), meta["content_hash"])
-    with _cache_lock:
-        fs = _meta_cache.get(key)
-    if fs is None:
-        fs = FeatureSet(corpus_path, base, meta)
-        with _cache_lock:
-            _meta_cache[key] = fs
-    return fs
+    return current().load("feature-meta", key, lambda: FeatureSet(corpus_path, base, meta))
 
 
 # ---- feature stores (gramtile features --out F.zarr) ------------------------------------------

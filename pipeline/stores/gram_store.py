@@ -78,6 +78,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.readers.base import tsv_field
 from gramtile.pipeline.stores.chunk_cache import chunk_cache, chunk_key
 from gramtile.pipeline.stores.chunk_files import chunk_file_bytes, local_chunk_reader, read_chunk
@@ -661,9 +662,6 @@ class GramStore:
                 "created": m["created"], "updated": m["updated"]}
 
 
-_open_K: dict = {}
-
-
 def check_owner(store_path, uid: str | None, run: str | None, t=None) -> None:
     """Raise StoreMismatchError unless the store at ``store_path`` has identity ``uid`` and current
     run ``run`` (either None: not checked), reading its attributes from storage, not a cache."""
@@ -707,14 +705,9 @@ def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: boo
     """
     if uid is not None or run is not None:
         check_owner(store_path, uid, run, t)
-    key = (str(store_path), uid)
-    K = _open_K.get(key) if uid is not None else None
-    if K is None:
-        K = zarr.open_array(location(store_path).zarr_store("K"), mode="r+").with_config({"write_empty_chunks": True})
-        if uid is not None:
-            if len(_open_K) > 64:
-                _open_K.clear()
-            _open_K[key] = K
+    def open_K():
+        return zarr.open_array(location(store_path).zarr_store("K"), mode="r+").with_config({"write_empty_chunks": True})
+    K = current().load("gram-K", (str(store_path), uid), open_K) if uid is not None else open_K()
     nr, nc = K.shape
     r0, r1 = t.i * tile, min((t.i + 1) * tile, nr)
     c0, c1 = t.j * tile, min((t.j + 1) * tile, nc)

@@ -37,8 +37,8 @@ store these are **artefacts inside the store**, built once and afterwards only l
 Builds happen under the corpus store's writer lock (:mod:`gramtile.pipeline.stores.locks`), either
 ahead of time (``gramtile prepare --resources wordnet,lsa:100,domain:100``) or on first use by
 the Gram engine's driver before any tile is submitted. Tile tasks (Dask workers) only
-:func:`load`; a missing resource there is an error, not a rebuild. :data:`stats` counts builds
-and loads in this process.
+:func:`load`; a missing resource there is an error, not a rebuild. Loaded values are kept in the
+run's cache (:mod:`gramtile.pipeline.cache`, namespace ``resources``), which counts loads and builds.
 
 The builders are those of the in-memory path (:func:`build_value`, used by
 :func:`gramtile.pipeline.compute.inmemory.add_resources`), fed with every example of the store, so a
@@ -59,6 +59,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline import optional
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.checksums import file_sha256
 from gramtile.pipeline.representations.encode import decode
 from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, value_of
@@ -75,10 +76,6 @@ ATTR = "gramtile_resource"
 #: How long a driver waits for another process's build (the corpus store's lock) before failing.
 LOCK_WAIT_SECONDS = 600.0
 
-#: Builds and loads of stored resources in this process (tests check workers only load).
-stats = {"built": 0, "loaded": 0}
-#: Per-process cache of loaded resources: (corpus path, group path, content hash) -> value.
-_loaded: dict = {}
 
 
 def _provenance(key: ResourceKey, cs, vectors_meta: dict | None = None) -> dict:
@@ -125,7 +122,7 @@ def _build_into(group, key: ResourceKey, cs, corpus_path) -> str:
         vectors = load(corpus_path, vkey)
         vectors_meta = {"group": vkey.group, **info(corpus_path, vkey)}
     value = build_value(key.name, vocab, structs, vectors)
-    stats["built"] += 1
+    current().count("resources", "built")  # tests check that workers only load
     kind, arrays = arrays_of(value)
     shape = tuple(int(s) for s in value.shape)
     # arrays first, the attribute with the content hash last: a group without it is unfinished
@@ -202,9 +199,11 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
             f"new --out")
 
     ck = (location(corpus_path).canonical(), key.group, meta["content_hash"])
-    hit = _loaded.get(ck)
-    if hit is not None:
-        return hit
+    return current().load("resources", ck, lambda: _read(corpus_path, key, meta))
+
+
+def _read(corpus_path, key: ResourceKey, meta: dict):
+    """The stored value of resource ``key``, checked against its content hash."""
     g = _open_group(corpus_path)[key.group]
     try:
         arrays = {n: g[n][...] for n in ARRAY_NAMES[meta["kind"]]}
@@ -218,10 +217,7 @@ def load(corpus_path, key: ResourceKey, expect_hash: str | None = None):
         raise StoreCorruptError(f"resource {key.group} of corpus store {corpus_path} does not match its recorded "
                                 f"content hash {meta['content_hash'][:16]}...: it is corrupt. Fix: delete that "
                                 f"group and rebuild it (`gramtile prepare --resources ...`)")
-    value = value_of(meta["kind"], meta["shape"], arrays)
-    stats["loaded"] += 1
-    _loaded[ck] = value
-    return value
+    return value_of(meta["kind"], meta["shape"], arrays)
 
 
 # ---- ensuring (driver / prepare) ---------------------------------------------------------------
