@@ -213,12 +213,15 @@ def info(corpus_path, base) -> dict | None:
 
 
 
-def _read_csr(sg, s: dict, n_features: int, unreadable: str, mismatch: str, fix: str) -> sp.csr_matrix:
-    """The CSR rows of one stored shard group ``sg`` (``indptr``, ``indices``, ``data``), checked
-    against the shard record ``s`` (``sha256``, ``start``, ``stop``); the messages name the shard."""
+def _read_csr(group, s: dict, n_features: int, unreadable: str, mismatch: str, fix: str) -> sp.csr_matrix:
+    """The CSR rows of one stored shard group (``group()`` opens it: ``indptr``, ``indices``,
+    ``data``), checked against the shard record ``s`` (``sha256``, ``start``, ``stop``); the
+    messages name the shard."""
     try:
+        sg = group()
         indptr, indices, data = sg["indptr"][...], sg["indices"][...], sg["data"][...]
-    except Exception as e:  # a failed crc32c check surfaces as a codec error
+    except Exception as e:  # noqa: BLE001  (a failed crc32c check surfaces as a codec error, a damaged
+        # zarr.json of the group or an array as a TypeError or KeyError)
         raise StoreCorruptError(f"{unreadable} ({e}). {fix}") from None
     if _sha(indptr, indices, data) != s["sha256"]:
         raise StoreCorruptError(f"{mismatch}. {fix}")
@@ -362,7 +365,7 @@ class FeatureSet:
         key = (location(self.corpus_path).canonical(), self.meta["content_hash"], k)
         where = f"feature shard {k} of {group_name(self.base)} in {self.corpus_path}"
         return current().load("feature-rows", key, lambda: _read_csr(
-            self._g["phi"][str(k)], s, self.n_features, f"{where} cannot be read",
+            lambda: self._g["phi"][str(k)], s, self.n_features, f"{where} cannot be read",
             f"{where} does not match its recorded sha256", "Fix: delete that group; the next `gramtile gram` rebuilds it"))
 
     def rows(self, idx) -> sp.csr_matrix:
@@ -550,7 +553,7 @@ class FeatureStore:
                 self._cache.move_to_end(k)
                 return hit
         s = self.meta["shards"][k]
-        m = _read_csr(self._g["rows"][str(s["index"])], s, self.n_features,
+        m = _read_csr(lambda: self._g["rows"][str(s["index"])], s, self.n_features,
                       f"rows of shard {k} of feature store {self.path} cannot be read",
                       f"rows of shard {s['index']} of feature store {self.path} do not match their sha256",
                       "Fix: write the store again")
