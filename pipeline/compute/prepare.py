@@ -39,16 +39,17 @@ from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
 from gramtile.pipeline.readers.jsonl import NAMES, write_jsonl
 from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.fields import field_key
 from gramtile.pipeline.stores.corpus_store import CorpusStore, now
 from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
 from gramtile.pipeline.stores.storage import location
 
 #: Formats whose whitespace tokens are parsed as given (already tokenised input).
-PRETOKENIZED_FORMATS = ("trec",)
+PRETOKENIZED_FORMATS = ("trec", "trec_qa_wang")
 #: Formats that always carry gold structures: nothing to parse, so no cluster is started.
 GOLD_FORMATS = ("ptb", "svmlighttk", "kelp", "conllu", "dp")
 #: Formats read one record per non-blank line (used only to size the progress bar).
-_LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp")
+_LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp", "trec_qa_wang", "sick2014", "msrp")
 
 
 @dataclass
@@ -97,6 +98,14 @@ class PrepareSummary:
 def needs_parse(doc) -> bool:
     if doc.structures:
         return False
+    if doc.fields is not None:
+        empty = [name for name, text in doc.fields.items() if not isinstance(text, str) or not text.split()]
+        if empty:
+            path, _, line = (doc.source or "").rpartition(":")
+            raise CorpusFormatError(f"document {doc.id!r} has no text in field(s) {empty}",
+                                    path=path or None, line=int(line) if line.isdigit() else None,
+                                    fix="give every field of every record a text")
+        return True
     if doc.text is None or not doc.text.split():
         path, _, line = (doc.source or "").rpartition(":")
         raise CorpusFormatError(f"document {doc.id!r} has neither structures nor text",
@@ -364,11 +373,14 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
                     continue
                 mask = [needs_parse(d) for d in shard]
                 waiting[k] = (shard, mask)
-                texts = [d.text for d, m in zip(shard, mask) if m]
+                texts = [t for d, m in zip(shard, mask) if m for t in texts_of(d)]
                 yield k, (parse_shard, texts, pretok, spacy_model() if texts else None)
         except CorpusFormatError as e:
             # a bad input record: the complete shards read before it are good, so they are written
             read["error"] = e
+
+    def structures(item):
+        return item if isinstance(item, dict) else derive(item)
 
     def write(k, result):
         shard, mask = waiting.pop(k)
@@ -376,14 +388,19 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
             items, prov = result
             it = iter(items)
             for d, m in zip(shard, mask):
-                if m:
-                    item = next(it)
-                    d.structures = item if isinstance(item, dict) else derive(item)
+                if not m:
+                    continue
+                if d.fields is None:
+                    d.structures = structures(next(it))
+                else:  # each field's text gets the structures a single text gets, keyed per field
+                    per_field = {name: _completed(structures(next(it)), reps, d) for name in d.fields}
+                    d.structures = {field_key(name, rep): s for name, got in per_field.items()
+                                    for rep, s in got.items()}
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
-        if reps is not None:
-            for d in shard:
-                d.structures = complete(d.structures, None if reps == ["all"] else reps, f"{d.source or d.id}: ")
+        for d, m in zip(shard, mask):
+            if reps is not None and not (m and d.fields is not None):
+                d.structures = _completed(d.structures, reps, d)
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)
@@ -406,6 +423,18 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
             "Fix: the input changed; prepare it into a new --out")
     store.note_reused(run, min(len(done), k + 1))
     return parsed, written, min(len(done), k + 1)
+
+
+def texts_of(doc) -> list:
+    """The texts of a document to parse: its text, or its fields' texts in field order."""
+    return [doc.text] if doc.fields is None else list(doc.fields.values())
+
+
+def _completed(structures, reps, doc) -> dict:
+    """``structures`` with the representations prepare's ``reps`` asks for (None: as they are)."""
+    if reps is None:
+        return structures
+    return complete(structures, None if reps == ["all"] else reps, f"{doc.source or doc.id}: ")
 
 
 def _record_parser(store, prov):
