@@ -97,7 +97,7 @@ def field_columns(value, positions: bool = True) -> dict:
 
 def cell_target(v, where, path=None, line=None) -> float:
     """The real-valued target of one cell: a finite number, or a string holding one."""
-    fix = "give every record a real-valued target (e.g. 3.6), or leave --target-col out"
+    fix = "write a real-valued target (e.g. 3.6) in every row"
     if _missing(v) or (isinstance(v, str) and not v.strip()):
         raise CorpusFormatError(f"{where}: no target", path=path, line=line, fix=fix)
     if isinstance(v, bool) or type(v).__name__ == "bool_":
@@ -114,7 +114,7 @@ def cell_target(v, where, path=None, line=None) -> float:
 
 def cell_group(v, where, path=None, line=None) -> str:
     """The group id of one cell: a non-empty string, or an integer (as its decimal string)."""
-    fix = "give every record its group (e.g. the question), or leave --group-col out"
+    fix = "write a group id (e.g. the question) in every row"
     if _missing(v) or (isinstance(v, str) and not v.strip()):
         raise CorpusFormatError(f"{where}: no group", path=path, line=line, fix=fix)
     if isinstance(v, bool) or not isinstance(v, (str, numbers.Integral)):
@@ -561,7 +561,8 @@ def _columns_of(x, kind):
     return names, None
 
 
-def table_documents(x, text=None, label=None, id=None, what="the table") -> list:
+def table_documents(x, text=None, label=None, id=None, what="the table", fields=None, target=None,
+                    group=None) -> list:
     """Documents (text, label, id; not parsed yet) of the rows of a table held in memory.
 
     Parameters
@@ -570,6 +571,11 @@ def table_documents(x, text=None, label=None, id=None, what="the table") -> list
         (see :func:`table_kind`; nothing is imported to recognise them).
     text, label, id : column names, optional
         Default: the columns named ``text`` (or the only column), ``label`` and ``id`` when present.
+    fields : dict or list, optional
+        Examples of several texts: ``{field: column}``, or a list of columns (each field named as
+        its column); ``text`` is then not read (:func:`choose_columns`).
+    target, group : column names, optional
+        Columns of real-valued targets and of group ids.
 
     Raises
     ------
@@ -582,7 +588,7 @@ def table_documents(x, text=None, label=None, id=None, what="the table") -> list
         raise TypeError(f"{what}: a {type(x).__name__} is not a table (a pandas DataFrame or Series, a pyarrow Table, "
                         "a datasets.Dataset, or a list of dicts)")
     names, values = _columns_of(x, kind)
-    chosen = choose_columns(names, text, label, id, what=what)
+    chosen = choose_columns(names, text, label, id, what=what, fields=fields, target=target, group=group)
     ids = set()
     docs = []
     n = len(x) if kind != "arrow" else x.num_rows

