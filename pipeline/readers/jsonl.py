@@ -89,7 +89,7 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         ``id`` from the object or ``"<stem>:<record number>"``; ``source`` = ``"path:line"``.
     """
     policy = make_policy(on_error, policy)
-    fields = None
+    chosen = None
     if (text_col, label_col, id_col, fields, target_col, group_col) != (None,) * 6:
         for c in (text_col, label_col, id_col, target_col, group_col):
             if c is not None and (not isinstance(c, str) or c.isdigit()):
@@ -98,7 +98,7 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         if fields is not None and text_col is not None:
             raise CorpusFormatError("both a text key (--text-col) and fields (--fields) are chosen", path=path,
                                     fix="choose the fields of an example of several texts, or one text key")
-        fields = {"text": None if fields is not None else text_col or "text", "label": label_col, "id": id_col,
+        chosen = {"text": None if fields is not None else text_col or "text", "label": label_col, "id": id_col,
                   "fields": None if fields is None else field_columns(fields, positions=False),
                   "target": target_col, "group": group_col}
     ids = set()
@@ -110,8 +110,8 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         if not text.strip():
             continue
         number += 1
-        if fields is not None:
-            doc = guarded(policy, _fields_document, text, path, line, number, max_tokens, ids, fields)
+        if chosen is not None:
+            doc = guarded(policy, _fields_document, text, path, line, number, max_tokens, ids, chosen)
         else:
             doc = guarded(policy, _document, text, path, line, number, max_tokens, ids)
         if doc is not None:
