@@ -216,7 +216,10 @@ class CorpusStore:
 
     Use :meth:`create` or :meth:`open`; ``open(path)`` is read-only. Readers (the Gram engine)
     use :attr:`n`, :attr:`ids`, :attr:`labels`, :attr:`representations`, :attr:`vocabs`,
-    :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
+    :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`; a store of examples made of
+    several texts also answers :attr:`fields` and :meth:`field_representations` (a field's
+    representation ``r`` is loaded as ``load("<field>.r", a, b)``), and :attr:`targets` and
+    :attr:`groups` return the real-valued targets and the group ids (None in a store without).
     """
 
     def __init__(self, group, path, writable: bool, lock=None, cache=None):
