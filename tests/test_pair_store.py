@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 import gramtile
+from gramtile.kernels.errors import KernelSpecError
+from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.parse import parse_texts
 from gramtile.pipeline.representations.errors import CorpusFormatError
@@ -281,3 +283,22 @@ def test_parse_reads_tuples_and_tables_of_several_texts():
         gramtile.parse([("a b", "c d"), ("e f",)], fields=["x", "y"])
     with pytest.raises(CorpusFormatError, match="not a field name"):
         gramtile.parse([("a b", "c d")], fields=["x.1", "y"])
+
+
+@pytest.mark.timeout(600)
+def test_a_kernel_reads_one_field_through_its_rep(pair_store, single_stores, tmp_path):
+    """The Gram matrix of a kernel whose ``rep`` names a field's representation equals the one over
+    that field's texts prepared as single texts; a kernel naming no field is refused, naming the fix."""
+    path = pair_store[0]
+    for f in ("a", "b"):
+        for spec, rep in (({"kind": "sst", "lam": 0.4}, "tree"), ({"kind": "route", "lam": 0.5}, "ptree"), ({"kind": "pt", "lam": 0.4, "mu": 0.4}, "tree")):
+            K = run_gram(path, {**spec, "rep": field_key(f, rep)}, tmp_path / f"{f}-{spec['kind']}-{rep}.zarr", tile=4,
+                         cluster="sequential").view().to_numpy()
+            S = run_gram(single_stores[f].path, spec, tmp_path / f"single-{f}-{spec['kind']}-{rep}.zarr", tile=4,
+                         cluster="sequential").view().to_numpy()
+            assert K.shape == (10, 10) and np.array_equal(K, S)
+    Ka = run_gram(path, {"kind": "sst", "lam": 0.4, "rep": "a.tree"}, tmp_path / "a-tree.zarr", cluster="sequential").view().to_numpy()
+    Kb = run_gram(path, {"kind": "sst", "lam": 0.4, "rep": "b.tree"}, tmp_path / "b-tree.zarr", cluster="sequential").view().to_numpy()
+    assert not np.array_equal(Ka, Kb)
+    with pytest.raises(KernelSpecError, match=r"holds examples of the fields \['a', 'b'\].*\"rep\": \"a.tree\""):
+        run_gram(path, {"kind": "sst", "lam": 0.4}, tmp_path / "none.zarr", cluster="sequential")
