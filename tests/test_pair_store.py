@@ -255,7 +255,8 @@ def test_field_options_are_checked_before_any_work(tmp_path, capsys):
     tsv = _pairs_tsv(tmp_path / "pairs.tsv")
     for argv, words in ((["--format", "parquet", "--fields", "a=1,b=2"], "--fields applies to --format tsv, csv, jsonl"),
                         (["--format", "msrp", "--target-col", "x"], "whose fields are fixed"),
-                        (["--format", "tsv", "--fields", "a=sa,b=sb", "--text-col", "sa"], "--fields and --text-col")):
+                        (["--format", "tsv", "--fields", "a=sa,b=sb", "--text-col", "sa"], "--fields and --text-col"),
+                        (["--format", "msrp", "--emit-jsonl", str(tmp_path / "e.jsonl")], "--emit-jsonl writes one text")):
         rc = main(["prepare", "--input", str(tsv), "--out", str(tmp_path / "x.zarr"), "--cluster", "sequential",
                    *argv])
         assert rc == 2 and words in capsys.readouterr().err

@@ -18,12 +18,12 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from gramtile.pipeline.parsing.formats import FIELD_FORMATS, TABLE_FORMATS
+from gramtile.pipeline.parsing.formats import FIELD_FORMATS, PAIR_FORMATS, TABLE_FORMATS
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.workflows.errors import UsageError
 
 #: Formats whose records are raw text, always parsed by spaCy.
-RAW_TEXT_FORMATS = ("text", "tsv", "trec", "csv", "parquet", "files", "trec_qa_wang", "sick2014", "msrp")
+RAW_TEXT_FORMATS = ("text", "tsv", "trec", "csv", "parquet", "files", *PAIR_FORMATS)
 _TABLE_OPTIONS = (("text_col", "--text-col"), ("label_col", "--label-col"), ("id_col", "--id-col"))
 _FIELD_OPTIONS = (("fields", "--fields"), ("target_col", "--target-col"), ("group_col", "--group-col"))
 
@@ -79,7 +79,7 @@ def reader_options(args, fmt: str | None = None) -> dict:
         if getattr(args, dest, None) is not None:
             if fmt not in FIELD_FORMATS:
                 raise UsageError(f"{flag} applies to --format {', '.join(FIELD_FORMATS)}, not {fmt!r}"
-                                 + (" (whose fields are fixed)" if fmt in ("trec_qa_wang", "sick2014", "msrp") else "")
+                                 + (" (whose fields are fixed)" if fmt in PAIR_FORMATS else "")
                                  + f". Fix: drop {flag}")
             out[dest] = args.__dict__[dest]
     if "fields" in out and "text_col" in out:

@@ -497,6 +497,9 @@ def emit_store_jsonl(store, path) -> list:
 
     if not store.shard_ranges:
         raise StoreError(f"corpus store {store.path} holds no examples to write")
+    if store.fields:
+        raise StoreError(f"corpus store {store.path} holds examples of the fields {list(store.fields)}; JSON lines "
+                         "holds one text per example. Fix: drop --emit-jsonl (inspect the store with gramtile inspect)")
     write_jsonl(docs(), path)
     return sorted(dropped)
 

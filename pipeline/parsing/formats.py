@@ -93,6 +93,8 @@ LABELLED_FORMATS = ("svmlighttk", "kelp", "trec", "conll04", "semeval", "inex", 
 #: Formats that take the table options ``text_col``, ``label_col``, ``id_col``, ``fields``,
 #: ``target_col``, ``group_col`` (and ``header``, tsv and csv).
 TABLE_FORMATS = ("tsv", "csv", "parquet", "jsonl")
+#: Formats whose examples are always made of several texts (their fields fixed by the format).
+PAIR_FORMATS = ("trec_qa_wang", "sick2014", "msrp")
 #: Formats that read examples of several texts with ``fields`` (and ``target_col``, ``group_col``).
 FIELD_FORMATS = ("tsv", "csv", "jsonl")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import FORMATS as _READERS
+from gramtile.pipeline.parsing.formats import PAIR_FORMATS
 from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
@@ -118,6 +119,9 @@ def run(args) -> int:
     if needs_spacy(args.fmt, reader_options):
         check_spacy_model(args.spacy_model)
     if args.emit_jsonl:
+        if "fields" in reader_options or args.fmt in PAIR_FORMATS:
+            raise UsageError("--emit-jsonl writes one text per example; this input has several (fields). "
+                             "Fix: drop --emit-jsonl")
         check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
