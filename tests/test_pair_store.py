@@ -303,3 +303,15 @@ def test_a_kernel_reads_one_field_through_its_rep(pair_store, single_stores, tmp
     assert not np.array_equal(Ka, Kb)
     with pytest.raises(KernelSpecError, match=r"holds examples of the fields \['a', 'b'\].*\"rep\": \"a.tree\""):
         run_gram(path, {"kind": "sst", "lam": 0.4}, tmp_path / "none.zarr", cluster="sequential")
+
+
+@pytest.mark.timeout(300)
+def test_pair_store_at_a_url_equals_the_one_at_a_path(tmp_path, pair_store):
+    """At a URL the targets and groups grow ahead with the other per-example arrays and are cut
+    to length at the end (the write-behind writer): the store equals the one at a path."""
+    url = f"memory://pairs-{tmp_path.name}/p.zarr"
+    prepare(_pairs_tsv(tmp_path / "pairs.tsv"), "tsv", url, shard_size=4, cluster="sequential", reader_options=OPTS)
+    store = CorpusStore.open(url)
+    assert store.content_hash == CorpusStore.open(pair_store[0]).content_hash
+    assert store.targets.tolist() == SCORES and store.groups.tolist() == GROUPS and store.fields == ("a", "b")
+    assert store.verify()
