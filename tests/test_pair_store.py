@@ -275,6 +275,9 @@ def test_parse_reads_tuples_and_tables_of_several_texts():
         for f in singles:
             assert {split_key(k, ("premise", "hypothesis"))[1]: s for k, s in d.structures.items()
                     if k.startswith(f + ".")} == singles[f][i].structures
+    # in memory too, a kernel reads one field through its rep
+    spec = {"kind": "sst", "lam": 0.4}
+    assert np.array_equal(gramtile.gram({**spec, "rep": "hypothesis.tree"}, docs), gramtile.gram(spec, singles["hypothesis"]))
     df = pd.DataFrame({"sa": A[:4], "sb": B[:4], "score": SCORES[:4], "g": GROUPS[:4], "y": LABELS[:4]})
     docs = gramtile.parse(df, fields={"a": "sa", "b": "sb"}, target="score", group="g", label="y", reps=["seq"])
     assert [d.target for d in docs] == SCORES[:4] and [d.group for d in docs] == GROUPS[:4]
