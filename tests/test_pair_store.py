@@ -191,6 +191,18 @@ def test_examples_must_carry_what_the_store_carries(tmp_path):
         store.close()
         assert CorpusStore.open(tmp_path / f"c{i}.zarr").content_hash == _write(tmp_path / f"ok{i}.zarr",
                                                                               _docs()).content_hash
+    # a new store checks its first example's field names, and that every structure names a field
+    for i, (spoil, words) in enumerate([
+            (lambda d: setattr(d, "structures", {**d.structures, "tree": d.structures["q.tree"]}),
+             r"structures \['tree'\] name none of them"),
+            (lambda d: setattr(d, "fields", {"q.x": "a", "c": "b"}), "not a field name")]):
+        bad = _docs()
+        spoil(bad[0])
+        store = CorpusStore.create(tmp_path / f"first{i}.zarr", shard_size=3)
+        with pytest.raises(CorpusFormatError, match=words):
+            store.write_shard(0, bad[:3], store.begin_run({}))
+        assert store.shard_ranges == [] and "fields" not in store.manifest
+        store.close()
     single = _docs(fields=False, target=False, group=False)
     store = CorpusStore.create(tmp_path / "mixed.zarr", shard_size=3)
     run = store.begin_run({})

@@ -107,7 +107,7 @@ from gramtile.kernels.batches import KIND_COLUMNS, Batch
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.representations.encode import decode, encode, kind_of
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.representations.fields import split_key
+from gramtile.pipeline.representations.fields import check_field_names, split_key
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
@@ -605,7 +605,7 @@ class CorpusStore:
         start = done[-1]["stop"] if done else 0
         stop = start + len(docs)
         reps = self._manifest["representations"] or self._representations_of(docs[0])
-        carries = self._carries(docs[0]) if not done else self._carried()
+        carries = self._carries(docs[0], reps) if not done else self._carried()
         cols = self._columns(docs, reps, self.labels_encoding, carries)
         vocabs = self.vocabs
         before = vocabs.sizes()
@@ -719,9 +719,22 @@ class CorpusStore:
         return reps
 
     @staticmethod
-    def _carries(doc) -> dict:
+    def _carries(doc, reps) -> dict:
         """What the examples of a new store carry besides texts, from its first example: its
-        field names (or None), whether it has a target, whether it has a group."""
+        field names (or None; checked, and every representation key ``reps`` must name one of
+        them), whether it has a target, whether it has a group."""
+        if doc.fields is not None:
+            path, line = _split_source(doc.source)
+            try:
+                names = check_field_names(doc.fields, f"document {doc.id!r}: fields")
+            except CorpusFormatError as e:
+                raise CorpusFormatError(e.reason, path=path, line=line, fix=e.fix) from None
+            stray = [key for key in reps if split_key(key, names)[0] is None]
+            if stray:
+                raise CorpusFormatError(
+                    f"document {doc.id!r} has the fields {names}, but its structures {stray} name none of them",
+                    path=path, line=line, fix="key each field's structures <field>.<representation>, e.g. "
+                                              f"{names[0]}.tree")
         return {"fields": None if doc.fields is None else list(doc.fields),
                 "targets": doc.target is not None, "groups": doc.group is not None}
 
