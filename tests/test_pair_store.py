@@ -330,3 +330,18 @@ def test_pair_store_at_a_url_equals_the_one_at_a_path(tmp_path, pair_store):
     assert store.content_hash == CorpusStore.open(pair_store[0]).content_hash
     assert store.targets.tolist() == SCORES and store.groups.tolist() == GROUPS and store.fields == ("a", "b")
     assert store.verify()
+
+
+@pytest.mark.timeout(300)
+def test_reps_name_the_representations_of_every_field(tmp_path, pair_store):
+    out = tmp_path / "r.zarr"
+    prepare(_pairs_tsv(tmp_path / "pairs.tsv"), "tsv", out, shard_size=4, cluster="sequential", reader_options=OPTS,
+            reps=["tree", "seq"])
+    store = CorpusStore.open(out)
+    assert store.representations == {"a.tree": "tree", "a.seq": "seq", "b.tree": "tree", "b.seq": "seq"}
+    full = CorpusStore.open(pair_store[0]).documents()
+    for d, f in zip(store.documents(), full):
+        assert d.structures == {k: f.structures[k] for k in ("a.tree", "a.seq", "b.tree", "b.seq")}
+    with pytest.raises(CorpusFormatError, match="field 'a': representation 'wsd' cannot be made"):
+        prepare(_pairs_tsv(tmp_path / "pairs.tsv"), "tsv", tmp_path / "w.zarr", shard_size=4, cluster="sequential",
+                reader_options=OPTS, reps=["tree", "wsd"])

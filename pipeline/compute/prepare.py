@@ -6,7 +6,10 @@ skipped records are dropped). Documents that carry only text (formats ``trec``, 
 derives the token sequence and trees, with a bounded read-ahead of ``2 x workers`` shards; the
 ``sequential`` profile does the same in-process. Shards are
 encoded and written strictly in shard order, so vocabulary ids do not depend on which worker
-finished first.
+finished first. An example of several texts (fields: ``trec_qa_wang``, ``sick2014``, ``msrp``,
+tables read with ``fields``) has every field's text parsed in its shard's task like a single
+text, its structures stored as ``<field>.<representation>``; ``reps`` then names the
+representations every field gets.
 
 Resuming: a rerun with the same input, format and shard size re-reads the input, checks that
 the documents of every done shard still have the stored ids, and parses and writes only the
@@ -39,7 +42,7 @@ from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
 from gramtile.pipeline.readers.jsonl import NAMES, write_jsonl
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.representations.fields import field_key
+from gramtile.pipeline.representations.fields import field_key, split_key
 from gramtile.pipeline.stores.corpus_store import CorpusStore, now
 from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
 from gramtile.pipeline.stores.storage import location
@@ -393,14 +396,13 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
                 if d.fields is None:
                     d.structures = structures(next(it))
                 else:  # each field's text gets the structures a single text gets, keyed per field
-                    per_field = {name: _completed(structures(next(it)), reps, d) for name in d.fields}
-                    d.structures = {field_key(name, rep): s for name, got in per_field.items()
-                                    for rep, s in got.items()}
+                    d.structures = {field_key(name, rep): s for name in d.fields
+                                    for rep, s in structures(next(it)).items()}
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
-        for d, m in zip(shard, mask):
-            if reps is not None and not (m and d.fields is not None):
-                d.structures = _completed(d.structures, reps, d)
+        if reps is not None:
+            for d in shard:
+                d.structures = _completed(d, reps)
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)
@@ -430,11 +432,22 @@ def texts_of(doc) -> list:
     return [doc.text] if doc.fields is None else list(doc.fields.values())
 
 
-def _completed(structures, reps, doc) -> dict:
-    """``structures`` with the representations prepare's ``reps`` asks for (None: as they are)."""
-    if reps is None:
-        return structures
-    return complete(structures, None if reps == ["all"] else reps, f"{doc.source or doc.id}: ")
+def _completed(doc, reps) -> dict:
+    """The structures of ``doc`` with the representations prepare's ``reps`` asks for; of an
+    example of several texts, those of each field (``reps`` name a field's representations)."""
+    want = None if reps == ["all"] else reps
+    where = f"{doc.source or doc.id}: "
+    if doc.fields is None:
+        return complete(doc.structures, want, where)
+    per_field = {name: {} for name in doc.fields}
+    for key, s in doc.structures.items():
+        field, rep = split_key(key, per_field)
+        if field is None:
+            raise CorpusFormatError(f"{where}structure {key!r} names none of the fields {list(per_field)}",
+                                    fix="key each field's structures <field>.<representation>")
+        per_field[field][rep] = s
+    return {field_key(name, rep): s for name, got in per_field.items()
+            for rep, s in complete(got, want, f"{where}field {name!r}: ").items()}
 
 
 def _record_parser(store, prov):
