@@ -186,6 +186,11 @@ def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | di
     reps = tuple(sorted({b.rep_name for b in spec.base_specs()}))
     have = cs.representations
     for r in reps:
+        if r not in have and cs.fields:
+            raise KernelSpecError(f"kernel {spec.to_json()} reads representation {r!r}, but corpus store {cs.path} "
+                                  f"holds examples of the fields {list(cs.fields)}, each field's representations "
+                                  f"under <field>.<representation> ({sorted(have)}); set the kernel's 'rep' to the "
+                                  f"one it compares, e.g. \"rep\": \"{cs.fields[0]}.{r.rpartition('.')[2]}\"")
         if r not in have:
             raise KernelSpecError(f"kernel {spec.to_json()} reads representation {r!r}, but corpus store {cs.path} "
                                   f"holds {sorted(have)}; set the kernel's 'rep' to one of those or prepare the "

@@ -6,7 +6,10 @@ skipped records are dropped). Documents that carry only text (formats ``trec``, 
 derives the token sequence and trees, with a bounded read-ahead of ``2 x workers`` shards; the
 ``sequential`` profile does the same in-process. Shards are
 encoded and written strictly in shard order, so vocabulary ids do not depend on which worker
-finished first.
+finished first. An example of several texts (fields: ``trec_qa_wang``, ``sick2014``, ``msrp``,
+tables read with ``fields``) has every field's text parsed in its shard's task like a single
+text, its structures stored as ``<field>.<representation>``; ``reps`` then names the
+representations every field gets.
 
 Resuming: a rerun with the same input, format and shard size re-reads the input, checks that
 the documents of every done shard still have the stored ids, and parses and writes only the
@@ -39,16 +42,17 @@ from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
 from gramtile.pipeline.readers.jsonl import NAMES, write_jsonl
 from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.fields import field_key, split_key
 from gramtile.pipeline.stores.corpus_store import CorpusStore, now
 from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
 from gramtile.pipeline.stores.storage import location
 
 #: Formats whose whitespace tokens are parsed as given (already tokenised input).
-PRETOKENIZED_FORMATS = ("trec",)
+PRETOKENIZED_FORMATS = ("trec", "trec_qa_wang")
 #: Formats that always carry gold structures: nothing to parse, so no cluster is started.
 GOLD_FORMATS = ("ptb", "svmlighttk", "kelp", "conllu", "dp")
 #: Formats read one record per non-blank line (used only to size the progress bar).
-_LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp")
+_LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp", "trec_qa_wang", "sick2014", "msrp")
 
 
 @dataclass
@@ -97,6 +101,14 @@ class PrepareSummary:
 def needs_parse(doc) -> bool:
     if doc.structures:
         return False
+    if doc.fields is not None:
+        empty = [name for name, text in doc.fields.items() if not isinstance(text, str) or not text.split()]
+        if empty:
+            path, _, line = (doc.source or "").rpartition(":")
+            raise CorpusFormatError(f"document {doc.id!r} has no text in field(s) {empty}",
+                                    path=path or None, line=int(line) if line.isdigit() else None,
+                                    fix="give every field of every record a text")
+        return True
     if doc.text is None or not doc.text.split():
         path, _, line = (doc.source or "").rpartition(":")
         raise CorpusFormatError(f"document {doc.id!r} has neither structures nor text",
@@ -364,11 +376,14 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
                     continue
                 mask = [needs_parse(d) for d in shard]
                 waiting[k] = (shard, mask)
-                texts = [d.text for d, m in zip(shard, mask) if m]
+                texts = [t for d, m in zip(shard, mask) if m for t in texts_of(d)]
                 yield k, (parse_shard, texts, pretok, spacy_model() if texts else None)
         except CorpusFormatError as e:
             # a bad input record: the complete shards read before it are good, so they are written
             read["error"] = e
+
+    def structures(item):
+        return item if isinstance(item, dict) else derive(item)
 
     def write(k, result):
         shard, mask = waiting.pop(k)
@@ -376,14 +391,18 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
             items, prov = result
             it = iter(items)
             for d, m in zip(shard, mask):
-                if m:
-                    item = next(it)
-                    d.structures = item if isinstance(item, dict) else derive(item)
+                if not m:
+                    continue
+                if d.fields is None:
+                    d.structures = structures(next(it))
+                else:  # each field's text gets the structures a single text gets, keyed per field
+                    d.structures = {field_key(name, rep): s for name in d.fields
+                                    for rep, s in structures(next(it)).items()}
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
         if reps is not None:
             for d in shard:
-                d.structures = complete(d.structures, None if reps == ["all"] else reps, f"{d.source or d.id}: ")
+                d.structures = _completed(d, reps)
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)
@@ -406,6 +425,29 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
             "Fix: the input changed; prepare it into a new --out")
     store.note_reused(run, min(len(done), k + 1))
     return parsed, written, min(len(done), k + 1)
+
+
+def texts_of(doc) -> list:
+    """The texts of a document to parse: its text, or its fields' texts in field order."""
+    return [doc.text] if doc.fields is None else list(doc.fields.values())
+
+
+def _completed(doc, reps) -> dict:
+    """The structures of ``doc`` with the representations prepare's ``reps`` asks for; of an
+    example of several texts, those of each field (``reps`` name a field's representations)."""
+    want = None if reps == ["all"] else reps
+    where = f"{doc.source or doc.id}: "
+    if doc.fields is None:
+        return complete(doc.structures, want, where)
+    per_field = {name: {} for name in doc.fields}
+    for key, s in doc.structures.items():
+        field, rep = split_key(key, per_field)
+        if field is None:
+            raise CorpusFormatError(f"{where}structure {key!r} names none of the fields {list(per_field)}",
+                                    fix="key each field's structures <field>.<representation>")
+        per_field[field][rep] = s
+    return {field_key(name, rep): s for name, got in per_field.items()
+            for rep, s in complete(got, want, f"{where}field {name!r}: ").items()}
 
 
 def _record_parser(store, prov):
@@ -468,6 +510,9 @@ def emit_store_jsonl(store, path) -> list:
 
     if not store.shard_ranges:
         raise StoreError(f"corpus store {store.path} holds no examples to write")
+    if store.fields:
+        raise StoreError(f"corpus store {store.path} holds examples of the fields {list(store.fields)}; JSON lines "
+                         "holds one text per example. Fix: drop --emit-jsonl (inspect the store with gramtile inspect)")
     write_jsonl(docs(), path)
     return sorted(dropped)
 

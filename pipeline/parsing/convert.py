@@ -31,6 +31,14 @@ A table is read row by row (:func:`~gramtile.pipeline.readers.table.table_docume
 DataFrame or Series, a pyarrow Table, a Hugging Face ``datasets.Dataset`` or a list of dicts, with
 the text, label and id in the columns ``text=``, ``label=``, ``id=`` (default the columns so named;
 a table of one column holds the texts). Each row's text is parsed (or read as a bracket tree).
+
+Examples of several texts (pairs): ``fields=`` names the fields. Each item is then a tuple (or
+list) of one item per field, each read as above (``[("Who wrote it?", "Hugo Young wrote it."),
+...]``); a table's field columns are named by ``fields={"question": "qtext", ...}`` (or a list
+of columns, each field named as its column), and ``target=`` / ``group=`` name its columns of
+real-valued targets and group ids. Each field gets the representations a single item gets, under
+the keys ``<field>.<representation>`` (``question.tree``,
+:mod:`~gramtile.pipeline.representations.fields`), as ``gramtile prepare`` stores them.
 """
 from __future__ import annotations
 
@@ -43,6 +51,7 @@ from gramtile.pipeline.readers.table import table_documents, table_kind
 from gramtile.pipeline.representations.brackets import BracketError, parse_tree
 from gramtile.pipeline.representations.encode import KIND_OF_TYPE
 from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.fields import check_field_names, field_key
 from gramtile.pipeline.representations.structures import DepTree, Document, PTree, Tree
 
 #: What :func:`parse` reads, for error messages.
@@ -133,8 +142,49 @@ def _table_item(doc):
     return doc
 
 
+def _parse_fields(items, fields, target, group, what, text, label, id, **options) -> list:
+    """:func:`parse` of examples of several texts (module docstring)."""
+    if table_kind(items) is not None:
+        if fields is None:
+            raise TypeError(f"{what}(): target= and group= go with fields=, the columns of an example's texts")
+        rows = table_documents(items, text, label, id, what=f"{what}()", fields=fields, target=target, group=group)
+        names = list(rows[0].fields)
+        columns = [[d.fields[name] for d in rows] for name in names]
+    else:
+        if (text, label, id, target, group) != (None,) * 5:
+            raise TypeError(f"{what}(): text=, label=, id=, target= and group= name the columns of a table, not of "
+                            f"a {type(items).__name__}")
+        if isinstance(fields, dict):
+            raise TypeError(f"{what}(): fields= names the fields of tuples as a list (e.g. ['a', 'b']); a dict "
+                            "maps fields to the columns of a table")
+        if isinstance(fields, str):
+            fields = [f.strip() for f in fields.split(",")]
+        names = check_field_names(fields, f"{what}(): fields=")
+        items = list(items)
+        if not items:
+            raise ValueError(f"{what}() needs at least one example")
+        for i, x in enumerate(items):
+            if not isinstance(x, (tuple, list)) or len(x) != len(names):
+                raise TypeError(f"{what}(): example {i} is a {type(x).__name__}"
+                                + (f" of {len(x)} items" if isinstance(x, (tuple, list)) else "")
+                                + f"; with fields={names} every example is a tuple of {len(names)} items, one per "
+                                  "field")
+        rows = [Document(id=str(i)) for i in range(len(items))]
+        columns = [[x[k] for x in items] for k in range(len(names))]
+    parsed = [parse(column, what=f"{what}, field {name!r}", **options) for name, column in zip(names, columns)]
+    out = []
+    for i, row in enumerate(rows):
+        texts = {name: parsed[k][i].text for k, name in enumerate(names)}
+        out.append(Document(id=row.id, label=row.label, source=row.source, target=row.target, group=row.group,
+                            fields=texts,
+                            structures={field_key(name, rep): s for k, name in enumerate(names)
+                                        for rep, s in parsed[k][i].structures.items()}))
+    return out
+
+
 def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bool = False,
-          pos: str = "upos", what: str = "gramtile.parse", text=None, label=None, id=None) -> list:
+          pos: str = "upos", what: str = "gramtile.parse", text=None, label=None, id=None, fields=None,
+          target=None, group=None) -> list:
     """Documents for a user's own examples (see the module docstring for what each item may be).
 
     Parameters
@@ -158,12 +208,22 @@ def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bo
     text, label, id : str, optional
         A table's columns holding the texts, the labels and the ids (default: the columns named
         ``text``, ``label``, ``id``; a table of one column holds the texts).
+    fields : list of str or dict, optional
+        Examples of several texts (module docstring): the field names, each item a tuple of one
+        item per field; for a table, ``{field: column}`` or a list of columns.
+    target, group : str, optional
+        A table's columns holding real-valued targets and group ids.
 
     Returns
     -------
     list of Document
-        ``id`` ``"0"``, ``"1"``, ... (a Document keeps its own), ``text`` for raw text.
+        ``id`` ``"0"``, ``"1"``, ... (a Document keeps its own), ``text`` for raw text; with
+        ``fields``, ``fields`` (field -> raw text, or None for a field given as a structure) and
+        ``structures`` keyed ``<field>.<representation>``.
     """
+    if fields is not None or target is not None or group is not None:
+        return _parse_fields(items, fields, target, group, reps=reps, model=model, nlp=nlp, pretokenized=pretokenized,
+                             pos=pos, what=what, text=text, label=label, id=id)
     if table_kind(items) is not None:
         items = [_table_item(d) for d in table_documents(items, text, label, id, what=f"{what}()")]
     elif (text, label, id) != (None, None, None):

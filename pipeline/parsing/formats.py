@@ -10,26 +10,33 @@ function. All readers are generators taking ``policy`` (or ``on_error``), ``max_
 ``encoding``; some take format options (``ptb``: ``strip``; ``conllu``: ``pos``; ``trec``:
 ``label``).
 
-=============  =====================================================  ==========================
-format         input                                                  Document
-=============  =====================================================  ==========================
-``jsonl``      gramtile JSON lines (docs/formats.md)                       id, label, text, structures
-``ptb``        PTB ``.mrg`` file or directory, multi-line trees       ``"tree"``
-``svmlighttk`` ``<label> |BT| (tree) |ET|``                           label, ``"tree"``
-``kelp``       KeLP ``.klp``/``.klp.gz``                              label, text, named trees, bow
-``conllu``     CoNLL-U                                                id, text, ``"dep"``
-``dp``         Malt-TAB ``.dp`` file or directory                     ``"dep"``
-``trec``       ``COARSE:fine question`` (Latin-1)                     label, text
-``text``       one sentence/document per line                         text
-``tsv``        ``label<TAB>text``, or chosen columns (table options)   label, text, id
-``csv``        CSV with chosen columns (table options)                label, text, id
-``parquet``    parquet with chosen columns (needs pyarrow)            label, text, id
-``files``      a folder of text files, class subfolders               label (folder), text, id
-``conll04``    CoNLL04 SpERT split file (option ``relation``)         label, ``"relation"``
-``semeval``    SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)   label, text, 4 structures
-``inex``       INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
-``senseval``   NLTK senseval ``.pos`` (option ``lemmas``)             label, text, ``"wsd"``, ``"seq"``
-=============  =====================================================  ==========================
+================  =====================================================  ==========================
+format            input                                                  Document
+================  =====================================================  ==========================
+``jsonl``         gramtile JSON lines (docs/formats.md)                       id, label, text, structures
+``ptb``           PTB ``.mrg`` file or directory, multi-line trees       ``"tree"``
+``svmlighttk``    ``<label> |BT| (tree) |ET|``                           label, ``"tree"``
+``kelp``          KeLP ``.klp``/``.klp.gz``                              label, text, named trees, bow
+``conllu``        CoNLL-U                                                id, text, ``"dep"``
+``dp``            Malt-TAB ``.dp`` file or directory                     ``"dep"``
+``trec``          ``COARSE:fine question`` (Latin-1)                     label, text
+``text``          one sentence/document per line                         text
+``tsv``           ``label<TAB>text``, or chosen columns (table options)   label, text, id
+``csv``           CSV with chosen columns (table options)                label, text, id
+``parquet``       parquet with chosen columns (needs pyarrow)            label, text, id
+``files``         a folder of text files, class subfolders               label (folder), text, id
+``conll04``       CoNLL04 SpERT split file (option ``relation``)         label, ``"relation"``
+``semeval``       SemEval-2010 Task 8 ``TRAIN_FILE.TXT`` (spaCy parse)   label, text, 4 structures
+``inex``          INEX ``CLASS:label(child ...)`` tag trees              label, ``"ptree"``, ``"tree"``
+``senseval``      NLTK senseval ``.pos`` (option ``lemmas``)             label, text, ``"wsd"``, ``"seq"``
+``trec_qa_wang``  TREC QA answer selection CSV ``qtext,label,atext``     fields question/answer, label, group
+``sick2014``      SICK ``SICK_train.txt`` (tab-separated)                fields a/b, target, label, id
+``msrp``          MSRP ``msr-para-*.tsv`` (tab-separated)                fields a/b, label
+================  =====================================================  ==========================
+
+The table formats (``tsv``, ``csv``, ``jsonl``) also read examples of several texts: ``fields``
+names the field columns, ``target_col`` a real-valued target, ``group_col`` a group id
+(:mod:`gramtile.pipeline.readers.table`).
 """
 from __future__ import annotations
 
@@ -46,12 +53,15 @@ from gramtile.pipeline.readers.jsonl import read_jsonl, write_jsonl
 from gramtile.pipeline.readers.kelp import read_kelp
 from gramtile.pipeline.readers.labels import read_label_file, with_labels
 from gramtile.pipeline.readers.malt import read_dp
+from gramtile.pipeline.readers.msrp import read_msrp
 from gramtile.pipeline.readers.parquet import read_parquet
 from gramtile.pipeline.readers.plain import read_text, read_trec
 from gramtile.pipeline.readers.ptb import read_ptb
 from gramtile.pipeline.readers.senseval import read_senseval
+from gramtile.pipeline.readers.sick2014 import read_sick2014
 from gramtile.pipeline.readers.svmlighttk import read_svmlighttk
 from gramtile.pipeline.readers.table import read_csv, read_tsv
+from gramtile.pipeline.readers.trec_qa_wang import read_trec_qa_wang
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.structures import Document
 
@@ -72,12 +82,21 @@ FORMATS = {
     "semeval": read_semeval2010,
     "inex": read_inex,
     "senseval": read_senseval,
+    "trec_qa_wang": read_trec_qa_wang,
+    "sick2014": read_sick2014,
+    "msrp": read_msrp,
 }
 
 #: Formats whose records always carry labels of their own (``labels=`` would replace them).
-LABELLED_FORMATS = ("svmlighttk", "kelp", "trec", "conll04", "semeval", "inex", "senseval")
-#: Formats that take the table options ``text_col``, ``label_col``, ``id_col`` (and ``header``).
+LABELLED_FORMATS = ("svmlighttk", "kelp", "trec", "conll04", "semeval", "inex", "senseval", "trec_qa_wang",
+                    "sick2014", "msrp")
+#: Formats that take the table options ``text_col``, ``label_col``, ``id_col``, ``fields``,
+#: ``target_col``, ``group_col`` (and ``header``, tsv and csv).
 TABLE_FORMATS = ("tsv", "csv", "parquet", "jsonl")
+#: Formats whose examples are always made of several texts (their fields fixed by the format).
+PAIR_FORMATS = ("trec_qa_wang", "sick2014", "msrp")
+#: Formats that read examples of several texts with ``fields`` (and ``target_col``, ``group_col``).
+FIELD_FORMATS = ("tsv", "csv", "jsonl")
 
 __all__ = ["FORMATS", "ErrorPolicy", "read", "write_jsonl"] + [f.__name__ for f in FORMATS.values()]
 
@@ -102,8 +121,9 @@ def read(path, fmt: str, on_error: str = "raise", max_tokens: int | None = DEFAU
         for records that carry none of their own.
     **options
         Format options: ``encoding`` (all but parquet), ``strip`` (ptb), ``pos`` (conllu), ``label``
-        (trec); ``text_col``, ``label_col``, ``id_col`` (tsv, csv, parquet, jsonl) and ``header``
-        (tsv, csv), :mod:`gramtile.pipeline.readers.table`.
+        (trec); ``text_col``, ``label_col``, ``id_col`` (tsv, csv, parquet, jsonl), ``fields``,
+        ``target_col``, ``group_col`` (tsv, csv, jsonl) and ``header`` (tsv, csv),
+        :mod:`gramtile.pipeline.readers.table`.
 
     Raises
     ------

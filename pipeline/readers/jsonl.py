@@ -38,7 +38,7 @@ from gramtile.pipeline.readers.base import (
     record_id,
     source,
 )
-from gramtile.pipeline.readers.table import record_document
+from gramtile.pipeline.readers.table import field_columns, record_document
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.hdag import HDAG, hdag_from_obj, hdag_to_obj
@@ -62,7 +62,7 @@ _WORD_LEVEL = ("dep", "seq", "wsd")
 
 
 def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8",
-               text_col=None, label_col=None, id_col=None):
+               text_col=None, label_col=None, id_col=None, fields=None, target_col=None, group_col=None):
     """Read a JSON-lines file (plain or gzip) into Documents.
 
     Parameters
@@ -77,6 +77,11 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         Read objects of your own instead of the interchange format: the text, label and id are the
         values of these fields (``text_col`` default ``"text"``; ``label`` and ``id`` when present),
         and other fields are ignored. Labels may be strings, integers or lists of strings.
+    fields, target_col, group_col : optional
+        Objects of your own holding an example of several texts: ``fields`` names each field and
+        the key holding its text (``"question=q,answer=a"``, a dict, or a list of keys;
+        :func:`~gramtile.pipeline.readers.table.field_columns`); ``target_col`` a key holding a
+        real-valued target, ``group_col`` a key holding the group id.
 
     Yields
     ------
@@ -84,13 +89,18 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         ``id`` from the object or ``"<stem>:<record number>"``; ``source`` = ``"path:line"``.
     """
     policy = make_policy(on_error, policy)
-    fields = None
-    if (text_col, label_col, id_col) != (None, None, None):
-        for c in (text_col, label_col, id_col):
+    chosen = None
+    if (text_col, label_col, id_col, fields, target_col, group_col) != (None,) * 6:
+        for c in (text_col, label_col, id_col, target_col, group_col):
             if c is not None and (not isinstance(c, str) or c.isdigit()):
                 raise CorpusFormatError(f"JSON-lines fields are chosen by name, not {c!r}", path=path,
-                                        fix="give --text-col/--label-col/--id-col a field name")
-        fields = {"text": text_col or "text", "label": label_col, "id": id_col}
+                                        fix="give --text-col/--label-col/--id-col/--target-col/--group-col a key")
+        if fields is not None and text_col is not None:
+            raise CorpusFormatError("both a text key (--text-col) and fields (--fields) are chosen", path=path,
+                                    fix="choose the fields of an example of several texts, or one text key")
+        chosen = {"text": None if fields is not None else text_col or "text", "label": label_col, "id": id_col,
+                  "fields": None if fields is None else field_columns(fields, positions=False),
+                  "target": target_col, "group": group_col}
     ids = set()
     number = 0
     for line, text in lines(path, policy, encoding):
@@ -100,8 +110,8 @@ def read_jsonl(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
         if not text.strip():
             continue
         number += 1
-        if fields is not None:
-            doc = guarded(policy, _fields_document, text, path, line, number, max_tokens, ids, fields)
+        if chosen is not None:
+            doc = guarded(policy, _fields_document, text, path, line, number, max_tokens, ids, chosen)
         else:
             doc = guarded(policy, _document, text, path, line, number, max_tokens, ids)
         if doc is not None:

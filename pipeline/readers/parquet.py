@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gramtile.pipeline.optional import load
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, check_path, guarded, make_policy, record_id
-from gramtile.pipeline.readers.table import choose_columns, column, record_document
+from gramtile.pipeline.readers.table import choose_columns, chosen_columns, column, record_document
 from gramtile.pipeline.representations.errors import CorpusFormatError
 
 #: The pip command that installs what parquet input needs.
@@ -60,7 +60,7 @@ def read_parquet(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="rai
             c = names[c - 1]
         given[role] = c
     chosen = choose_columns(names, given["text"], given["label"], given["id"], path=p, what="the parquet file")
-    wanted = list(dict.fromkeys(c for c in chosen.values() if c is not None))
+    wanted = chosen_columns(chosen)
     ids, row = set(), 0
     for batch in f.iter_batches(columns=wanted, batch_size=BATCH_ROWS):
         data = batch.to_pydict()

@@ -10,6 +10,16 @@ chosen by name (the file's first line is then its header) or by 1-based position
   ``label`` (if present) and ``id`` (if present);
 * ``text_col``, ``label_col``, ``id_col``: a column name or a 1-based position.
 
+Examples of several texts (pairs: a question and an answer, two sentences) name their text
+columns as fields instead of one text column:
+
+* ``fields``: the field names and their columns, ``"question=qtext,answer=atext"`` (a column by
+  name or position; ``"qtext,atext"`` names each field as its column), in Python also a dict
+  ``{"question": "qtext"}`` or a list of column names. Every field's text is parsed as a single
+  text is (:mod:`gramtile.pipeline.representations.fields`);
+* ``target_col``: a column holding a real-valued target (e.g. a relatedness score);
+* ``group_col``: a column holding the group id (e.g. the question whose candidates are ranked).
+
 ``tsv`` without any of these options is the two-column ``label<TAB>text`` format. A first line
 whose chosen label (or text, or id) column holds a column name such as ``label`` or ``text`` is
 refused rather than read as a record, unless ``header=False`` says it is data: a header line never
@@ -34,6 +44,7 @@ from gramtile.pipeline.readers.base import (
     source,
 )
 from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.fields import check_field_names
 from gramtile.pipeline.representations.structures import Document
 
 #: Column names a first line holding them is taken for a header (and refused as a record).
@@ -42,8 +53,74 @@ HEADER_NAMES = frozenset({"label", "labels", "class", "category", "target", "y",
                           "question", "content", "body", "id", "idx"})
 #: The columns a table's named columns default to.
 DEFAULT_COLUMNS = {"text": "text", "label": "label", "id": "id"}
-COLUMN_OPTIONS = ("header", "text_col", "label_col", "id_col")
-_CLI = {"text": "--text-col", "label": "--label-col", "id": "--id-col"}
+COLUMN_OPTIONS = ("header", "text_col", "label_col", "id_col", "fields", "target_col", "group_col")
+_CLI = {"text": "--text-col", "label": "--label-col", "id": "--id-col", "target": "--target-col",
+        "group": "--group-col"}
+#: The role of field NAME's column is ``FIELD + NAME``.
+FIELD = "field:"
+_FIELDS_FIX = "write --fields NAME=COLUMN,NAME=COLUMN (fields=), e.g. question=qtext,answer=atext"
+
+
+def _flag(role) -> str:
+    return "--fields" if role.startswith(FIELD) else _CLI[role]
+
+
+def field_columns(value, positions: bool = True) -> dict:
+    """The ``fields`` option as ``{field name: column}`` (module docstring): a string
+    ``"a=COL,b=COL"`` or ``"COL,COL"``, a dict name -> column, or a list of column names. Columns
+    are names, or (``positions``) 1-based positions."""
+    if isinstance(value, str):
+        items = [x.strip() for x in value.split(",")]
+        if not all(items):
+            raise CorpusFormatError(f"fields {value!r}: an empty item", fix=_FIELDS_FIX)
+        pairs = [(x.partition("=")[0].strip(), x.partition("=")[2].strip()) if "=" in x else (x, x) for x in items]
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        pairs = [(c, c) for c in value]
+    else:
+        raise CorpusFormatError(f"fields={value!r}: give a string, a dict or a list of columns", fix=_FIELDS_FIX)
+    check_field_names([n for n, _ in pairs], f"fields {value!r}", _FIELDS_FIX)
+    out = {}
+    for name, c in pairs:
+        if isinstance(c, str):
+            c = column(c) if positions else c.strip()
+        elif not positions or isinstance(c, bool) or not isinstance(c, int) or c < 1:
+            raise CorpusFormatError(f"fields: field {name!r} is given the column {c!r}; give a column name"
+                                    + (" or a 1-based position" if positions else ""), fix=_FIELDS_FIX)
+        out[name] = c
+    if len(set(out.values())) != len(out):
+        raise CorpusFormatError(f"fields {value!r}: two fields read the same column",
+                                fix="give every field its own column")
+    return out
+
+
+def cell_target(v, where, path=None, line=None) -> float:
+    """The real-valued target of one cell: a finite number, or a string holding one."""
+    fix = "write a real-valued target (e.g. 3.6) in every row"
+    if _missing(v) or (isinstance(v, str) and not v.strip()):
+        raise CorpusFormatError(f"{where}: no target", path=path, line=line, fix=fix)
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        raise CorpusFormatError(f"{where}: {v!r} is a truth value, not a real-valued target", path=path, line=line,
+                                fix=fix)
+    try:
+        x = float(v.strip()) if isinstance(v, str) else float(v) if isinstance(v, numbers.Real) else None
+    except ValueError:
+        x = None
+    if x is None or not math.isfinite(x):
+        raise CorpusFormatError(f"{where}: {v!r} is not a finite number", path=path, line=line, fix=fix)
+    return x
+
+
+def cell_group(v, where, path=None, line=None) -> str:
+    """The group id of one cell: a non-empty string, or an integer (as its decimal string)."""
+    fix = "write a group id (e.g. the question) in every row"
+    if _missing(v) or (isinstance(v, str) and not v.strip()):
+        raise CorpusFormatError(f"{where}: no group", path=path, line=line, fix=fix)
+    if isinstance(v, bool) or not isinstance(v, (str, numbers.Integral)):
+        raise CorpusFormatError(f"{where}: {v!r} ({type(v).__name__}) is not a group id", path=path, line=line,
+                                fix="group ids are strings or integers")
+    return v.strip() if isinstance(v, str) else str(int(v))
 
 
 def column(value):
@@ -97,8 +174,9 @@ def _rows(path, policy, encoding, delimiter, quoting):
 class _Layout:
     """Where text, label and id are in the rows of one file."""
 
-    def __init__(self, path, header, cols, legacy):
+    def __init__(self, path, header, cols, legacy, fix=None):
         self.path, self.header, self.cols, self.legacy = path, header, cols, legacy
+        self.fix = fix  # the fix of a missing column in a format of fixed columns
         self.names = None  # the header's column names
         self.index = {}  # role -> 0-based position
         self.width = None  # the number of columns every row has
@@ -120,27 +198,27 @@ class _Layout:
                                         line=line, fix="give every column its own name")
         self.names = names
         self.width, self.width_line = len(names), line
-        for role in ("text", "label", "id"):
-            c = self.cols.get(role)
+        fielded = any(role.startswith(FIELD) for role in self.cols)
+        for role, c in self.cols.items():
             if c is None:
-                if DEFAULT_COLUMNS[role] in names:
+                if role in DEFAULT_COLUMNS and DEFAULT_COLUMNS[role] in names and not (role == "text" and fielded):
                     self.index[role] = names.index(DEFAULT_COLUMNS[role])
-                elif role == "text":
+                elif role == "text" and not fielded:
                     raise CorpusFormatError(f"no column named 'text' in the header {names}", path=self.path, line=line,
                                             fix="name the text column: --text-col NAME (text_col=)")
             elif isinstance(c, int):
                 self._position(role, c, line)
             elif c not in names:
-                raise CorpusFormatError(f"no column {c!r} ({_CLI[role]}) in the header {names}", path=self.path,
-                                        line=line, fix=f"give {_CLI[role]} one of the header's names, or a 1-based "
-                                                       "position")
+                raise CorpusFormatError(f"no column {c!r} ({_flag(role)}) in the header {names}", path=self.path,
+                                        line=line, fix=self.fix or f"give {_flag(role)} one of the header's names, "
+                                                                   "or a 1-based position")
             else:
                 self.index[role] = names.index(c)
 
     def _position(self, role, c, line):
         if c > self.width:
-            raise CorpusFormatError(f"{_CLI[role]} {c}: line {line} has {self.width} column(s)", path=self.path,
-                                    line=line, fix=f"give {_CLI[role]} a position from 1 to {self.width}")
+            raise CorpusFormatError(f"{_flag(role)} {c}: line {line} has {self.width} column(s)", path=self.path,
+                                    line=line, fix=f"give {_flag(role)} a position from 1 to {self.width}")
         self.index[role] = c - 1
 
     def first_row(self, row, line):
@@ -155,11 +233,12 @@ class _Layout:
 
     def looks_like_header(self, row, line):
         """Refuse a first row whose chosen columns hold column names (header not declared)."""
-        for role in ("label", "text", "id"):
+        for role in ("label", "text", "id", *(r for r in self.index if r.startswith(FIELD))):
             i = self.index.get(role)
             if i is not None and i < len(row) and row[i].strip().lower() in HEADER_NAMES:
                 value = row[i].strip()
-                what = f"a class called {value!r}" if role == "label" else f"a {role} {value!r}"
+                what = (f"a class called {value!r}" if role == "label" else
+                        f"a {role[len(FIELD):]} text {value!r}" if role.startswith(FIELD) else f"a {role} {value!r}")
                 raise CorpusFormatError(
                     f"looks like a header ({self.name(i)} holds {value!r}): read as a record it would "
                     f"give {what}", path=self.path, line=line,
@@ -186,11 +265,25 @@ def _document(lay, row, path, line, max_tokens, ids, tsv):
         fix = ("remove the tab from the text (TSV cannot quote it), or write the file as CSV with quoted fields" if tsv
                else 'quote a field that holds a comma: "a, b"')
         raise CorpusFormatError(f"{len(row)} columns where {against} {lay.width}{why}", path=path, line=line, fix=fix)
-    i = lay.index["text"]
-    text = row[i]
-    if not text.strip():
-        raise _cell_error(path, line, lay.name(i), "empty text", "write a text in every row, or remove the row")
-    check_text(text, max_tokens, path, line, "text")
+    fields = {role[len(FIELD):]: i for role, i in lay.index.items() if role.startswith(FIELD)}
+    text = None
+    for name, i in (fields or {None: lay.index["text"]}).items():
+        value = row[i]
+        if not value.strip():
+            raise _cell_error(path, line, lay.name(i), f"empty text{'' if name is None else f' (field {name!r})'}",
+                              "write a text in every row, or remove the row")
+        check_text(value, max_tokens, path, line, "text" if name is None else f"text of field {name!r}")
+        if name is None:
+            text = value
+        else:
+            fields[name] = value.strip()
+    target = group = None
+    if "target" in lay.index:
+        i = lay.index["target"]
+        target = cell_target(row[i], lay.name(i), path, line)
+    if "group" in lay.index:
+        i = lay.index["group"]
+        group = cell_group(row[i], lay.name(i), path, line)
     label = None
     if "label" in lay.index:
         i = lay.index["label"]
@@ -206,24 +299,38 @@ def _document(lay, row, path, line, max_tokens, ids, tsv):
         if doc_id in ids:
             raise _cell_error(path, line, lay.name(i), f"duplicate id {doc_id!r}", "give every row a unique id")
         ids.add(doc_id)
-    return Document(id=doc_id, label=label, text=text if lay.legacy else text.strip(), source=source(path, line))
+    if fields:
+        return Document(id=doc_id, label=label, fields=fields, target=target, group=group, source=source(path, line))
+    return Document(id=doc_id, label=label, text=text if lay.legacy else text.strip(), target=target, group=group,
+                    source=source(path, line))
 
 
 def read_table(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8",
-               delimiter=",", header=None, text_col=None, label_col=None, id_col=None):
+               delimiter=",", header=None, text_col=None, label_col=None, id_col=None, fields=None,
+               target_col=None, group_col=None, missing_fix=None):
     """Read a CSV (``delimiter=","``, quoted fields) or TSV (``"\\t"``, no quoting) file with chosen
     columns (module docstring).
+
+    ``missing_fix``: the fix an error names when a column chosen by name is not in the header
+    (formats of fixed columns say which header they expect).
 
     Yields
     ------
     Document
         ``id`` from ``id_col`` or ``"<stem>:<line>"``, ``label`` from ``label_col`` (else none),
-        ``text`` from ``text_col``; ``source`` = ``"path:line"``.
+        ``text`` from ``text_col``, or ``fields`` from the field columns; ``target`` from
+        ``target_col``, ``group`` from ``group_col``; ``source`` = ``"path:line"``.
     """
     policy = make_policy(on_error, policy)
     tsv = delimiter == "\t"
-    cols = {"text": text_col, "label": label_col, "id": id_col}
+    if fields is not None and text_col is not None:
+        raise CorpusFormatError("both a text column (--text-col) and fields (--fields) are chosen", path=path,
+                                fix="choose the fields of an example of several texts, or one text column")
+    cols = {"text": text_col, "label": label_col, "id": id_col, "target": target_col, "group": group_col}
     cols = {role: None if c is None else column(c) for role, c in cols.items()}
+    if fields is not None:
+        del cols["text"]
+        cols.update({FIELD + name: c for name, c in field_columns(fields).items()})
     named = any(isinstance(c, str) for c in cols.values())
     if header is False and named:
         raise CorpusFormatError(f"columns chosen by name ({[c for c in cols.values() if isinstance(c, str)]}) "
@@ -233,7 +340,7 @@ def read_table(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
     declared = header
     if header is None:
         header = named
-    lay = _Layout(path, header, cols, legacy)
+    lay = _Layout(path, header, cols, legacy, missing_fix)
     quoting = csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL
     blank, ids, first = [], set(), True
     for start, end, row, damaged in _rows(path, policy, encoding, delimiter, quoting):
@@ -247,7 +354,7 @@ def read_table(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
             continue
         if first:
             first = False
-            if not header and not legacy and cols["text"] is None:  # checked here: an empty file says so first
+            if not header and not legacy and cols.get("text", 0) is None:  # checked here: an empty file says so first
                 raise CorpusFormatError("no text column chosen", path=path,
                                         fix="pass --header (header=True) if the first line names the columns (a "
                                             "column named 'text' is the text), or --text-col N (text_col=)")
@@ -264,14 +371,15 @@ def read_table(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise
 
 
 def read_csv(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8", header=None,
-             text_col=None, label_col=None, id_col=None):
+             text_col=None, label_col=None, id_col=None, fields=None, target_col=None, group_col=None):
     """Read a CSV file (comma-separated, fields quoted as needed) with chosen columns
     (:func:`read_table`)."""
-    yield from read_table(path, policy, max_tokens, on_error, encoding, ",", header, text_col, label_col, id_col)
+    yield from read_table(path, policy, max_tokens, on_error, encoding, ",", header, text_col, label_col, id_col,
+                          fields, target_col, group_col)
 
 
 def read_tsv(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise", encoding="utf-8", header=None,
-             text_col=None, label_col=None, id_col=None):
+             text_col=None, label_col=None, id_col=None, fields=None, target_col=None, group_col=None):
     """Read a TSV file: ``label<TAB>text`` lines, or chosen columns (:func:`read_table`).
 
     Yields
@@ -279,7 +387,8 @@ def read_tsv(path, policy=None, max_tokens=DEFAULT_MAX_TOKENS, on_error="raise",
     Document
         ``id`` = ``"<stem>:<line>"`` (or from ``id_col``), ``label``, ``text``.
     """
-    yield from read_table(path, policy, max_tokens, on_error, encoding, "\t", header, text_col, label_col, id_col)
+    yield from read_table(path, policy, max_tokens, on_error, encoding, "\t", header, text_col, label_col, id_col,
+                          fields, target_col, group_col)
 
 
 # ---- values of a record held in memory or in a parquet / JSON-lines field ------------------------
@@ -341,18 +450,31 @@ def cell_id(v, where, ids, path=None, line=None) -> str:
     return v
 
 
-def choose_columns(names, text=None, label=None, id=None, path=None, what="the table") -> dict:
-    """``{"text": name, "label": name or None, "id": name or None}`` among the column ``names``: the
-    ones given (each must exist), else ``text`` / ``label`` / ``id`` when present; a table of one
-    column has its texts there."""
+def choose_columns(names, text=None, label=None, id=None, path=None, what="the table", fields=None, target=None,
+                   group=None) -> dict:
+    """``{"text": name, "label": name or None, "id": name or None, "fields": None, "target": None,
+    "group": None}`` among the column ``names``: the ones given (each must exist), else ``text`` /
+    ``label`` / ``id`` when present; a table of one column has its texts there. With ``fields``
+    (:func:`field_columns`, by name): ``"fields"`` maps each field to its column and ``"text"`` is
+    None; ``"target"`` and ``"group"`` are the columns given."""
     names = list(names)
-    chosen = {}
-    for role, c in (("text", text), ("label", label), ("id", id)):
+
+    def given(c, option):
+        if c not in names:
+            raise CorpusFormatError(f"{what} has no column {c!r} ({option}); its columns are {names}", path=path,
+                                    fix=f"give {option} one of its columns")
+        return c
+
+    chosen = {"text": None, "fields": None}
+    if fields is not None:
+        if text is not None:
+            raise CorpusFormatError("both a text column (text=) and fields (fields=) are chosen", path=path,
+                                    fix="choose the fields of an example of several texts, or one text column")
+        chosen["fields"] = {name: given(c, "fields=") for name, c in field_columns(fields, positions=False).items()}
+    roles = (("label", label), ("id", id)) if fields is not None else (("text", text), ("label", label), ("id", id))
+    for role, c in roles:
         if c is not None:
-            if c not in names:
-                raise CorpusFormatError(f"{what} has no column {c!r} ({role}=); its columns are {names}", path=path,
-                                        fix=f"give {role}= one of its columns")
-            chosen[role] = c
+            chosen[role] = given(c, f"{role}=")
         elif DEFAULT_COLUMNS[role] in names:
             chosen[role] = DEFAULT_COLUMNS[role]
         elif role == "text" and len(names) == 1:
@@ -362,17 +484,37 @@ def choose_columns(names, text=None, label=None, id=None, path=None, what="the t
                                     fix="name the column that holds the texts: text='COLUMN' (--text-col COLUMN)")
         else:
             chosen[role] = None
+    for role, c in (("target", target), ("group", group)):
+        chosen[role] = None if c is None else given(c, f"{role}=")
     return chosen
+
+
+def chosen_columns(chosen) -> list:
+    """The distinct columns a :func:`choose_columns` choice reads."""
+    cols = [chosen[r] for r in ("text", "label", "id", "target", "group")] + list((chosen["fields"] or {}).values())
+    return list(dict.fromkeys(c for c in cols if c is not None))
 
 
 def record_document(get, chosen, number, ids, where, default_id, path=None, line=None, max_tokens=None) -> Document:
     """The Document of one record whose column values ``get(name)`` returns; ``where(name)`` says where a
     value is, for errors (``"row 3, column 'text'"``)."""
-    text = cell_text(get(chosen["text"]), where(chosen["text"]), path, line)
-    check_text(text, max_tokens, path, line, f"text ({where(chosen['text'])})")
+    fields = chosen.get("fields")
+    text = None
+    if fields:
+        fields = {name: cell_text(get(c), where(c), path, line) for name, c in fields.items()}
+        for name, c in chosen["fields"].items():
+            check_text(fields[name], max_tokens, path, line, f"text of field {name!r} ({where(c)})")
+    else:
+        text = cell_text(get(chosen["text"]), where(chosen["text"]), path, line)
+        check_text(text, max_tokens, path, line, f"text ({where(chosen['text'])})")
     label = None if chosen["label"] is None else cell_label(get(chosen["label"]), where(chosen["label"]), path, line)
     doc_id = default_id if chosen["id"] is None else cell_id(get(chosen["id"]), where(chosen["id"]), ids, path, line)
-    return Document(id=doc_id, label=label, text=text, source=None if path is None else source(path, line or number))
+    target = None if chosen.get("target") is None else cell_target(get(chosen["target"]), where(chosen["target"]),
+                                                                   path, line)
+    group = None if chosen.get("group") is None else cell_group(get(chosen["group"]), where(chosen["group"]),
+                                                                path, line)
+    return Document(id=doc_id, label=label, text=text, fields=fields or None, target=target, group=group,
+                    source=None if path is None else source(path, line or number))
 
 
 # ---- tables held in memory -------------------------------------------------------------------------
@@ -419,7 +561,8 @@ def _columns_of(x, kind):
     return names, None
 
 
-def table_documents(x, text=None, label=None, id=None, what="the table") -> list:
+def table_documents(x, text=None, label=None, id=None, what="the table", fields=None, target=None,
+                    group=None) -> list:
     """Documents (text, label, id; not parsed yet) of the rows of a table held in memory.
 
     Parameters
@@ -428,6 +571,11 @@ def table_documents(x, text=None, label=None, id=None, what="the table") -> list
         (see :func:`table_kind`; nothing is imported to recognise them).
     text, label, id : column names, optional
         Default: the columns named ``text`` (or the only column), ``label`` and ``id`` when present.
+    fields : dict or list, optional
+        Examples of several texts: ``{field: column}``, or a list of columns (each field named as
+        its column); ``text`` is then not read (:func:`choose_columns`).
+    target, group : column names, optional
+        Columns of real-valued targets and of group ids.
 
     Raises
     ------
@@ -440,7 +588,7 @@ def table_documents(x, text=None, label=None, id=None, what="the table") -> list
         raise TypeError(f"{what}: a {type(x).__name__} is not a table (a pandas DataFrame or Series, a pyarrow Table, "
                         "a datasets.Dataset, or a list of dicts)")
     names, values = _columns_of(x, kind)
-    chosen = choose_columns(names, text, label, id, what=what)
+    chosen = choose_columns(names, text, label, id, what=what, fields=fields, target=target, group=group)
     ids = set()
     docs = []
     n = len(x) if kind != "arrow" else x.num_rows

@@ -197,6 +197,13 @@ class Document:
     text: str | None = None
     structures: dict = field(default_factory=dict)
     source: str | None = None  # "path:line" where the record came from
+    #: an example of several texts: field name -> raw text, in field order (``text`` is then None
+    #: and ``structures`` are keyed ``<field>.<representation>``, :mod:`~gramtile.pipeline.representations.fields`)
+    fields: dict | None = None
+    #: a real-valued target (e.g. a relatedness score), or None
+    target: float | None = None
+    #: the group the example belongs to (e.g. the question of answer selection), or None
+    group: str | None = None
 
 
 def format_tree(tree: Tree, compact: bool = False) -> str:

