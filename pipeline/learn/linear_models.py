@@ -2,16 +2,22 @@
 onto the feature ids the weights are indexed by.
 
 A model directory written by :meth:`LinearModel.save` (``gramtile train --features F.zarr
---model linear --out DIR``) holds
+--model linear --out DIR``) is in the one model format (:mod:`.models`, read by
+:func:`~gramtile.pipeline.learn.model_files.load_model`) and holds
 
-- ``linear.json``: format ``gramtile-linear-model`` and its version, the classes, the kernel spec
-  of the feature store (a base kernel with a feature map, or ``normalized`` of one), the base
-  spec, the representation it reads (name and kind), the learner's parameters, the feature
-  store's attribute (provenance), and the corpus's string vocabularies (``sym``, ``prod``,
-  ``pprod``) that the feature keys are built from;
-- ``linear.npz``: ``coef`` (one row per one-vs-rest function, one row for two classes),
+- ``model.json``: format ``gramtile-model``, its version, ``"model": "linear"``, the learner,
+  the kernel spec of the feature store (a base kernel with a feature map, or ``normalized`` of
+  one) and its hash (checked on load), the classes, the learner's parameters, the feature
+  store's attribute (the base spec, the representation it reads, name and kind; provenance), and
+  the corpus's string vocabularies (``sym``, ``prod``, ``pprod``) that the feature keys are built
+  from;
+- ``weights.npz``: ``coef`` (one row per one-vs-rest function, one row for two classes),
   ``intercept``, and a copy of the feature vocabulary (``key_ptr``, ``key_items``, ``order``:
-  column f's key and weight exponent, as in the corpus store's feature set).
+  column f's key and weight exponent, as in the corpus store's feature set);
+- ``manifest.json``: the sha256 of every other file, checked before any is read.
+
+Directories written before the one format (``linear.json`` and ``linear.npz``, format
+``gramtile-linear-model`` version 2) load as they are.
 
 Predicting from examples (:meth:`LinearModel.feature_rows`): the examples' structures are
 encoded with a copy of the corpus's string vocabularies (a string unseen at training gets a new
@@ -34,7 +40,15 @@ import scipy.sparse as sp
 from gramtile.kernels.maps import weights
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
-from gramtile.pipeline.learn.models import DAMAGED_FIX, LEGACY_FIX, as_documents
+from gramtile.pipeline.learn.models import (
+    DAMAGED_FIX,
+    FORMAT,
+    FORMAT_VERSION,
+    LEGACY_FIX,
+    MODEL_FILE,
+    Predictions,
+    as_documents,
+)
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import DepTree, Document
@@ -50,15 +64,21 @@ from gramtile.pipeline.stores.integrity import (
     write_manifest,
 )
 
-FORMAT = "gramtile-linear-model"
-FORMAT_VERSION = 2
-MODEL_FILE = "linear.json"
-ARRAYS_FILE = "linear.npz"
+ARRAYS_FILE = "weights.npz"
+#: the files of linear models written before the one model format (read, never written)
+OLD_FORMAT, OLD_VERSION, OLD_MODEL_FILE, OLD_ARRAYS_FILE = "gramtile-linear-model", 2, "linear.json", "linear.npz"
 
 
 def is_linear_model(directory) -> bool:
-    """True when ``directory`` holds a linear model (``linear.json``)."""
-    return (Path(directory) / MODEL_FILE).is_file()
+    """True when ``directory`` holds a linear model (``model.json`` saying so, or the older
+    ``linear.json``)."""
+    d = Path(directory)
+    if (d / OLD_MODEL_FILE).is_file():
+        return True
+    try:
+        return json.loads((d / MODEL_FILE).read_text(encoding="utf-8")).get("model") == "linear"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class LinearModel:
@@ -116,6 +136,21 @@ class LinearModel:
     def predict(self, X) -> list:
         """Labels (argmax of the one-vs-rest scores, the first on ties, as LinearSVC / SGDClassifier)."""
         return labels_of(self.decision_function(X), self.classes)
+
+    def predictions(self, docs) -> Predictions:
+        """Labels and decision scores of Documents, and a line saying what it took: the examples'
+        structures mapped onto the model's feature ids (unseen features dropped: their weight is
+        zero), then w.x + b."""
+        X = self.feature_rows(docs)
+        S = self.decision_function(X)
+        return Predictions(np.asarray(labels_of(S, self.classes), dtype=object), S,
+                           f"{len(docs)} examples, linear model over {self.n_features} features "
+                           f"({X.nnz} known non-zeros)")
+
+    @property
+    def spec(self):
+        """The kernel whose feature space the weights live in (the feature store's)."""
+        return as_spec(self.meta["spec"])
 
     # ---- new examples -----------------------------------------------------------------------
 
@@ -181,7 +216,9 @@ class LinearModel:
         try:
             arrays = {"coef": self.coef, "intercept": self.intercept, **(self.vocab_arrays or {})}
             np.savez(tmp / ARRAYS_FILE, **arrays)
-            info = {"format": FORMAT, "format_version": FORMAT_VERSION, "classes": self.classes,
+            spec = self.spec
+            info = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": "linear", "learner": "linear",
+                    "kernel": spec.to_dict(), "kernel_hash": spec.spec_hash, "classes": self.classes,
                     "params": self.params, "features": self.meta, "strings": self.strings}
             (tmp / MODEL_FILE).write_text(json.dumps(info), encoding="utf-8")
             write_manifest(tmp)
@@ -193,28 +230,43 @@ class LinearModel:
 
     @classmethod
     def load(cls, directory) -> LinearModel:
-        """Read a model directory written by :meth:`save`, every file checked against its sha256
-        first (one line naming a damaged file and the fix, never a decode error)."""
+        """Read a model directory written by :meth:`save` (or, before the one model format, with
+        ``linear.json``), every file checked against its sha256 first (one line naming a damaged
+        file and the fix, never a decode error), then the kernel against its recorded hash."""
         d = Path(directory)
-        if not (d / MANIFEST).is_file() and (not (d / MODEL_FILE).is_file() or not (d / ARRAYS_FILE).is_file()):
+        old = (d / OLD_MODEL_FILE).is_file()
+        model_file, arrays_file = (OLD_MODEL_FILE, OLD_ARRAYS_FILE) if old else (MODEL_FILE, ARRAYS_FILE)
+        if not (d / MANIFEST).is_file() and (not (d / model_file).is_file() or not (d / arrays_file).is_file()):
             raise EvaluationError(f"{d} holds no linear model ({MODEL_FILE} and {ARRAYS_FILE}); train one with "
                                   f"`gramtile train --features F.zarr --model linear --out {d}`")
-        check_manifest(d, "model directory", LEGACY_FIX.format(d=d), DAMAGED_FIX, required=(MODEL_FILE, ARRAYS_FILE))
+        check_manifest(d, "model directory", LEGACY_FIX.format(d=d), DAMAGED_FIX, required=(model_file, arrays_file))
         try:
-            info = json.loads((d / MODEL_FILE).read_text(encoding="utf-8"))
+            info = json.loads((d / model_file).read_text(encoding="utf-8"))
             if not isinstance(info, dict):
                 raise ValueError("not a JSON object")
         except (OSError, ValueError) as e:
-            raise StoreCorruptError(f"{d / MODEL_FILE} is not readable JSON ({e}). Fix: {DAMAGED_FIX}") from None
-        if info.get("format") != FORMAT or info.get("format_version") != FORMAT_VERSION:
-            raise StoreError(f"{d / MODEL_FILE} is not a {FORMAT} of version {FORMAT_VERSION} (format "
-                             f"{info.get('format')!r}, version {info.get('format_version')!r}); train it again")
+            raise StoreCorruptError(f"{d / model_file} is not readable JSON ({e}). Fix: {DAMAGED_FIX}") from None
+        want = (OLD_FORMAT, OLD_VERSION) if old else (FORMAT, FORMAT_VERSION)
+        if (info.get("format"), info.get("format_version")) != want or (not old and info.get("model") != "linear"):
+            raise StoreError(f"{d / model_file} is not a linear model of format {want[0]} version {want[1]} (format "
+                             f"{info.get('format')!r}, version {info.get('format_version')!r}, model "
+                             f"{info.get('model')!r}); train it again with this gramtile")
+        if not old:
+            try:
+                spec = as_spec(info["kernel"])
+                ok = spec.spec_hash == info["kernel_hash"] == as_spec(info["features"]["spec"]).spec_hash
+            except (KeyError, TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise StoreError(f"{d / model_file}: its kernel does not match its recorded hash "
+                                 f"({str(info.get('kernel_hash'))[:16]}...) or its feature store's kernel; the file "
+                                 f"was edited or written by another gramtile version. Fix: {DAMAGED_FIX}")
         try:
-            with np.load(d / ARRAYS_FILE, allow_pickle=False) as a:
+            with np.load(d / arrays_file, allow_pickle=False) as a:
                 vocab = {k: a[k] for k in ("key_ptr", "key_items", "order")} if "key_ptr" in a.files else None
                 coef, intercept = a["coef"], a["intercept"]
         except Exception as e:  # noqa: BLE001  (a damaged archive: BadZipFile, EOFError, ValueError, ...)
-            raise StoreCorruptError(f"{d / ARRAYS_FILE} cannot be read ({type(e).__name__}: {e}). Fix: "
+            raise StoreCorruptError(f"{d / arrays_file} cannot be read ({type(e).__name__}: {e}). Fix: "
                                     f"{DAMAGED_FIX}") from None
         return cls(coef, intercept, info["classes"], info["features"], info.get("params"), vocab,
                    info.get("strings"))

@@ -97,9 +97,14 @@ from gramtile.pipeline.stores.integrity import (
 )
 from gramtile.pipeline.stores.resource_store import load
 
-FORMAT_VERSION = 2
-#: Model directories this gramtile reads (version 1: no saved resources).
-READABLE_VERSIONS = (1, 2)
+#: The one format of model directories (``model.json``), whatever the learner: its ``model`` field
+#: says what it holds (``kernel``: this module; ``linear``: :mod:`.linear_models`)
+FORMAT = "gramtile-model"
+FORMAT_VERSION = 3
+#: Kernel model directories this gramtile reads (version 1: no saved resources; 3: the ``model``
+#: field, written for every learner's model).
+READABLE_VERSIONS = (1, 2, 3)
+MODEL_FILE = "model.json"
 RESOURCES_FILE = "resources.npz"
 STRINGS_FILE = "resource-strings.json"
 #: the fix named when a model directory's files do not match their checksums
@@ -142,6 +147,17 @@ class TrainedResources:
 
     strings: list
     values: dict
+
+
+@dataclass
+class Predictions:
+    """What a saved model says about examples (:meth:`SavedModel.predictions`,
+    :meth:`~gramtile.pipeline.learn.linear_models.LinearModel.predictions`): the labels, the
+    decision scores ((n,) for two classes, else (n, functions)) and one line saying what it took."""
+
+    labels: np.ndarray
+    scores: np.ndarray
+    what: str
 
 
 @dataclass
@@ -347,6 +363,13 @@ class SavedModel:
             votes[~win, j] += 1
         return cl[np.argmax(votes, axis=1)]  # argmax: first maximum = lower class index, as libsvm
 
+    def predictions(self, docs) -> Predictions:
+        """Labels and decision scores of Documents, and a line saying what it took."""
+        K = self.kernel_to_support(docs)
+        return Predictions(self.predict_from_kernel(K), self.decision_function(K),
+                           f"{len(docs)} examples x {self.n_support} support examples "
+                           f"({K.shape[0] * K.shape[1]:,} kernel evaluations)")
+
     def predict(self, X, spacy_model: str | None = None) -> np.ndarray:
         """Labels of examples: Documents, bare structures (a Tree, DepTree, ...), raw texts
         (parsed with spaCy, ``spacy_model`` or the default) or parsed spaCy ``Doc``s
@@ -392,7 +415,7 @@ class SavedModel:
             name = f"support-{rep}.jsonl"
             _write_support(self.support, rep, d / name)
             files[rep] = name
-        meta = {"format": "gramtile-model", "format_version": FORMAT_VERSION, "kernel": self.spec.to_dict(),
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": "kernel", "kernel": self.spec.to_dict(),
                 "kernel_hash": self.spec.spec_hash, "learner": self.learner, "scheme": self.scheme,
                 "classes": self.classes, "params": self.params, "functions": self.functions,
                 "support_ids": [doc.id for doc in self.support], "support_labels": [doc.label for doc in self.support],
@@ -415,7 +438,10 @@ class SavedModel:
                 raise ValueError("not a JSON object")
         except (OSError, ValueError) as e:
             raise StoreCorruptError(f"{d / 'model.json'} is not readable JSON ({e}). Fix: {DAMAGED_FIX}") from None
-        if meta.get("format") != "gramtile-model" or meta.get("format_version") not in READABLE_VERSIONS:
+        if meta.get("model", "kernel") != "kernel":
+            raise StoreError(f"{d / 'model.json'} holds a {meta.get('model')} model, not a kernel model; open it "
+                             "with gramtile.pipeline.learn.model_files.load_model")
+        if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
             raise StoreError(f"{d / 'model.json'} is not a gramtile model of format version "
                              f"{' or '.join(map(str, READABLE_VERSIONS))} "
                              f"(format {meta.get('format')!r}, version {meta.get('format_version')!r}); "

@@ -142,14 +142,14 @@ def check_output_file(path, option: str = "--out", overwrite: bool | None = Fals
 def check_output_dir(path, option: str = "--out", overwrite: bool = False, owned=(), kind: str = "") -> Path:
     """Check a folder output before any work: it is not a file; an existing folder holding any of
     the files ``owned`` (what the command writes there) is refused unless ``overwrite``. With
-    ``kind`` (e.g. "model directory", marked by ``owned[0]``), a non-empty folder that is not one is
-    refused even with ``overwrite`` (it would mix two things in one folder)."""
+    ``kind`` (e.g. "model directory", marked by any of ``owned``), a non-empty folder that is not one
+    is refused even with ``overwrite`` (it would mix two things in one folder)."""
     path = Path(path)
     _folder_of(path, option)
     if path.exists() and not path.is_dir():
         raise UsageError(f"{option} {path} is a file, not a folder. Fix: choose another {option}")
     held = [name for name in owned if (path / name).exists()]
-    if kind and path.is_dir() and any(path.iterdir()) and not (path / owned[0]).exists():
+    if kind and path.is_dir() and any(path.iterdir()) and not held:
         raise UsageError(f"{option} {path} exists and is not a {kind} (it holds {sorted(os.listdir(path))[:3]}). "
                          f"Fix: choose another {option}")
     if held and not overwrite:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gramtile.pipeline.learn.linear_models import LinearModel, is_linear_model
-from gramtile.pipeline.learn.models import SavedModel, read_documents
+from gramtile.pipeline.learn.model_files import load_model
+from gramtile.pipeline.learn.models import read_documents
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import tsv_field
 from gramtile.workflows.commands import check_output_file, deprecated, overwrite_flag, write_text_atomic
@@ -44,58 +44,26 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-
-
     t0 = time.perf_counter()
     if args.out:
         check_output_file(args.out, "--out", args.overwrite)
-    if is_linear_model(args.model_dir):
-        return run_linear(args, t0)
-    m = SavedModel.load(args.model_dir)
+    m = load_model(args.model_dir)
     docs = read_documents(args.input, args.format, model=args.spacy_model, **data_options(args, args.format))
-    K = m.kernel_to_support(docs)
-    pred = m.predict_from_kernel(K)
-    lines = [f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, pred)]
+    got = m.predictions(docs)
+    lines = [f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, got.labels)]
     if args.out:
         out = Path(args.out)
         if out.suffix == ".json":
-            S = m.decision_function(K)
-            write_text_atomic(out, json.dumps([{"id": d.id, "predicted": str(p), "gold": d.label, "score": np.atleast_1d(s)
-                                        .tolist()} for d, p, s in zip(docs, pred, S)], indent=1))
+            write_text_atomic(out, json.dumps([{"id": d.id, "predicted": str(p), "gold": d.label,
+                                                "score": np.atleast_1d(s).tolist()}
+                                               for d, p, s in zip(docs, got.labels, got.scores)], indent=1))
         else:
             write_text_atomic(out, "\n".join(lines) + "\n")
     else:
         print("\n".join(lines))
     gold = [d.label for d in docs]
-    msg = (f"gramtile predict: {len(docs)} examples x {m.n_support} support examples "
-           f"({K.shape[0] * K.shape[1]:,} kernel evaluations)")
-    if all(isinstance(g, str) for g in gold) and gold:
-        msg += f", accuracy {np.mean([g == p for g, p in zip(gold, pred)]):.4f} against the input's labels"
-    log.info(msg + f" in {time.perf_counter() - t0:.1f} s")
-    return 0
-
-
-def run_linear(args, t0) -> int:
-    """A linear model (``train --features F.zarr --model linear``): the inputs' structures mapped
-    onto the model's feature ids (unseen features dropped: their weight is zero), then w.x + b."""
-    m = LinearModel.load(args.model_dir)
-    docs = read_documents(args.input, args.format, model=args.spacy_model, **data_options(args, args.format))
-    X = m.feature_rows(docs)
-    S = m.decision_function(X)
-    pred = m.predict(X)
-    if args.out:
-        out = Path(args.out)
-        if out.suffix == ".json":
-            write_text_atomic(out, json.dumps([{"id": d.id, "predicted": p, "gold": d.label,
-                                                "score": np.atleast_1d(s).tolist()}
-                                               for d, p, s in zip(docs, pred, S)], indent=1))
-        else:
-            write_text_atomic(out, "\n".join(f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, pred)) + "\n")
-    else:
-        print("\n".join(f"{tsv_field(d.id)}\t{tsv_field(p)}" for d, p in zip(docs, pred)))
-    gold = [d.label for d in docs]
-    msg = f"gramtile predict: {len(docs)} examples, linear model over {m.n_features} features ({X.nnz} known non-zeros)"
+    msg = f"gramtile predict: {got.what}"
     if gold and all(isinstance(g, str) for g in gold):
-        msg += f", accuracy {np.mean([g == p for g, p in zip(gold, pred)]):.4f} against the input's labels"
+        msg += f", accuracy {np.mean([g == p for g, p in zip(gold, got.labels)]):.4f} against the input's labels"
     log.info(msg + f" in {time.perf_counter() - t0:.1f} s")
     return 0

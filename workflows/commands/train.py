@@ -120,7 +120,7 @@ def run(args) -> int:
         if not args.features or learner.reads != "features" or args.gram or args.kernel:
             raise EvaluationError("--features F.zarr goes with --model linear (no --kernel, no --gram: the store "
                                   "names its kernel); --model linear needs --features")
-        out = check_output_dir(args.out, "--out", args.overwrite, owned=("linear.json", "linear.npz"),
+        out = check_output_dir(args.out, "--out", args.overwrite, owned=("model.json", "weights.npz", "linear.json", "linear.npz"),
                                kind="model directory")
         # a model directory is written whole or not at all, and never over one that appeared meanwhile
         cw = parse_class_weight(args.class_weight)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gramtile.pipeline.compute.repair import repair
-from gramtile.pipeline.learn.linear_models import LinearModel, is_linear_model
-from gramtile.pipeline.learn.models import SavedModel
+from gramtile.pipeline.learn.model_files import is_model_dir, load_model
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import is_feature_store, verify_store
 from gramtile.pipeline.stores.gram_store import verify
@@ -31,7 +30,7 @@ def add_parser(sub):
 def verify_model(d: Path, repair_it: bool) -> int:
     """Check a model directory's files against its manifest; with ``repair_it``, give a model
     written before manifests existed one (the model must then load: its internal hashes agree)."""
-    load = LinearModel.load if is_linear_model(d) else SavedModel.load
+    load = load_model
     if repair_it and not (d / MANIFEST).is_file():
         files = write_manifest(d)
         try:
@@ -48,7 +47,7 @@ def verify_model(d: Path, repair_it: bool) -> int:
 
 def run(args) -> int:
     d = Path(str(args.store))
-    if d.is_dir() and ((d / "model.json").is_file() or is_linear_model(d) or (d / MANIFEST).is_file()):
+    if is_model_dir(d):
         return verify_model(d, args.repair)
     if is_feature_store(d):
         print(verify_store(d, repair=args.repair))
