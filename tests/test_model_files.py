@@ -132,3 +132,22 @@ def test_a_linear_model_whose_kernel_does_not_match_its_hash_is_refused(models, 
     with pytest.raises(StoreError, match="does not match its recorded hash"):
         load_model(bad)
 
+
+
+def test_support_examples_that_no_longer_give_the_recorded_self_kernels_are_refused(models, tmp_path):
+    """The manifest covers every file; an edit that recomputes it (or a kernel whose definition
+    changed) is caught by recomputing K(sv, sv) against the self-kernels recorded at training."""
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(models["dir"] / "kernel", bad)
+    f = bad / "support-tree.jsonl"
+    lines = f.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if "(. ?)" in line)
+    lines[k] = lines[k].replace("(. ?)", "(. ?) (. ?)", 1)  # one more subtree: K(x, x) grows
+    f.write_text("\n".join(lines) + "\n")
+    (bad / MANIFEST).unlink()
+    write_manifest(bad)
+    with pytest.raises(StoreError, match="recorded at training"):
+        load_model(bad)
+    load_model(models["dir"] / "kernel")  # the intact directory loads

@@ -466,9 +466,10 @@ class SavedModel:
                              f"resource {missing[0]!r} its kernel was trained with (an LSA / domain space depends "
                              f"on the training examples and cannot be rebuilt at prediction). Fix: train the model "
                              f"again with this gramtile (`gramtile train`)")
+        sv_self = {h: np.asarray(v, dtype=np.float64) for h, v in meta["sv_self"].items()}
+        check_support(d, spec, support, sv_self, res)
         return cls(spec=spec, learner=meta["learner"], scheme=meta["scheme"], classes=meta["classes"],
-                   functions=meta["functions"], support=support,
-                   sv_self={h: np.asarray(v, dtype=np.float64) for h, v in meta["sv_self"].items()},
+                   functions=meta["functions"], support=support, sv_self=sv_self,
                    params=meta["params"], provenance=meta["provenance"], resources=res)
 
 
@@ -574,6 +575,30 @@ def _self_kernels(spec, docs, trained=None) -> dict:
     (bx,) = _encode(spec, [docs], trained)
     return {b.spec_hash: np.asarray(b.diag(batch_for(bx, b), **resources_for(bx, b)), dtype=np.float64)
             for b in spec.base_specs()}
+
+
+def check_support(d: Path, spec, support, sv_self: dict, trained=None) -> None:
+    """Refuse a model whose support examples do not give the self-kernels recorded at training
+    (``sv_self``, per base kernel): support files, resources or kernel that no longer belong
+    together (edited files with a recomputed manifest, a kernel whose definition changed since).
+    Costs one kernel evaluation per support example and base kernel."""
+    if not support:
+        return
+    got = _self_kernels(spec, support, trained)
+    for b in spec.base_specs():
+        want = sv_self.get(b.spec_hash)
+        have = got[b.spec_hash]
+        if want is None or want.shape != have.shape:
+            raise StoreCorruptError(f"{d / 'model.json'}: no self-kernels recorded for base kernel {b.to_json()} "
+                                    f"over its {len(support)} support examples. Fix: {DAMAGED_FIX}")
+        bad = ~np.isclose(have, want, rtol=1e-9, atol=1e-12)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise StoreCorruptError(
+                f"{d}: support example {support[k].id!r} gives K(x, x) = {have[k]:.12g} under base kernel "
+                f"{b.to_json()}, but {want[k]:.12g} was recorded at training ({int(bad.sum())} of {len(support)} "
+                f"support examples differ): the support examples and the kernel do not belong together. "
+                f"Fix: {DAMAGED_FIX}")
 
 
 def kernel_block(spec, docs, support, sv_self, trained=None) -> np.ndarray:

@@ -56,6 +56,7 @@ import yaml
 from gramtile.kernels.composite import Normalized, Polynomial
 from gramtile.kernels.registry import as_spec, spec_from_dict
 from gramtile.pipeline import optional
+from gramtile.pipeline.cache import current
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.parallel import StoreRef, run_tasks, runs_here
@@ -256,21 +257,20 @@ class _Score:
     normalized: bool
 
 
-_kept = threading.local()
-
-
 def _score(task: _Score):
     """What a worker runs: the variant's blocks as :class:`_Blocks` reads them (kept by this thread
-    for the variant's next C), then the validation accuracy at ``task.C`` (None if non-finite)."""
+    in the run's cache for the variant's next C), then the validation accuracy at ``task.C`` (None
+    if non-finite)."""
     key = (task.run, task.spec_json)
-    got = getattr(_kept, "blocks", None)
+    mine = current().load("fit-blocks", ("inex", threading.get_ident()), dict)
+    got = mine.get("blocks")
     if got is None or got[0] != key:
-        _kept.blocks = None
+        mine["blocks"] = None
         stores = {h: ref.open() for h, ref in task.bases}
         spec = as_spec(task.spec_json)
         K_fit, d_fit = _Blocks(stores, task.fit, task.fit).get(spec)
         K_val, _ = _Blocks(stores, task.val, task.fit).get(spec)
-        got = _kept.blocks = (key, K_fit, d_fit, K_val)
+        got = mine["blocks"] = (key, K_fit, d_fit, K_val)
     _, K_fit, d_fit, K_val = got
     return _variant_scores(K_fit, d_fit, K_val, task.y_fit, task.y_val, [task.C], task.normalized)[0]
 
