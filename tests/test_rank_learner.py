@@ -138,3 +138,25 @@ def test_the_loop_refuses_splits_that_divide_a_group_and_missing_groups():
         selection.evaluate(make("rank"), src, y, group_kfold(g, 2, 0), task="ranking")
     with pytest.raises(EvaluationError, match=r"--model svm learns classification only.*\['rank'\]"):
         selection.evaluate(make("svm"), src, y, group_kfold(g, 2, 0), task="ranking", groups=g)
+
+
+@pytest.mark.timeout(120)
+def test_pooled_ranking_keeps_the_groups_of_each_split_apart():
+    """Two splits testing the same groups (different training parts): the pooled row ranks each
+    group once per split, with that split's model, so it counts twice as many groups and its MAP
+    is the mean of the per-split MAPs weighted by their groups."""
+    rng = np.random.default_rng(60)
+    X, y, g = _ranking(rng, n=90, n_groups=15, noise=1.0)
+    K = X @ X.T
+    test = np.flatnonzero(g < 5)
+    a, b = np.flatnonzero((g >= 5) & (g < 10)), np.flatnonzero(g >= 10)
+    splits = [selection.Split(a, test, "a"), selection.Split(b, test, "b")]
+    ev = selection.evaluate(make("rank"), ArrayKernelSource(K), y, splits, {"C": [1.0]}, task="ranking", groups=g)
+    row = ev.rows[0]
+    per = [ranking_report(y[test], PairRanker(1.0).fit(K[np.ix_(s.train, s.train)], y[s.train], g[s.train])
+                          .predict(K[np.ix_(test, s.train)]), g[test]) for s in splits]
+    assert row["n_groups"] == per[0]["n_groups"] + per[1]["n_groups"]
+    for k in ("map", "mrr", "p_at_1", "ndcg"):
+        assert row[k] == pytest.approx((per[0][k] * per[0]["n_groups"] + per[1][k] * per[1]["n_groups"]) /
+                                       row["n_groups"], abs=1e-12)
+    assert per[0]["map"] != pytest.approx(per[1]["map"])  # two models: the check can tell them apart
