@@ -30,12 +30,15 @@ __all__ = ["__version__", "gram", "parse"]
 
 # ---- scikit-learn estimators, imported on first use: `import gramtile` stays fast ----
 _ESTIMATORS = {"KernelSVC": "gramtile.pipeline.learn.estimator", "GramTransformer": "gramtile.pipeline.learn.estimator",
+               "KernelSVR": "gramtile.pipeline.learn.estimator", "KernelRanker": "gramtile.pipeline.learn.estimator",
                "VotedPerceptron": "gramtile.pipeline.learn.perceptron", "SavedModel": "gramtile.pipeline.learn.models"}
 __all__ += list(_ESTIMATORS)
 
 if TYPE_CHECKING:   # for type checkers and the API reference; at run time __getattr__ imports them
     from gramtile.pipeline.learn.estimator import GramTransformer as GramTransformer
+    from gramtile.pipeline.learn.estimator import KernelRanker as KernelRanker
     from gramtile.pipeline.learn.estimator import KernelSVC as KernelSVC
+    from gramtile.pipeline.learn.estimator import KernelSVR as KernelSVR
     from gramtile.pipeline.learn.models import SavedModel as SavedModel
     from gramtile.pipeline.learn.perceptron import VotedPerceptron as VotedPerceptron
 

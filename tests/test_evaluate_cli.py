@@ -184,3 +184,17 @@ def test_train_with_a_C_grid_chooses_by_inner_cross_validation_and_saves_that_mo
     assert main(["train", "--corpus", corpus, "--gram", str(sst), "--kernel", spec, "--epochs", "1,2",
                  "--out", str(tmp_path / "bad")]) == 2
     assert "--model svm takes no --epochs" in capsys.readouterr().err and not (tmp_path / "bad").exists()
+
+
+def test_evaluate_and_train_refuse_a_regression_or_ranking_model_on_class_labels(stores, tmp_path, capsys):
+    sst, _ = stores
+    for model, task in (("svr", "regression"), ("krr", "regression"), ("rank", "ranking")):
+        assert main(["evaluate", "--gram", str(sst), "--split", SPLIT, "--model", model,
+                     "--out", str(tmp_path / model)]) != 0
+        err = capsys.readouterr().err
+        assert f"--model {model} learns {task} only, and this is a classification task" in err
+        assert "['svm', 'perceptron', 'nystroem', 'linear', 'ridge']" in err
+        corpus = GramStore.open(sst).meta["corpus_path"]
+        assert main(["train", "--corpus", corpus, "--gram", str(sst), "--kernel", json.dumps(SST), "--model", model,
+                     "--out", str(tmp_path / f"t-{model}")]) != 0
+        assert f"{model} learns {task} only" in capsys.readouterr().err and not (tmp_path / f"t-{model}").exists()

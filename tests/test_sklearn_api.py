@@ -91,8 +91,9 @@ APPLICABLE_CHECKS = (ec.check_parameters_default_constructible, ec.check_no_attr
 
 
 @pytest.mark.parametrize("check", APPLICABLE_CHECKS, ids=lambda c: c.__name__)
-@pytest.mark.parametrize("make", [lambda: gramtile.KernelSVC(kernel=SPEC), lambda: gramtile.GramTransformer(kernel=SPEC)],
-                         ids=["KernelSVC", "GramTransformer"])
+@pytest.mark.parametrize("make", [lambda: gramtile.KernelSVC(kernel=SPEC), lambda: gramtile.GramTransformer(kernel=SPEC),
+                                  lambda: gramtile.KernelSVR(kernel=SPEC), lambda: gramtile.KernelRanker(kernel=SPEC)],
+                         ids=["KernelSVC", "GramTransformer", "KernelSVR", "KernelRanker"])
 def test_estimator_checks_that_apply_to_estimators_on_structures(check, make):
     est = make()
     check(type(est).__name__, est)

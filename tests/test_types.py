@@ -9,7 +9,7 @@ import tomllib
 import gramtile
 from gramtile.pipeline.compute.engine import _check_out, _open_corpus, _selection, run_gram
 from gramtile.pipeline.compute.runtime import Runtime
-from gramtile.pipeline.learn.estimator import GramTransformer, KernelSVC
+from gramtile.pipeline.learn.estimator import GramTransformer, KernelRanker, KernelSVC, KernelSVR
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,9 @@ def unannotated(fn) -> list[str]:
 PUBLIC = [run_gram, _open_corpus, _selection, _check_out, Runtime.__init__, Runtime.of, Runtime.with_settings, Runtime.task_memory,
           Runtime.worker_memory_mb, Runtime.close, KernelSVC.__init__, KernelSVC.fit, KernelSVC.predict,
           KernelSVC.decision_function, KernelSVC.predict_proba, KernelSVC.get_params, KernelSVC.set_params,
-          GramTransformer.__init__, GramTransformer.fit, GramTransformer.transform]
+          GramTransformer.__init__, GramTransformer.fit, GramTransformer.transform,
+          KernelSVR.__init__, KernelSVR.fit, KernelSVR.predict, KernelSVR.decision_function,
+          KernelRanker.__init__, KernelRanker.fit, KernelRanker.predict, KernelRanker.score]
 
 
 @pytest.mark.parametrize("fn", PUBLIC, ids=[f.__qualname__ for f in PUBLIC])
@@ -54,5 +56,5 @@ def test_estimators_are_visible_to_type_checkers_and_still_lazy():
     """gramtile's estimators are imported on first use; its TYPE_CHECKING imports give them types."""
     assert gramtile.KernelSVC is KernelSVC and gramtile.GramTransformer is GramTransformer
     source = (REPO / "gramtile" / "__init__.py").read_text()
-    for name in ("KernelSVC", "GramTransformer", "VotedPerceptron", "SavedModel"):
+    for name in ("KernelSVC", "GramTransformer", "KernelSVR", "KernelRanker", "VotedPerceptron", "SavedModel"):
         assert f"import {name} as {name}" in source

@@ -1,4 +1,6 @@
-"""A scikit-learn facade: :class:`KernelSVC` fits and predicts on structures, not matrices.
+"""A scikit-learn facade: :class:`KernelSVC` fits and predicts on structures, not matrices;
+:class:`KernelSVR` (regression) and :class:`KernelRanker` (preference ranking within groups) do the
+same for real targets.
 
 ``KernelSVC(kernel=SPEC, C=1.0)`` takes lists of :class:`~gramtile.pipeline.representations.structures.Document`
 (or of bare structures: trees, dependency trees, ..., raw texts, spaCy Docs) and computes the
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from gramtile.kernels.batches import Batch
@@ -59,6 +61,9 @@ from gramtile.pipeline.compute.compilation import announce, mark_compiled
 from gramtile.pipeline.compute.inmemory import base_block, encode_with_resources, evaluate_block
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
+from gramtile.pipeline.learn.learners.rank import PairRanker
+from gramtile.pipeline.learn.learners.svr import SVRegressor
+from gramtile.pipeline.learn.metrics import ranking_report
 from gramtile.pipeline.learn.models import SavedModel, TrainedResources, as_documents, kernel_reps, resources_onto
 from gramtile.pipeline.learn.sources import check_labels
 from gramtile.pipeline.representations.encode import encode
@@ -742,3 +747,189 @@ class GramTransformer(ExecutorParamsMixin, KernelParamsMixin, TransformerMixin, 
         bx, by, _ = encode_with_resources(spec, _by_rep(docs, self.reps_), _by_rep(self.train_, self.reps_))
         K, _ = gram_on(self._runtime(), spec, bx, by)
         return K
+
+
+class _KernelScorer(ExecutorParamsMixin, KernelParamsMixin, BaseEstimator):
+    """The base of the estimators that score examples with one kernel expansion
+    ``sum_i dual_coef_i K(x, support_i) + intercept_`` (:class:`KernelSVR`, :class:`KernelRanker`):
+    K(train, train) from the instance's kernel pool, the fit of a learner's estimator on it, and
+    prediction over the support examples."""
+
+    support_: NDArray[np.int64]
+    support_vectors_: list[Document]
+    dual_coef_: NDArray[np.float64]
+    intercept_: float
+    n_kernel_pairs_: dict[str, int]
+    _kernel_pool: KernelPool
+
+    def _spec(self) -> KernelSpec:
+        if self.kernel is None:
+            raise EvaluationError(f"{type(self).__name__}: kernel=None; pass a kernel spec, e.g. "
+                                  "{'kind': 'sst', 'lam': 0.4}")
+        return as_spec(self.kernel)
+
+    def _train_kernel(self, X: Any, y: ArrayLike) -> tuple[list[Document], NDArray[np.float64],
+                                                             NDArray[np.float64]]:
+        """The training examples, their real targets and K(train, train) from the pool."""
+        who = type(self).__name__
+        spec = self._spec()
+        pool = self.__dict__.get("_kernel_pool")
+        if pool is None or pool.spec.spec_hash != spec.spec_hash:  # a pool holds one spec's values
+            pool = KernelPool(spec)
+            self.n_kernel_pairs_ = {"fit": 0, "predict": 0}
+        if not pool.poolable:
+            raise EvaluationError(f"{who}: kernels whose resources (LSA / domain spaces) are built from the training "
+                                  "examples are not available here; use GramTransformer with a scikit-learn "
+                                  "estimator on the precomputed kernel, or a kernel without such a space")
+        docs = _as_docs(X, pool.reps, who=who)
+        try:
+            t = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise EvaluationError(f"{who}.fit: the targets are not numbers; pass one real target per example") from None
+        if t.shape != (len(docs),) or not np.isfinite(t).all():
+            raise EvaluationError(f"{who}.fit: {len(docs)} examples but targets of shape {t.shape} (or not finite); "
+                                  "pass one finite real target per example")
+        pos, pairs = pool.add(docs, self._runtime())
+        self._kernel_pool = pool
+        self.n_kernel_pairs_["fit"] += pairs
+        return docs, t, pool.K[np.ix_(pos, pos)]
+
+    def _keep(self, docs: list[Document], fitted: Any) -> None:
+        """The fitted expansion of ``fitted`` (one ``functions()`` entry) over ``docs``."""
+        support, coef, intercept = fitted.functions()[0]
+        self.support_ = np.asarray(support, dtype=np.int64)
+        self.dual_coef_ = np.asarray(coef, dtype=np.float64)
+        self.intercept_ = float(intercept)
+        self.support_vectors_ = [docs[int(i)] for i in self.support_]
+        self.n_features_in_ = None  # examples are structures, not feature vectors
+
+    def _kernel_to_support(self, X: Any) -> NDArray[np.float64]:
+        """K(X, support examples): sliced from the pool when every example is in it."""
+        check_is_fitted(self)
+        pool = self._kernel_pool
+        docs = _as_docs(X, pool.reps, who=type(self).__name__)
+        pos = pool.positions(docs)
+        sv = pool.positions(self.support_vectors_)
+        if all(p is not None for p in pos):
+            K: NDArray[np.float64] = pool.K[np.ix_(np.asarray(pos, dtype=np.int64), np.asarray(sv, dtype=np.int64))]
+            return K
+        bx, by, _ = encode_with_resources(pool.spec, _by_rep(docs, pool.reps), _by_rep(self.support_vectors_, pool.reps))
+        K, pairs = gram_on(self._runtime(), pool.spec, bx, by)
+        self.n_kernel_pairs_["predict"] += pairs
+        return K
+
+    def decision_function(self, X: Any) -> NDArray[np.float64]:
+        """The real scores of X: ``K(X, support_vectors_) @ dual_coef_ + intercept_``."""
+        K = self._kernel_to_support(X)  # raises NotFittedError first
+        scores: NDArray[np.float64] = K @ self.dual_coef_ + self.intercept_
+        return scores
+
+    def predict(self, X: Any) -> NDArray[np.float64]:
+        """The real scores of X (:meth:`decision_function`)."""
+        return self.decision_function(X)
+
+
+class KernelSVR(RegressorMixin, _KernelScorer):
+    """Epsilon-support vector regression with a gramtile kernel spec, on structures (SVM-light
+    ``-z r``; libsvm's SVR on the precomputed kernel, :mod:`gramtile.pipeline.learn.learners.svr`).
+
+    Parameters
+    ----------
+    kernel : KernelSpec, dict or JSON string
+    C : float, default 1.0
+    epsilon : float, default 0.1
+        The half-width of the insensitive tube, in target units.
+    tol : float, default 1e-3
+        libsvm's stopping tolerance.
+    n_jobs, cluster
+        Where the Gram blocks are computed, as in :class:`KernelSVC`.
+
+    Attributes
+    ----------
+    support_ : ndarray of int64
+        Indices of the support examples into the training X.
+    support_vectors_ : list of Document
+    dual_coef_ : ndarray (n_SV,)
+        alpha_i - alpha_i^* of each support example, in [-C, C].
+    intercept_ : float
+    n_kernel_pairs_ : dict
+        Kernel pairs this instance evaluated in fit and prediction.
+
+    ``score(X, y)`` is the coefficient of determination R^2 (scikit-learn's regressors').
+    Kernels whose resources are built from the training examples (LSA, domain spaces) are refused.
+    """
+
+    def __init__(self, kernel: KernelSpec | dict[str, Any] | str | None = None, C: float = 1.0,
+                 epsilon: float = 0.1, tol: float = 1e-3, n_jobs: int | None = None, cluster: Cluster = None) -> None:
+        self.kernel = kernel
+        self.C = C
+        self.epsilon = epsilon
+        self.tol = tol
+        self.n_jobs = n_jobs
+        self.cluster = cluster
+
+    def fit(self, X: Any, y: ArrayLike) -> KernelSVR:
+        """Fit on examples X (Documents, structures, texts, spaCy Docs) and real targets y."""
+        docs, t, K = self._train_kernel(X, y)
+        self._keep(docs, SVRegressor(float(self.C), float(self.epsilon), float(self.tol)).fit(K, t))
+        return self
+
+
+class KernelRanker(_KernelScorer):
+    """Pairwise preference ranking with a gramtile kernel spec, on structures (SVM-light ``-z p``:
+    :mod:`gramtile.pipeline.learn.learners.rank`).
+
+    ``fit(X, y, groups=None)``: within each group (None: all examples one group), every pair with
+    y_i > y_j asks for score(x_i) >= score(x_j) + 1, softly (penalty C, no bias). ``predict(X)``
+    gives the scores: higher ranks higher (compare the scores of one group's candidates).
+
+    Parameters
+    ----------
+    kernel : KernelSpec, dict or JSON string
+    C : float, default 1.0
+    tol : float, default 1e-6
+        The solver stops when no pair's projected gradient exceeds it.
+    random_state : int or None, default None
+        The seed of the solver's visiting order (the optimum does not depend on it).
+    n_jobs, cluster
+        Where the Gram blocks are computed, as in :class:`KernelSVC`.
+
+    Attributes
+    ----------
+    support_, support_vectors_, dual_coef_, intercept_ (0), n_kernel_pairs_
+        As in :class:`KernelSVR`; ``dual_coef_`` sums the pairs' coefficients per example.
+    n_pairs_ : int
+        The preference pairs of the training groups.
+
+    ``score(X, y, groups=None)`` is the mean average precision over the groups with a relevant
+    (target > 0) and an irrelevant candidate (:func:`~gramtile.pipeline.learn.metrics.ranking_report`).
+    """
+
+    n_pairs_: int
+
+    def __init__(self, kernel: KernelSpec | dict[str, Any] | str | None = None, C: float = 1.0, tol: float = 1e-6,
+                 random_state: int | None = None, n_jobs: int | None = None, cluster: Cluster = None) -> None:
+        self.kernel = kernel
+        self.C = C
+        self.tol = tol
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.cluster = cluster
+
+    def fit(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> KernelRanker:
+        """Fit on examples X, their relevance targets y and their groups (None: one group)."""
+        docs, t, K = self._train_kernel(X, y)
+        g = None if groups is None else np.asarray(groups)
+        if g is not None and g.shape != (len(docs),):
+            raise EvaluationError(f"KernelRanker.fit: {len(docs)} examples but groups of shape {g.shape}; pass one "
+                                  "group id per example")
+        ranker = PairRanker(float(self.C), tol=float(self.tol), seed=self.random_state).fit(K, t, g)
+        self.n_pairs_ = int(ranker.first_.size)
+        self._keep(docs, ranker)
+        return self
+
+    def score(self, X: Any, y: ArrayLike, groups: ArrayLike | None = None) -> float:
+        """The MAP of the scores of X over the groups that count."""
+        s = self.decision_function(X)
+        g = np.zeros(len(s), dtype=np.int64) if groups is None else np.asarray(groups)
+        return float(ranking_report(np.asarray(y, dtype=np.float64), s, g)["map"])

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -145,8 +145,9 @@ class Fit:
     test: np.ndarray
     learner: object      # the Learner whose estimator is fitted (``estimator(point, problem)``)
     point: object        # the grid point
-    problem: object      # the task's classes, class weights, multi-class scheme, seed
+    problem: object      # the task's kind, classes, class weights, multi-class scheme, seed
     name: str            # the split, for messages
+    groups: np.ndarray | None = None  # ranking: the group ids of ``train``
 
     def run(self):
         return run_fit(self)
@@ -247,10 +248,14 @@ def run_fits(tasks: list, cluster=None, bar=None, on_done=None,
 
 
 def run_fit(task: Fit) -> np.ndarray:
-    """The predictions of ``task.test`` by the model trained on ``task.train``."""
+    """The predictions of ``task.test`` by the model trained on ``task.train`` (a ranking
+    estimator is fitted with the groups of its training part: ``fit(K, y, groups=...)``)."""
     K_tr, K_te = fit_blocks(task.ref, task.run_id, task.train, task.test, task.name)
     est = task.learner.estimator(task.point, task.problem)
-    est.fit(K_tr, task.y)
+    if task.groups is None:
+        est.fit(K_tr, task.y)
+    else:
+        est.fit(K_tr, task.y, groups=task.groups)
     return np.asarray(est.predict(K_te))
 
 
@@ -350,7 +355,11 @@ class BlockSession(Session):
         y = np.asarray(y)
         train, test = np.asarray(train, dtype=np.int64), np.asarray(test, dtype=np.int64)
         ytr = y[train]
-        tasks = [Fit(self.ref, self.run, ytr, train, test, self.learner, pt, problem, name) for pt in points]
+        groups = None
+        if problem.groups is not None:  # each task carries the groups of its training part only
+            groups = np.asarray(problem.groups)[train]
+            problem = replace(problem, groups=None)
+        tasks = [Fit(self.ref, self.run, ytr, train, test, self.learner, pt, problem, name, groups) for pt in points]
         return tasks, outcomes
 
 

@@ -1,4 +1,5 @@
-"""Train/test splits of a labelled corpus: fixed splits and seeded stratified k-fold.
+"""Train/test splits of a labelled corpus: fixed splits, seeded stratified k-fold, and seeded
+group k-fold (every group, e.g. a question and its candidate answers, in one fold).
 
 Folds are a function of the labels, the number of folds and the seed only, so every kernel
 evaluated on one corpus can share them. :func:`load_or_make_folds` saves them as JSON beside a
@@ -96,6 +97,51 @@ def stratified_kfold(labels, k: int, seed: int = 0) -> list[Split]:
     for i, (tr, te) in enumerate(skf.split(np.zeros(len(y)), y)):
         out.append(Split(np.sort(tr).astype(np.int64), np.sort(te).astype(np.int64), f"fold-{i}"))
     return out
+
+
+def group_kfold(groups, k: int, seed: int = 0) -> list[Split]:
+    """Seeded k-fold splits that never divide a group: every example of a group is in the same
+    test part (what ranking needs: the candidates of one query are ranked together).
+
+    The groups are shuffled with ``numpy.random.default_rng(seed)``, then taken from the largest to
+    the smallest (ties in the shuffled order) and each is put in the fold that holds the fewest
+    examples so far (the first such fold), so the folds' sizes differ by at most the largest
+    group. Classes are not stratified.
+
+    Parameters
+    ----------
+    groups : sequence, shape (n,)
+        The group id of each example (any hashable, sortable values).
+    k : int
+        Number of folds, 2 <= k <= number of groups.
+    seed : int
+
+    Returns
+    -------
+    list of Split, length k, named ``fold-<i>``.
+    """
+    g = np.asarray(groups)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 2:
+        raise EvaluationError(f"folds: k={k!r} is not an integer >= 2; use --folds 5 or --folds 10")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise EvaluationError(f"folds: seed={seed!r} is not an integer; pass an integer such as --seed 0")
+    if g.ndim != 1:
+        raise EvaluationError(f"folds: the group ids have shape {g.shape}; give one group id per example")
+    _, code, sizes = np.unique(g, return_inverse=True, return_counts=True)
+    if k > sizes.size:
+        raise EvaluationError(f"folds: k={k} is larger than the number of groups ({sizes.size}), so some test "
+                              f"folds would be empty; use --folds <= {sizes.size}")
+    shuffled = np.random.default_rng(int(seed)).permutation(sizes.size)
+    order = shuffled[np.argsort(-sizes[shuffled], kind="stable")]
+    load = np.zeros(k, dtype=np.int64)
+    fold_of = np.empty(sizes.size, dtype=np.int64)
+    for grp in order.tolist():
+        f = int(np.argmin(load))
+        fold_of[grp] = f
+        load[f] += sizes[grp]
+    where = fold_of[code]
+    every = np.arange(g.size, dtype=np.int64)
+    return [Split(every[where != i], every[where == i], f"fold-{i}") for i in range(k)]
 
 
 def fixed_split(train, test, n: int) -> Split:

@@ -1,4 +1,4 @@
-"""Classification metrics, and the same-label neighbour MRR of a Gram matrix.
+"""Classification, regression and ranking metrics, and the same-label neighbour MRR of a Gram matrix.
 
 Counting metrics are computed from one confusion matrix with scikit-learn's arithmetic
 (``precision_recall_fscore_support`` with ``zero_division=0``; the tests compare them bit for bit):
@@ -11,6 +11,13 @@ fits would otherwise wait on.
 did for the HDAG kernel: for each example, rank every other example by kernel value
 (largest first); the score is the mean over examples of 1 / (rank of the first example with
 the same label).
+
+Regression (:func:`regression_report`): Pearson and Spearman correlation of the predictions with
+the targets, and the mean squared error. Ranking (:func:`ranking_report`): MAP, MRR, precision at 1
+and nDCG of the candidates of each group ordered by score, averaged over the groups, with the
+convention of the answer-selection literature: a candidate is relevant when its target is > 0, and
+only groups with both a relevant and an irrelevant candidate count (a group whose candidates are
+all right or all wrong says nothing about the ranking).
 """
 from __future__ import annotations
 
@@ -228,3 +235,103 @@ def neighbour_mrr(K, labels, ties: str = "pessimistic") -> float:
         raise EvaluationError(f"neighbour_mrr: K has shape {K.shape} but there are {n} labels; "
                               "pass the square Gram matrix of the labelled examples")
     return mean_rr(neighbour_rr(K, np.arange(n), labels, ties))
+
+
+# ---- regression -----------------------------------------------------------------------------------
+
+REGRESSION_METRICS = ("pearson", "spearman", "mse")
+
+
+def _reals(y_true, y_pred):
+    yt, yp = _pair(y_true, y_pred)
+    yt, yp = yt.astype(np.float64), yp.astype(np.float64)
+    if not (np.isfinite(yt).all() and np.isfinite(yp).all()):
+        raise EvaluationError("metrics: the targets or predictions have NaN or infinite values")
+    return yt, yp
+
+
+def pearson(y_true, y_pred) -> float:
+    """Pearson's correlation of the predictions with the targets; NaN when either is constant."""
+    yt, yp = _reals(y_true, y_pred)
+    a, b = yt - yt.mean(), yp - yp.mean()
+    den = np.sqrt(np.dot(a, a) * np.dot(b, b))
+    return float(np.dot(a, b) / den) if den > 0 else float("nan")
+
+
+def average_ranks(x) -> np.ndarray:
+    """The ranks (1 = smallest) of ``x``, tied values sharing the mean of their ranks."""
+    x = np.asarray(x, dtype=np.float64)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(xs)) + 1))
+    ends = np.concatenate((starts[1:], [xs.size]))
+    ranks = np.empty(x.size)
+    ranks[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return ranks
+
+
+def spearman(y_true, y_pred) -> float:
+    """Spearman's rank correlation (Pearson's of the average ranks); NaN when either is constant."""
+    yt, yp = _reals(y_true, y_pred)
+    return pearson(average_ranks(yt), average_ranks(yp))
+
+
+def mse(y_true, y_pred) -> float:
+    """The mean squared error of the predictions."""
+    yt, yp = _reals(y_true, y_pred)
+    return float(np.mean((yt - yp) ** 2))
+
+
+def regression_report(y_true, y_pred) -> dict:
+    """``pearson``, ``spearman`` and ``mse`` of real predictions against real targets."""
+    return {"pearson": pearson(y_true, y_pred), "spearman": spearman(y_true, y_pred), "mse": mse(y_true, y_pred)}
+
+
+# ---- ranking --------------------------------------------------------------------------------------
+
+RANKING_METRICS = ("map", "mrr", "p_at_1", "ndcg")
+
+
+def group_ranking(targets, scores) -> dict | None:
+    """AP, RR, P@1 and nDCG of one group's candidates ordered by score (largest first), or None
+    when the group does not count (no relevant or no irrelevant candidate: target > 0 is relevant).
+
+    Tied scores are ordered pessimistically (the lower target first), so a scorer that cannot tell
+    candidates apart gets no credit for them. AP is the mean over relevant candidates of the
+    precision at their rank; RR is 1 / the rank of the first relevant candidate; nDCG is the DCG
+    (gain: the target, negative targets counting 0; discount 1 / log2(rank + 1)) over the whole list
+    divided by the DCG of the best order.
+    """
+    t = np.asarray(targets, dtype=np.float64)
+    s = np.asarray(scores, dtype=np.float64)
+    rel = t > 0
+    if rel.all() or not rel.any():
+        return None
+    order = np.lexsort((t, -s))
+    r = rel[order]
+    ranks = np.arange(1, t.size + 1)
+    hits = np.cumsum(r)
+    ap = float(np.sum(hits[r] / ranks[r]) / r.sum())
+    rr = 1.0 / float(ranks[r][0])
+    gain = np.maximum(t, 0.0)
+    disc = 1.0 / np.log2(ranks + 1.0)
+    ndcg = float(np.dot(gain[order], disc) / np.dot(np.sort(gain)[::-1], disc))
+    return {"map": ap, "mrr": rr, "p_at_1": float(r[0]), "ndcg": ndcg}
+
+
+def ranking_report(targets, scores, groups) -> dict:
+    """``map``, ``mrr``, ``p_at_1``, ``ndcg``: the means of :func:`group_ranking` over the groups
+    that count (both a relevant and an irrelevant candidate), ``n_groups`` how many counted and
+    ``n_groups_skipped`` how many did not; the metrics are NaN when no group counts."""
+    t, s = _reals(targets, scores)
+    g = np.asarray(groups)
+    if g.shape != t.shape:
+        raise EvaluationError(f"metrics: {g.size} group ids for {t.size} targets; give one group id per example")
+    _, code = np.unique(g, return_inverse=True)
+    order = np.argsort(code, kind="stable")
+    bounds = np.flatnonzero(np.diff(code[order])) + 1
+    got = [group_ranking(t[m], s[m]) for m in np.split(order, bounds)]
+    counted = [x for x in got if x is not None]
+    out = {k: float(np.mean([x[k] for x in counted])) if counted else float("nan") for k in RANKING_METRICS}
+    out.update({"n_groups": len(counted), "n_groups_skipped": len(got) - len(counted)})
+    return out

@@ -19,11 +19,23 @@ run gives the serial run's numbers. :func:`choose` is the nested choice on all t
 ``gramtile train`` does with a grid before it fits the chosen model); :func:`learning_curve`
 scores growing training parts through the same tasks.
 
+The task kind (``task``: :data:`~gramtile.pipeline.learn.learners.base.TASKS`) decides what is
+learnt and scored: a classification task (labels) is scored by accuracy and P/R/F1; a regression
+task (real targets) by Pearson's correlation (what nested selection maximises by default),
+Spearman's and the mean squared error; a ranking task (real or 0/1 relevance targets and a group
+id per example, ``groups``) by MAP (selected on by default), MRR, P@1 and nDCG over the groups
+(:func:`~gramtile.pipeline.learn.metrics.ranking_report`); its splits must never divide a group
+(:func:`~gramtile.pipeline.learn.folds.group_kfold`), nor do its inner folds. A learner declares
+the task kinds it learns and the loop refuses the others.
+
 Result rows (:class:`Evaluation`) have the same columns for every learner: the kernel name, the
-learner's columns (``model``, its parameters), ``splits``, ``n_test``, ``accuracy``, precision,
-recall and F1 (binary: of the positive class; multi-class: macro averages, plus ``macro_f1`` and
-``micro_f1``), ``accuracy_std`` (over splits), the learner's summary columns, and, nested,
-``<param>_grid`` / ``<param>_chosen``. Overall figures pool the predictions of all test parts.
+learner's columns (``model``, its parameters), ``splits``, ``n_test``, then the task's scores:
+classification ``accuracy``, precision, recall and F1 (binary: of the positive class; multi-class:
+macro averages, plus ``macro_f1`` and ``micro_f1``), ``accuracy_std`` (over splits); regression
+``pearson``, ``spearman``, ``mse``, ``pearson_std``; ranking ``map``, ``mrr``, ``p_at_1``,
+``ndcg``, ``n_groups`` (the groups that count), ``map_std``; then the learner's summary columns,
+and, nested, ``<param>_grid`` / ``<param>_chosen``. Overall figures pool the predictions of all
+test parts (ranking: the groups of every test part, each ranked by its own split's model).
 """
 from __future__ import annotations
 
@@ -36,13 +48,27 @@ import numpy as np
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.fits import run_fits
-from gramtile.pipeline.learn.folds import Split, stratified_kfold
-from gramtile.pipeline.learn.learners.base import Learner, Outcome, Point, Problem, Sizes
-from gramtile.pipeline.learn.metrics import binary_prf, classification_report, mean_rr, neighbour_rr, positive_class
+from gramtile.pipeline.learn.folds import Split, group_kfold, stratified_kfold
+from gramtile.pipeline.learn.learners.base import TASKS, Learner, Outcome, Point, Problem, Sizes
+from gramtile.pipeline.learn.learners.registry import names_for_task
+from gramtile.pipeline.learn.metrics import (
+    RANKING_METRICS,
+    binary_prf,
+    classification_report,
+    mean_rr,
+    neighbour_rr,
+    positive_class,
+    ranking_report,
+    regression_report,
+)
 from gramtile.pipeline.progress import log, progress_bar
 
 SELECT = ("nested", "test")
 METRICS = ("accuracy", "f1", "macro_f1")
+#: the metrics selection may maximise, by task kind (the first: the default)
+TASK_METRICS = {"classification": METRICS, "regression": ("pearson", "spearman"), "ranking": RANKING_METRICS}
+#: the column whose spread over the splits each task kind's rows report (``<metric>_std``)
+SPREAD = {"classification": "accuracy", "regression": "pearson", "ranking": "map"}
 
 
 @dataclass
@@ -81,13 +107,17 @@ class Evaluation:
 
 # ---- inputs -----------------------------------------------------------------------------------------
 
-def check_inputs(source, labels, splits):
-    """The labels as an array and the splits as a list, after checking they fit ``source`` (``n``
-    examples) and that every training part has two classes."""
+def check_inputs(source, labels, splits, task: str = "classification", groups=None):
+    """The labels (real targets for a regression or ranking task) as an array and the splits as a
+    list, after checking they fit ``source`` (``n`` examples) and that every training part can be
+    learnt from: two classes; two distinct targets; for ranking, two candidates of one group with
+    different targets, and no group divided between a training and a test part."""
     y = np.asarray(labels)
     if y.ndim != 1 or len(y) != source.n:
         raise EvaluationError(f"there are {len(y)} labels for a kernel over {source.n} examples; the labels "
                               "must list every row of the Gram matrix in order (check --labels)")
+    if task != "classification":
+        return check_real_inputs(source, y, list(splits), task, groups)
     splits = list(splits)
     if not splits:
         raise EvaluationError("no splits to evaluate; give --folds K or --split train:a:b,test:c:d")
@@ -99,6 +129,47 @@ def check_inputs(source, labels, splits):
         if len(np.unique(y[s.train])) < 2:
             raise EvaluationError(f"{s.name}: the training part has one class only ({y[s.train][0]!r}); "
                                   "use stratified folds or a training range with both classes")
+    return y, splits
+
+
+def check_real_inputs(source, y, splits, task, groups):
+    """:func:`check_inputs` of a regression or ranking task."""
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise EvaluationError(f"a {task} task needs real targets, and the labels are not numbers (e.g. {y[0]!r}); "
+                              "give numeric targets") from None
+    if not np.isfinite(y).all():
+        raise EvaluationError(f"the {task} targets have NaN or infinite values; give finite targets")
+    if not splits:
+        raise EvaluationError("no splits to evaluate; give --folds K or --split train:a:b,test:c:d")
+    g = None
+    if task == "ranking":
+        if groups is None:
+            raise EvaluationError("a ranking task needs the group id of every example (groups=...): candidates are "
+                                  "ranked within their group")
+        g = np.asarray(groups)
+        if g.shape != (source.n,):
+            raise EvaluationError(f"there are {g.size} group ids for a kernel over {source.n} examples; give one "
+                                  "per row of the Gram matrix, in order")
+    for s in splits:
+        for side, idx in (("train", s.train), ("test", s.test)):
+            if idx.size == 0 or idx.min() < 0 or idx.max() >= source.n:
+                raise EvaluationError(f"{s.name}: {side} indices are empty or outside 0..{source.n - 1}; "
+                                      "make the splits for this store's examples")
+        if g is None:
+            if np.unique(y[s.train]).size < 2:
+                raise EvaluationError(f"{s.name}: every target of the training part is {y[s.train][0]:g}; a "
+                                      "regression needs targets that differ")
+            continue
+        both = np.intersect1d(g[s.train], g[s.test])
+        if both.size:
+            raise EvaluationError(f"{s.name}: group {both[0]!r} has examples in both the training and the test "
+                                  "part; make splits that keep each group whole (folds.group_kfold)")
+        gt, yt = g[s.train], y[s.train]
+        if not any(np.unique(yt[gt == v]).size > 1 for v in np.unique(gt)):
+            raise EvaluationError(f"{s.name}: no group of the training part has candidates with different "
+                                  "targets, so there is no preference to learn; check the targets and groups")
     return y, splits
 
 
@@ -114,16 +185,46 @@ def check_classes(classes, positive, class_weight):
         raise EvaluationError(f"class_weight={class_weight!r}; use None, 'balanced' or a dict label -> weight")
 
 
-def problem_of(y, positive=None, class_weight=None, multiclass: str = "ovr", seed=None) -> Problem:
+def problem_of(y, positive=None, class_weight=None, multiclass: str = "ovr", seed=None,
+               task: str = "classification", groups=None) -> Problem:
     """The :class:`Problem` of labels ``y`` (classes sorted; a binary task's positive class by
-    default :func:`~gramtile.pipeline.learn.metrics.positive_class`), checked."""
+    default :func:`~gramtile.pipeline.learn.metrics.positive_class`), checked; a regression or
+    ranking problem has no classes (and ranking, the ``groups`` of every example)."""
     if multiclass not in ("ovr", "ovo"):
         raise EvaluationError(f"multiclass={multiclass!r}; use one of ['ovr', 'ovo']")
+    if task not in TASKS:
+        raise EvaluationError(f"task={task!r}; use one of {list(TASKS)}")
+    if task != "classification":
+        if positive is not None:
+            raise EvaluationError(f"a {task} task has no positive class; drop --positive")
+        return Problem((), None, class_weight, multiclass, seed, task,
+                       None if groups is None else np.asarray(groups))
     classes = sorted(np.unique(np.asarray(y)).tolist())
     if positive is None and len(classes) == 2:
         positive = positive_class(classes)
     check_classes(classes, positive, class_weight)
     return Problem(tuple(classes), positive, class_weight, multiclass, seed)
+
+
+def check_task(learner: Learner, problem: Problem) -> None:
+    """Refuse a learner that does not learn the problem's task kind (naming those that do), then
+    what else of the problem it cannot train."""
+    if problem.task not in learner.task_kinds:
+        raise EvaluationError(f"--model {learner.name} learns {' and '.join(learner.task_kinds)} only, and this is a "
+                              f"{problem.task} task; change --model to one of {names_for_task(problem.task)}")
+    learner.check_problem(problem)
+
+
+def task_scores(problem: Problem, y_true, y_pred, groups=None) -> tuple:
+    """The score columns of one set of predictions (labels, real predictions or scores) and the
+    full report, by the problem's task kind; ``groups``: the group ids of a ranking's examples."""
+    if problem.task == "regression":
+        rep = regression_report(y_true, y_pred)
+        return dict(rep), rep
+    if problem.task == "ranking":
+        rep = ranking_report(y_true, y_pred, groups)
+        return {k: rep[k] for k in (*RANKING_METRICS, "n_groups")}, rep
+    return prediction_scores(y_true, y_pred, problem.classes, problem.positive)
 
 
 def prediction_scores(y_true, y_pred, classes, positive) -> tuple:
@@ -150,7 +251,17 @@ def as_grid(learner: Learner, grid) -> list[Point]:
 def inner_splits(y, sp, folds: int, seed: int, problem: Problem):
     """The inner folds of nested selection in ``sp``'s training part, as (train, test) positions of
     the source, with the :class:`Problem` of that part (its classes; the positive class kept when
-    present)."""
+    present). Regression: seeded k-fold; ranking: seeded group k-fold (:func:`group_kfold`)."""
+    if problem.task != "classification":
+        ids = np.arange(sp.train.size) if problem.task == "regression" else np.asarray(problem.groups)[sp.train]
+        n_ids = np.unique(ids).size
+        k = int(min(folds, n_ids))
+        if k < 2:
+            what = "groups" if problem.task == "ranking" else "examples"
+            raise EvaluationError(f"nested selection needs at least 2 training {what}; the training part of "
+                                  f"{sp.name} has {n_ids}. Give one value per parameter, or --C-on-test")
+        inner = group_kfold(ids, k, seed)
+        return [(sp.train[s.train], sp.train[s.test]) for s in inner], problem
     ytr = y[sp.train]
     counts = np.unique(ytr, return_counts=True)[1]
     k = int(min(folds, counts.min()))
@@ -171,10 +282,13 @@ def best(rows, grid: list[Point], metric: str, ties: str = "smaller") -> Point:
     """The point of the best row by ``metric``; ties go to the smaller values, in the point's
     order (the simpler model), or with ``ties="first"`` to the earlier point of the grid."""
     if metric not in rows[0]:
-        raise EvaluationError(f"selection metric {metric!r} is not a result column; use one of {list(METRICS)}")
+        names = next((m for m in TASK_METRICS.values() if m[0] in rows[0]), METRICS)
+        raise EvaluationError(f"selection metric {metric!r} is not a result column; use one of {list(names)}")
 
     def key(i):
-        return (rows[i][metric], tuple(-v for _, v in grid[i].values) if ties == "smaller" else -i)
+        v = rows[i][metric]
+        v = -math.inf if v != v else v  # an undefined score (NaN: a constant prediction) is the worst
+        return (v, tuple(-v for _, v in grid[i].values) if ties == "smaller" else -i)
 
     return grid[max(range(len(rows)), key=key)]
 
@@ -183,8 +297,9 @@ def best(rows, grid: list[Point], metric: str, ties: str = "smaller") -> Point:
 
 def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str = "kernel", positive=None,
              class_weight=None, multiclass: str = "ovr", seed=None, select: str = "test", inner_folds: int = 3,
-             inner_seed: int = 0, inner_use: int | None = None, inner=None, metric: str = "accuracy",
-             score: str = "pooled", ties: str = "smaller", cluster=None) -> Evaluation:
+             inner_seed: int = 0, inner_use: int | None = None, inner=None, metric: str | None = None,
+             score: str = "pooled", ties: str = "smaller", task: str = "classification", groups=None,
+             cluster=None) -> Evaluation:
     """Fit and score ``learner`` on each split for each point of ``grid``.
 
     Parameters
@@ -196,7 +311,9 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
         sources over the same examples (alternatives, e.g. kernels): the grid then spans the
         alternative too (``alternative`` = its position, first in the grid's order).
     labels : sequence, shape (n,)
+        The class labels, or the real targets of a regression or ranking task.
     splits : list of Split
+        Ranking: none may divide a group (:func:`~gramtile.pipeline.learn.folds.group_kfold`).
     grid : dict of parameter -> value(s), or a list of Points (default: the learner's defaults)
     kernel : name written into every row
     positive, class_weight, multiclass, seed
@@ -206,7 +323,8 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
     select : {"test", "nested"}
         With several points: score each on the test parts (one row per point), or choose one per
         split on ``inner_folds`` stratified folds (seed ``inner_seed``) of its training part by
-        ``metric`` (one row); ``inner_use`` validates on the first that many inner folds only;
+        ``metric`` (one row; default: accuracy, Pearson's correlation or MAP by the task kind, one of
+        :data:`TASK_METRICS`); ``inner_use`` validates on the first that many inner folds only;
         ``inner`` gives the inner folds instead, one list of (train, test) positions per split (e.g.
         folds that keep the candidates of one sentence together).
     score : {"pooled", "mean"}
@@ -215,6 +333,11 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
     ties : {"smaller", "first"}
         Between equal scores, choose the smaller values (the simpler model) or the earlier point
         of the grid.
+    task : {"classification", "regression", "ranking"}
+        What the labels are (:data:`~gramtile.pipeline.learn.learners.base.TASKS`); the learner
+        must learn it. Regression and ranking inner folds are seeded k-fold and group k-fold.
+    groups : sequence, shape (n,)
+        Ranking: the group id of every example (its candidates are ranked within it).
     cluster : profile name, address or Runtime
         Where the fits run (each fit a task; results equal the serial run's) and the run's
         settings (progress, memory, cache, scratch).
@@ -226,13 +349,20 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
     if score not in ("pooled", "mean"):
         raise EvaluationError(f"score={score!r}; use 'pooled' or 'mean'")
     cluster = Runtime.of(cluster)  # one run: its cache serves every fit
+    if task not in TASKS:
+        raise EvaluationError(f"task={task!r}; use one of {list(TASKS)}")
+    if metric is None:
+        metric = TASK_METRICS[task][0]
+    elif task != "classification" and metric not in TASK_METRICS[task]:
+        raise EvaluationError(f"selection metric {metric!r} does not score a {task} task; use one of "
+                              f"{list(TASK_METRICS[task])}")
     sources = list(source) if isinstance(source, (list, tuple)) else [source]
     points = as_grid(learner, grid)
-    y, splits = check_inputs(sources[0], labels, splits)
+    y, splits = check_inputs(sources[0], labels, splits, task, groups)
     for src in sources[1:]:
-        check_inputs(src, labels, splits)
-    problem = problem_of(y, positive, class_weight, multiclass, seed)
-    learner.check_problem(problem)
+        check_inputs(src, labels, splits, task, groups)
+    problem = problem_of(y, positive, class_weight, multiclass, seed, task, groups)
+    check_task(learner, problem)
     cells = [Point((("alternative", a),) + pt.values) for a in range(len(sources)) for pt in points] \
         if len(sources) > 1 else points
     varying = (["alternative"] if len(sources) > 1 else []) + learner.varying(points)
@@ -275,6 +405,10 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
                 raise EvaluationError(f"{len(given)} lists of inner folds for {len(splits)} splits; give one per split")
             for parts in given:
                 sub_y = y[np.concatenate([np.asarray(tr) for tr, _ in parts])]
+                if task != "classification":
+                    inner.append(([(np.asarray(tr, dtype=np.int64), np.asarray(te, dtype=np.int64))
+                                   for tr, te in parts], problem))
+                    continue
                 inner.append(([(np.asarray(tr, dtype=np.int64), np.asarray(te, dtype=np.int64)) for tr, te in parts],
                               problem_of(sub_y, problem.positive if problem.positive in set(sub_y.tolist()) else None,
                                          problem.class_weight, problem.multiclass, problem.seed)))
@@ -383,25 +517,36 @@ def assemble(learner: Learner, y, splits, shown, fits, problem: Problem, kernel,
     fold_acc = {k: [] for k in labels}
     infos = {k: [] for k in labels}
     chosen = []
-    for sp, split_fits in zip(splits, fits):
+    spread = SPREAD[problem.task]
+    # ranking: the groups of each split's test part, kept apart from another split's (each split's
+    # model ranks its own test groups)
+    split_groups = [None] * len(splits)
+    if problem.task == "ranking":
+        offset = 0
+        for i, sp in enumerate(splits):
+            code = np.unique(np.asarray(problem.groups)[sp.test], return_inverse=True)[1].astype(np.int64)
+            split_groups[i] = code + offset
+            offset += int(code.max()) + 1 if code.size else 0
+    for sp, sg, split_fits in zip(splits, split_groups, fits):
         for key, (fit_s, extra, out) in zip(labels, split_fits):
             if nested:
                 chosen.append(fit_s)
             pred = out.predicted if isinstance(out, Outcome) else out
-            row, _ = prediction_scores(y[sp.test], pred, problem.classes, problem.positive)
-            fold_acc[key].append(row["accuracy"])
+            row, _ = task_scores(problem, y[sp.test], pred, sg)
+            fold_acc[key].append(row[spread])
             if isinstance(out, Outcome):
                 infos[key].append(out.info)
             res.fold_rows.append({"kernel": kernel, **learner.row(fit_s, problem), **extra, "split": sp.name,
                                   "n_train": int(sp.train.size), "n_test": int(sp.test.size), **row})
             pooled[key][0].append(sp.test)
             pooled[key][1].append(pred)
+    pooled_groups = np.concatenate(split_groups) if problem.task == "ranking" else None
     for s, key in zip(shown, labels):
         idx, pred = np.concatenate(pooled[key][0]), np.concatenate(pooled[key][1])
-        row, rep = prediction_scores(y[idx], pred, problem.classes, problem.positive)
+        row, rep = task_scores(problem, y[idx], pred, pooled_groups)
         acc = np.asarray(fold_acc[key])
         out = {"kernel": kernel, **learner.row(s, problem), "splits": len(splits), "n_test": int(idx.size), **row,
-               "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, **learner.summary(infos[key])}
+               f"{spread}_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0, **learner.summary(infos[key])}
         if nested:
             for p in varying:
                 out[f"{p}_grid"] = ",".join(text_of(learner, p, v) for v in dict.fromkeys(pt[p] for pt in grid))

@@ -115,6 +115,7 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
     if lr.reads != "kernel":
         raise EvaluationError(f"train(): {lr.name} reads {lr.reads}, not a kernel over the training examples; "
                               f"train it from its store (gramtile train --model {lr.name})")
+    lr.check_task("classification")  # a saved model predicts labels: regression and ranking models are not saved
     grid_values = dict(grid) if grid is not None else {"C": C} if lr.name == "svm" else \
         {"epochs": epochs} if lr.name == "perceptron" else {}
     point, record = select_point(lr, source if source is not None else ArrayKernelSource(K), y, grid_values,

@@ -7,9 +7,9 @@ made) that declares
   ``"landmarks"``: kernel columns of landmark examples; ``"features"``: a feature store's rows);
 - ``params``: the parameters a grid may span (:class:`Param`: C, epochs, the landmark count),
   with their defaults and checks;
-- its capabilities: the multi-class schemes it trains (``multiclass``), whether it takes class
-  weights (``class_weight``), whether the fits along a C grid are warm-started inside one task
-  (``warm_start``);
+- its capabilities: the task kinds it learns (``task_kinds``: :data:`TASKS`), the multi-class
+  schemes it trains (``multiclass``), whether it takes class weights (``class_weight``), whether
+  the fits along a C grid are warm-started inside one task (``warm_start``);
 
 and does four things, each used by the one evaluation and selection loop
 (:mod:`gramtile.pipeline.learn.selection`), by ``gramtile evaluate`` and by ``gramtile train``:
@@ -39,6 +39,11 @@ from gramtile.pipeline.learn.errors import EvaluationError
 
 #: the multi-class schemes, by their option values
 SCHEMES = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
+
+#: the task kinds: labels to predict (``classification``), real targets to predict
+#: (``regression``), or candidates to order within their group by real or 0/1 relevance targets,
+#: higher score ranked higher (``ranking``)
+TASKS = ("classification", "regression", "ranking")
 
 
 @dataclass(frozen=True)
@@ -129,13 +134,21 @@ class Point:
 @dataclass(frozen=True)
 class Problem:
     """What a run learns, beyond the data: the task's classes, the positive class of a binary
-    task, class weights, the multi-class scheme, and the seed of a learner's visiting order."""
+    task, class weights, the multi-class scheme, and the seed of a learner's visiting order.
+
+    ``task`` is the task kind (:data:`TASKS`); a regression or ranking problem has no classes
+    (``()``). ``groups``, for ranking, is the group id of every example of the source (its
+    candidates are ordered within their group only); the tasks of a ranking learner carry the
+    groups of their training part only.
+    """
 
     classes: tuple
     positive: Any = None
     class_weight: Any = None
     multiclass: str = "ovr"
     seed: Any = None
+    task: str = "classification"
+    groups: Any = field(default=None, compare=False, repr=False)
 
     @property
     def n_classes(self) -> int:
@@ -144,8 +157,10 @@ class Problem:
 
 @dataclass
 class Outcome:
-    """What the fit of one grid point on one split gives: the predicted labels of its test part and
-    anything the learner reports about the fit (``info``, summarised by :meth:`Learner.summary`)."""
+    """What the fit of one grid point on one split gives: the predictions of its test part (the
+    labels of a classification task, the real predictions of a regression, the scores of a
+    ranking: higher ranks higher within a group) and anything the learner reports about the fit
+    (``info``, summarised by :meth:`Learner.summary`)."""
 
     predicted: np.ndarray
     info: dict = field(default_factory=dict)
@@ -185,6 +200,7 @@ class Learner:
     name: ClassVar[str]
     reads: ClassVar[str]
     params: ClassVar[tuple[Param, ...]]
+    task_kinds: ClassVar[tuple[str, ...]] = ("classification",)
     multiclass: ClassVar[tuple[str, ...]] = ("ovr",)
     class_weight: ClassVar[bool] = True
     warm_start: ClassVar[bool] = False
@@ -253,8 +269,21 @@ class Learner:
         return {}
 
     def check_problem(self, problem: Problem) -> None:
-        """Refuse a problem this learner cannot train (a scheme or class weights it does not take)."""
-        self.check_capabilities(problem.multiclass, problem.class_weight)
+        """Refuse a problem this learner cannot train (a task kind, a scheme or class weights it does
+        not take)."""
+        self.check_task(problem.task)
+        if problem.task == "classification":
+            self.check_capabilities(problem.multiclass, problem.class_weight)
+        elif problem.class_weight is not None:
+            raise EvaluationError(f"a {problem.task} task takes no class weights; drop --class-weight")
+
+    def check_task(self, task: str) -> None:
+        """Refuse a task kind this learner does not learn, naming the learners that do."""
+        if task not in TASKS:
+            raise EvaluationError(f"task={task!r}; use one of {list(TASKS)}")
+        if task not in self.task_kinds:
+            raise EvaluationError(f"{self.name} learns {' and '.join(self.task_kinds)} only, and this is a {task} "
+                                  f"task; choose another --model (one that learns {task})")
 
     def check_capabilities(self, multiclass: str = "ovr", class_weight: Any = None) -> None:
         """Refuse options this learner does not declare: a multi-class scheme, class weights."""
