@@ -106,7 +106,7 @@ def test_samples_prepare_into_pair_stores(tmp_path):
         else:
             assert store.targets is None and store.groups is None
         rc, text = _cli("inspect", out)
-        assert f"fields: {fields[0]} (dep, ptree, seq, tree), {fields[1]} (dep, ptree, seq, tree)" in text
+        assert f"fields: {fields[0]} (dep, ptree, rel_tree, seq, tree), {fields[1]} (dep, ptree, rel_tree, seq, tree)" in text
 
 
 def _done_shards(out):

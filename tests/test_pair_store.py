@@ -13,6 +13,7 @@ import gramtile
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.parsing.links import link_key, rel_tree
 from gramtile.pipeline.parsing.parse import parse_texts
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.fields import field_key, split_key
@@ -86,9 +87,11 @@ def test_pair_store_round_trip(pair_store, single_stores):
     assert store.groups.tolist() == GROUPS
     single_reps = single_stores["a"].representations
     assert set(single_reps) == {"dep", "seq", "tree", "ptree"}
-    assert store.representations == {field_key(f, r): k for f in ("a", "b") for r, k in single_reps.items()}
+    # every field has the single texts' representations, and its tree with the pair's relational links
+    assert store.representations == {field_key(f, r): k for f in ("a", "b")
+                                     for r, k in {**single_reps, "rel_tree": "tree"}.items()}
     for f in ("a", "b"):
-        assert store.field_representations(f) == single_reps
+        assert store.field_representations(f) == {**single_reps, "rel_tree": "tree"}
     docs = store.documents()
     assert [d.fields for d in docs] == [{"a": a, "b": b} for a, b in zip(A, B)]
     assert all(d.text is None for d in docs)
@@ -98,6 +101,12 @@ def test_pair_store_round_trip(pair_store, single_stores):
         singles = single_stores[f].documents()
         for d, s in zip(docs, singles):
             assert {r: d.structures[field_key(f, r)] for r in single_reps} == s.structures
+    # the linked trees: each field's tree with the words the other field shares marked
+    for d in docs:
+        deps = {f: d.structures[field_key(f, "dep")] for f in ("a", "b")}
+        for f, g in (("a", "b"), ("b", "a")):
+            others = {k for i in range(len(deps[g].words)) if (k := link_key(deps[g], i)) is not None}
+            assert d.structures[field_key(f, "rel_tree")] == rel_tree(deps[f], others)
     # a field's batch is read as a single-text store's representation is, across shards
     batch = store.load("b.tree", 2, 9)
     assert batch.n == 7 and batch.kind == "tree"
@@ -244,12 +253,12 @@ def test_prepare_and_inspect_on_the_command_line(tmp_path, pair_store):
     assert CorpusStore.open(out).content_hash == CorpusStore.open(pair_store[0]).content_hash
     rc, text = _cli("inspect", out)
     assert rc == 0
-    assert "fields: a (dep, ptree, seq, tree), b (dep, ptree, seq, tree)" in text
+    assert "fields: a (dep, ptree, rel_tree, seq, tree), b (dep, ptree, rel_tree, seq, tree)" in text
     assert f"targets: real-valued, min {min(SCORES):g}, max {max(SCORES):g}" in text
     assert "groups: 4, 1 to 4 examples each" in text
     rc, js = _cli("inspect", out, "--json")
     r = json.loads(js)
-    assert r["fields"] == {"a": ["dep", "ptree", "seq", "tree"], "b": ["dep", "ptree", "seq", "tree"]}
+    assert r["fields"] == {"a": ["dep", "ptree", "rel_tree", "seq", "tree"], "b": ["dep", "ptree", "rel_tree", "seq", "tree"]}
     assert r["groups"] == {"count": 4, "min_size": 1, "max_size": 4}
     assert r["targets"]["mean"] == pytest.approx(np.mean(SCORES))
     # a store of single texts says it has none

@@ -37,6 +37,8 @@ from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.parsing.convert import complete
 from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
 from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.parsing.links import REP as LINKED
+from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
@@ -400,9 +402,11 @@ def write_shards(store, docs, executor, run, model, pretok, progress, n_estimate
                                     for rep, s in structures(next(it)).items()}
             _record_parser(store, {**prov, "package": model, "pretokenized": pretok})
             parsed.append(k)
-        if reps is not None:
-            for d in shard:
+        for d in shard:
+            if reps is not None:
                 d.structures = _completed(d, reps)
+            elif d.fields is not None:  # the fields' relational links (parsing/links.py)
+                d.structures = with_links(d.structures, d.fields)
         store.write_shard(k, shard, run, parsed=any(mask))
         written.append(k)
         bar.update(1)
@@ -445,9 +449,19 @@ def _completed(doc, reps) -> dict:
         if field is None:
             raise CorpusFormatError(f"{where}structure {key!r} names none of the fields {list(per_field)}",
                                     fix="key each field's structures <field>.<representation>")
-        per_field[field][rep] = s
-    return {field_key(name, rep): s for name, got in per_field.items()
-            for rep, s in complete(got, want, f"{where}field {name!r}: ").items()}
+        if rep != LINKED:
+            per_field[field][rep] = s
+    own = None if want is None else [r for r in want if r != LINKED]
+    out = {field_key(name, rep): s for name, got in per_field.items()
+           for rep, s in complete(got, own, f"{where}field {name!r}: ").items()}
+    if want is None or LINKED in want:  # the relational links, from the fields' dependency parses
+        linked = with_links(doc.structures, doc.fields)
+        keys = [field_key(name, LINKED) for name in doc.fields]
+        if want is not None and not all(k in linked for k in keys):
+            raise CorpusFormatError(f"{where}representation {LINKED!r} needs a dependency parse (dep) of every field "
+                                    f"of {list(doc.fields)}", fix=f"parse the texts, or drop {LINKED} from --reps")
+        out.update({k: linked[k] for k in keys if k in linked})
+    return out
 
 
 def _record_parser(store, prov):

@@ -45,6 +45,7 @@ from __future__ import annotations
 from conllu.models import TokenList
 
 from gramtile.pipeline.parsing.derive import dep_to_seq, dep_to_tree, tree_to_ptree
+from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import doc_to_dep, is_spacy_doc, load_model, parse_deps
 from gramtile.pipeline.readers.base import head_problem
 from gramtile.pipeline.readers.table import table_documents, table_kind
@@ -175,10 +176,10 @@ def _parse_fields(items, fields, target, group, what, text, label, id, **options
     out = []
     for i, row in enumerate(rows):
         texts = {name: parsed[k][i].text for k, name in enumerate(names)}
+        structures = {field_key(name, rep): s for k, name in enumerate(names)
+                      for rep, s in parsed[k][i].structures.items()}
         out.append(Document(id=row.id, label=row.label, source=row.source, target=row.target, group=row.group,
-                            fields=texts,
-                            structures={field_key(name, rep): s for k, name in enumerate(names)
-                                        for rep, s in parsed[k][i].structures.items()}))
+                            fields=texts, structures=with_links(structures, names)))
     return out
 
 

@@ -42,13 +42,17 @@ def safe_label(s: str) -> str:
     return s or "_"
 
 
-def dep_to_tree(dep: DepTree) -> Tree:
+def dep_to_tree(dep: DepTree, marked=None, mark: str = "") -> Tree:
     """The GRCT-like ordered tree of a dependency tree (shape in the module docstring).
 
     Parameters
     ----------
     dep : DepTree
         A validated dependency tree with ``n`` words.
+    marked : sequence of bool, optional
+        Words whose relation node and pre-terminal get ``mark`` before their label (the relational
+        links of a pair, :mod:`~gramtile.pipeline.parsing.links`).
+    mark : str
 
     Returns
     -------
@@ -72,7 +76,8 @@ def dep_to_tree(dep: DepTree) -> Tree:
         order.extend(dependents[v])
     built = [None] * n
     for i in reversed(order):
-        pre = Tree(safe_label(pos[i]), (Tree(safe_label((lemmas[i] or dep.words[i]).lower())),))
+        tag = mark if marked is not None and marked[i] else ""
+        pre = Tree(tag + safe_label(pos[i]), (Tree(safe_label((lemmas[i] or dep.words[i]).lower())),))
         kids = []
         placed = False
         for j in dependents[i]:  # dependents are already in word order
@@ -82,7 +87,7 @@ def dep_to_tree(dep: DepTree) -> Tree:
             kids.append(built[j])
         if not placed:
             kids.append(pre)
-        built[i] = Tree(safe_label(rels[i]), tuple(kids))
+        built[i] = Tree(tag + safe_label(rels[i]), tuple(kids))
     return built[root]
 
 
