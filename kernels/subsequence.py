@@ -23,8 +23,10 @@ of s is read, so the programme keeps O(n |t|) values, not O(n |s| |t|).
 Soft matching reads the similarity as a *resource* (see :meth:`SubsequenceKernel.resources`):
 either a CSR matrix over the corpus symbol ids (``indptr``; ``indices`` sorted and distinct per
 row; ``data``; used as given, diagonal included; WordNet synonymy is very sparse) or a dense
-factor D of shape (n_symbols, k) with A = D D^T off the diagonal and A[u, u] = 1 (LSA; rows of
-D are unit or zero, so this only adds a non-negative diagonal and keeps A PSD).
+factor D of shape (n_symbols, k) with A = D D^T off the diagonal and A[u, u] = 1 (LSA, or the
+unit word vectors of ``similarity: vectors``; rows of D are unit or zero, so this only adds a
+non-negative diagonal and keeps A PSD). Word vectors give the plain cosine, negative values
+included: clipping it at 0, as the SPTK's table does, would not keep A positive semidefinite.
 
 Per pair of sequences the |s| x |t| match matrix is filled first, then the programme runs on
 it (skipped when the matrix is all zero). Filling is one load per entry: exact and CSR blocks
@@ -47,6 +49,9 @@ from gramtile.kernels.spec import BaseSpec, register
 
 #: Batch column read for each ``on`` value.
 _COLUMN = {"tokens": "token", "lemmas": "lemma", "pos": "pos"}
+#: The resource of ``similarity: vectors``: this prefix and the vector source (the unit word
+#: vectors of the corpus symbols, a factor D as LSA's)
+VECTORS_PREFIX = "similarity/vectors:"
 
 # Match modes of the cores.
 _EXACT, _CSR, _FACTOR = 0, 1, 2
@@ -357,19 +362,23 @@ class SubsequenceKernel(BaseSpec):
         True: K_1 + ... + K_n; false: K_n only.
     on : {"tokens", "lemmas", "pos"}
         Sequence column compared.
-    similarity : {None, "wordnet", "lsa"}
-        Soft matching matrix A, read from the resource named by :meth:`resources`.
+    similarity : {None, "wordnet", "lsa", "vectors"}
+        Soft matching matrix A, read from the resource named by :meth:`resources`: WordNet
+        synonymy, the cosine in the corpus's LSA space, or the cosine of word vectors.
     rep : str
         Corpus representation read (a token-sequence batch).
     space_rep : str or None
         Representation whose examples build the LSA space of ``similarity: lsa`` (e.g. ``seq``,
         the whole contexts, while ``rep`` names the target sentences). None: ``rep`` itself.
+    vectors : str or None
+        With ``similarity="vectors"``: the vector source, as the SPTK's (a word-vector file,
+        ``spacy:NAME`` or ``corpus:BUILDER``); a symbol without a vector matches only itself.
     """
 
     kind = "subsequence"
     reads = "seq"
     # space_rep came after stores of soft subsequence kernels existed: at None it stays out of the hash
-    added_later: ClassVar[tuple] = ("space_rep",)
+    added_later: ClassVar[tuple] = ("space_rep", "vectors")
     n: int = 3
     lam: float = 0.5
     cumulative: bool = True
@@ -377,14 +386,23 @@ class SubsequenceKernel(BaseSpec):
     similarity: str | None = None
     rep: str = "seq"
     space_rep: str | None = None
+    vectors: str | None = None
 
     def validate(self):
         self._number("n", lo=1, integer=True)
         self._number("lam", lo=0, hi=1, lo_open=True)
         self._flag("cumulative")
         self._choice("on", tuple(_COLUMN))
-        self._choice("similarity", (None, "wordnet", "lsa"))
+        self._choice("similarity", (None, "wordnet", "lsa", "vectors"))
         self._string("rep")
+        if self.similarity == "vectors":
+            if not isinstance(self.vectors, str) or not self.vectors:
+                raise KernelSpecError("kernel 'subsequence' with similarity='vectors' needs parameter 'vectors': the "
+                                      f"path of a word-vector file, 'spacy:NAME' or 'corpus:BUILDER', got "
+                                      f"{self.vectors!r}")
+        elif self.vectors is not None:
+            raise KernelSpecError(f"parameter 'vectors' of kernel 'subsequence' is read only with "
+                                  f"similarity='vectors' (similarity is {self.similarity!r}); drop it")
         check_space_rep(self, self.similarity == "lsa",
                         "only the LSA space of similarity='lsa' is built from examples (WordNet synonymy "
                         "depends on the vocabulary alone, exact matching needs no space)")
@@ -401,6 +419,8 @@ class SubsequenceKernel(BaseSpec):
             return ()
         if self.similarity == "lsa":
             return (f"similarity/lsa/{self.on}",)
+        if self.similarity == "vectors":
+            return (VECTORS_PREFIX + self.vectors,)
         return (f"similarity/{self.similarity}",)
 
     # -- inputs for the cores -----------------------------------------------------------

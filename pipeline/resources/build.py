@@ -16,11 +16,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramtile.kernels.errors import KernelSpecError
+from gramtile.kernels.subsequence import VECTORS_PREFIX as SUBSEQUENCE_VECTORS
 from gramtile.pipeline.resources.domain import domain_resource
 from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
 from gramtile.pipeline.resources.lexical import lexical_table
 from gramtile.pipeline.resources.similarity import similarity_resource
-from gramtile.pipeline.resources.vector_sources import WordVectors, build_vectors
+from gramtile.pipeline.resources.vector_sources import WordVectors, build_vectors, symbol_vectors
 
 #: Name prefix of a stored vector source (``gramtile.pipeline.resources.keys.VECTORS``).
 VECTORS_PREFIX = "vectors:"
@@ -38,15 +39,16 @@ def build_value(name: str, vocab_strings, structs, vectors: WordVectors | None =
     name : str
         ``similarity/wordnet``, ``similarity/lsa/<field>``, ``domain/lsa/<dims>``, ``sptk:{...}``
         (the smoothed partial tree kernel's lexical table, :mod:`gramtile.pipeline.resources.lexical`)
-        or ``vectors:SOURCE`` (the word vectors of a vector source,
-        :mod:`gramtile.pipeline.resources.vector_sources`).
+        ``vectors:SOURCE`` (the word vectors of a vector source,
+        :mod:`gramtile.pipeline.resources.vector_sources`) or ``similarity/vectors:SOURCE`` (the
+        subsequence kernel's soft matching by word vectors: the unit vector of every symbol).
     vocab_strings : sequence of str
         Symbol strings in id order (``Vocabularies.sym.strings``).
     structs : list of structures
         The examples of the representation the kernel reads (unused by WordNet).
     vectors : WordVectors or None
-        For an SPTK table of source ``vectors``: its vectors, when already built (a corpus
-        store's stored vectors); None builds them from the source.
+        For an SPTK table of source ``vectors`` and ``similarity/vectors:SOURCE``: the vectors,
+        when already built (a corpus store's stored vectors); None builds them from the source.
 
     Returns
     -------
@@ -55,6 +57,10 @@ def build_value(name: str, vocab_strings, structs, vectors: WordVectors | None =
     """
     if name.startswith(VECTORS_PREFIX):
         return build_vectors(name[len(VECTORS_PREFIX):], vocab_strings, structs)
+    if name.startswith(SUBSEQUENCE_VECTORS):
+        if vectors is None:
+            vectors = build_vectors(name[len(SUBSEQUENCE_VECTORS):], vocab_strings, structs)
+        return symbol_vectors(vectors, vocab_strings)
     if name.startswith(LEXICAL_PREFIX):
         return lexical_table(name, vocab_strings, structs, vectors)
     if name.startswith("domain/"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
+from gramtile.kernels.subsequence import VECTORS_PREFIX as SUBSEQUENCE_VECTORS
 from gramtile.pipeline.resources import vector_sources as vs
 from gramtile.pipeline.resources.lexical import PREFIX as LEXICAL_PREFIX
 from gramtile.pipeline.resources.lexical import table_params
@@ -40,6 +41,8 @@ def resource_rep(base, name: str):
     """
     if name == "similarity/wordnet":
         return None
+    if name.startswith(SUBSEQUENCE_VECTORS):  # the vectors' own rule (vectors_key)
+        return base.rep_name if vs.source_kind(name[len(SUBSEQUENCE_VECTORS):]) == "corpus" else None
     return getattr(base, "space_rep", None) or base.rep_name
 
 
@@ -101,7 +104,7 @@ class ResourceKey:
             p.update(dims=int(self.name.rsplit("/", 1)[1]), random_state=SEED, idf="log(N/df)")
         elif self.name.startswith("sptk:") and '"source":"lsa"' in self.name:
             p.update(dims=LSA_DIMS, random_state=SEED)
-        elif self.name.startswith(VECTORS + "corpus:"):
+        elif self.name.startswith(VECTORS + "corpus:") or self.name.startswith(SUBSEQUENCE_VECTORS + "corpus:"):
             p.update(dims=vs.DIMS, window=vs.WINDOW, min_count=vs.MIN_COUNT, seed=vs.SEED)
         return p
 
@@ -117,6 +120,8 @@ class ResourceKey:
             return f"{GROUP}/sptk-{self.param_hash}"
         if self.name.startswith(VECTORS):
             return f"{GROUP}/vectors-{self.param_hash}"
+        if self.name.startswith(SUBSEQUENCE_VECTORS):
+            return f"{GROUP}/similarity.vectors-{self.param_hash}"
         return f"{GROUP}/{self.name.replace('/', '.')}-{self.param_hash}"
 
 
@@ -147,8 +152,11 @@ def vectors_key(source: str, rep: str | None) -> ResourceKey:
 
 
 def table_vectors_key(key: ResourceKey) -> ResourceKey | None:
-    """The vectors an SPTK table of source ``vectors`` is built from (None for other resources):
-    a corpus builder's trained on the table's own representation."""
+    """The vectors an SPTK table of source ``vectors``, or the subsequence kernel's vector
+    similarity, is built from (None for other resources): a corpus builder's trained on the
+    resource's own representation."""
+    if key.name.startswith(SUBSEQUENCE_VECTORS):
+        return vectors_key(key.name[len(SUBSEQUENCE_VECTORS):], key.rep)
     if not key.name.startswith(LEXICAL_PREFIX):
         return None
     p = table_params(key.name)

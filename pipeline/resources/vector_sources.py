@@ -29,7 +29,15 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.errors import KernelSpecError
-from gramtile.pipeline.resources.vectors import BUILDERS, CORPUS, DEFAULT_BUILDER, SPACY, load_source, vector_files
+from gramtile.pipeline.resources.vectors import (
+    BUILDERS,
+    CORPUS,
+    DEFAULT_BUILDER,
+    SPACY,
+    load_source,
+    unit_rows,
+    vector_files,
+)
 
 #: Dimensions, window, minimum count and seed of vectors trained on a corpus.
 DIMS = 100
@@ -166,6 +174,22 @@ def example_words(x) -> list:
         return [split_label(n.label, KELP_PREFIX)[0] for n in lex]
     raise KernelSpecError(f"vectors cannot be trained on examples of type {type(x).__name__}; train them on a "
                           f"representation of trees, token sequences, dependency trees or WSD instances")
+
+
+def symbol_vectors(vectors: WordVectors, vocab_strings) -> np.ndarray:
+    """The unit vector of every corpus symbol, float64 (V, k): the vector of the symbol's string,
+    else of its lower-cased string, scaled to unit length; a zero row for a symbol without one
+    (the subsequence kernel's factor form then matches it only with itself)."""
+    index = {w: k for k, w in enumerate(vectors.words)}
+    M = unit_rows(vectors.matrix)
+    out = np.zeros((len(vocab_strings), M.shape[1] if M.ndim == 2 else 0), dtype=np.float64)
+    for s, w in enumerate(vocab_strings):
+        k = index.get(w)
+        if k is None:
+            k = index.get(w.lower())
+        if k is not None:
+            out[s] = M[k]
+    return out
 
 
 def build_vectors(source: str, vocab_strings, structs) -> WordVectors:
