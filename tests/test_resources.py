@@ -61,6 +61,10 @@ def test_prepare_resources_flag_builds_them_without_changing_the_corpus_hash(ser
     names = sorted((r["name"], r["rep"]) for r in resource_store.stored(out))
     assert names == [("domain/lsa/10", "seq"), ("similarity/lsa/lemmas", "seq"), ("similarity/lsa/lemmas", "wsd"),
                      ("similarity/wordnet", None)]
+    assert main(["inspect", str(out)]) == 0  # inspect lists them, one line each
+    shown = capsys.readouterr().out
+    assert "resources: 4" in shown and "  similarity/wordnet, content hash" in shown
+    assert "  domain/lsa/10 (from seq)" in shown and "  similarity/lsa/lemmas (from wsd)" in shown
     wn = next(r for r in resource_store.stored(out) if r["name"] == "similarity/wordnet")
     assert wn["provenance"]["corpus_content_hash"] == cs.content_hash
     assert set(wn["provenance"]["wordnet"]["sha256"]) >= {"index.noun", "index.verb", "index.adj", "index.adv"}

@@ -30,6 +30,7 @@ from gramtile.pipeline.resources.vectors import (
     train_word2vec,
     write_vectors_text,
 )
+from gramtile.workflows.cli import main
 
 WORDS = ["dog", "cat", "car", "truck", "run"]
 M = np.array([[1.0, 0.2, 0.0], [0.9, 0.3, 0.1], [0.0, 1.0, 0.2], [0.1, 0.9, 0.3], [-1.0, 0.0, 0.5]])
@@ -266,3 +267,14 @@ def test_spacy_pipeline_vectors_are_read_and_give_the_file_s_kernel(tmp_path):
     assert K[0, 1] > gram({"kind": "pt"}, trees)[0, 1]  # dog ~ cat through the pipeline's vectors
     with pytest.raises(KernelSpecError, match="cannot load the spaCy pipeline"):
         spacy_vectors(str(tmp_path / "no-such-pipeline"))
+
+
+def test_prepare_refuses_a_spacy_pipeline_without_vectors_before_parsing(tmp_path, capsys):
+    name = default_model_name()
+    (tmp_path / "t.txt").write_text("The dog barks .\nA cat sleeps .\n")
+    out = tmp_path / "c.zarr"
+    rc = main(["prepare", "--input", str(tmp_path / "t.txt"), "--format", "text", "--out", str(out),
+               "--vectors", f"spacy:{name}", "--cluster", "sequential", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "has no word vectors" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()  # refused before anything was parsed or written

@@ -35,6 +35,7 @@ from gramtile.pipeline.resources.vectors import (
     DEFAULT_BUILDER,
     SPACY,
     load_source,
+    spacy_vectors,
     unit_rows,
     vector_files,
 )
@@ -115,6 +116,7 @@ def check_available(source: str):
         if not Path(name).is_dir() and importlib.util.find_spec(name) is None:
             raise KernelSpecError(f"vectors {source!r}: no spaCy pipeline {name!r} is installed and no such folder "
                                   f"exists. Fix: python -m spacy download {name}, or name a saved pipeline's folder")
+        spacy_vectors(name, words=set())  # loads it: a pipeline without word vectors is refused now
     elif builder_of(source) == "word2vec" and importlib.util.find_spec("gensim") is None:
         raise KernelSpecError(f"vectors {source!r} need gensim. Fix: pip install 'gramtile[word2vec]' (or pip install "
                               f"gensim), or use corpus:ppmi")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from gramtile.pipeline.stores import resource_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.workflows.commands import add_storage_options
 
@@ -49,6 +50,11 @@ def report(path) -> dict:
         sizes = Counter(groups.tolist())
         extra["groups"] = {"count": len(sizes), "min_size": min(sizes.values()) if sizes else 0,
                            "max_size": max(sizes.values()) if sizes else 0}
+    res = resource_store.stored(path)
+    if res:  # the corpus resources built into the store (WordNet, LSA and domain spaces, vectors, SPTK tables)
+        extra["resources"] = [{"name": r["name"], "rep": r.get("rep"), "group": r["group"],
+                               "content_hash": r["content_hash"], "built": (r.get("provenance") or {}).get("built")}
+                              for r in res]
     return {"path": str(path), "examples": n, "complete": store.complete, **extra, "labels": labels,
             "representations": reps, "vocab_sizes": store.vocabs.sizes(),
             "shards_done": sum(1 for s in shards if s["done"]),
@@ -78,6 +84,10 @@ def format_report(r: dict) -> str:
     g = r.get("groups")
     out.append("groups: none" if g is None else
                f"groups: {g['count']}, {g['min_size']} to {g['max_size']} examples each")
+    res = r.get("resources")
+    out.append("resources: none" if not res else f"resources: {len(res)}")
+    out += [f"  {x['name']}" + (f" (from {x['rep']})" if x["rep"] else "") + f", content hash {x['content_hash'][:16]}"
+            f", built {x['built']}" for x in res or []]
     out += ["", "| label | count | share |", "|---|---:|---:|"]
     out += [f"| {x['label']} | {x['count']} | {100 * x['share']:.1f}% |" for x in r["labels"]]
     out += ["", "| representation | kind | mean nodes | max nodes |", "|---|---|---:|---:|"]
