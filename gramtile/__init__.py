@@ -21,26 +21,27 @@ from platformdirs import user_cache_dir
 
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(user_cache_dir("gramtile"), "numba"))
 
-from gramtile.pipeline.compute.inmemory import gram
-from gramtile.pipeline.parsing.convert import parse
-
 __version__ = version("gramtile")
 
-__all__ = ["__version__", "gram", "parse"]
+__all__ = ["__version__"]
 
-# ---- scikit-learn estimators, imported on first use: `import gramtile` stays fast ----
-_ESTIMATORS = {"KernelSVC": "gramtile.pipeline.learn.estimator", "GramTransformer": "gramtile.pipeline.learn.estimator",
+# ---- the entry points and the scikit-learn estimators, imported on first use: `import gramtile`
+# (and the command line, which imports it first) stays fast ----
+_ESTIMATORS = {"gram": "gramtile.pipeline.compute.inmemory", "parse": "gramtile.pipeline.parsing.convert",
+               "KernelSVC": "gramtile.pipeline.learn.estimator", "GramTransformer": "gramtile.pipeline.learn.estimator",
                "KernelSVR": "gramtile.pipeline.learn.estimator", "KernelRanker": "gramtile.pipeline.learn.estimator",
                "VotedPerceptron": "gramtile.pipeline.learn.perceptron", "SavedModel": "gramtile.pipeline.learn.models"}
 __all__ += list(_ESTIMATORS)
 
 if TYPE_CHECKING:   # for type checkers and the API reference; at run time __getattr__ imports them
+    from gramtile.pipeline.compute.inmemory import gram as gram
     from gramtile.pipeline.learn.estimator import GramTransformer as GramTransformer
     from gramtile.pipeline.learn.estimator import KernelRanker as KernelRanker
     from gramtile.pipeline.learn.estimator import KernelSVC as KernelSVC
     from gramtile.pipeline.learn.estimator import KernelSVR as KernelSVR
     from gramtile.pipeline.learn.models import SavedModel as SavedModel
     from gramtile.pipeline.learn.perceptron import VotedPerceptron as VotedPerceptron
+    from gramtile.pipeline.parsing.convert import parse as parse
 
 
 def __getattr__(name: str) -> Any:

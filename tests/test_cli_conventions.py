@@ -1,4 +1,4 @@
-"""CLI conventions (issue 17): one meaning per flag with deprecated old spellings, help without
+"""CLI conventions: one meaning per flag with deprecated old spellings, help without
 reStructuredText markup, the `gramtile` logger with --quiet / --verbose, one progress line every
 few seconds without a TTY, the timing summary with --no-progress. Real stores, real runs."""
 import io
@@ -95,3 +95,31 @@ def test_quiet_and_verbose_set_the_gramtile_logger_level(tmp_path, capsys):
     finally:
         log.removeHandler(h)
     assert "--seed is deprecated" in stream.getvalue()  # warnings pass --quiet
+
+
+def test_the_command_table_says_what_each_command_module_says():
+    from gramtile.workflows.cli import COMMANDS
+
+    p = build_parser()
+    sub = next(a for a in p._actions if a.dest == "command")
+    assert {a.dest: a.help for a in sub._choices_actions} == dict(COMMANDS)
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["-q", "--help"]])
+def test_version_and_help_load_none_of_the_engine(argv):
+    """`gramtile --version` and `--help` import neither a command's module nor the libraries of the
+    engine (Zarr, Numba, scikit-learn, SciPy, Dask): they start at once (bench/cli_start.py)."""
+    code = ("import sys\nfrom gramtile.workflows.cli import main\n"
+            f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'zarr', 'numba', 'sklearn', 'scipy', 'dask', "
+            "'spacy', 'distributed'})\n"
+            "mods = sorted(m for m in sys.modules if m.startswith('gramtile.workflows.commands'))\n"
+            "print('HEAVY', heavy, 'COMMANDS', mods)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY [] COMMANDS []" in r.stdout, r.stdout
+    # a command's parser loads that command's module only
+    code2 = code.replace(repr(argv), repr(["status", "--help"]))
+    r2 = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, timeout=120)
+    loaded = r2.stdout.split("COMMANDS", 1)[1]
+    assert "commands.status" in loaded and "commands.gram" not in loaded and "commands.evaluate" not in loaded

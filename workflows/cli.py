@@ -2,7 +2,11 @@
 
 Each subcommand lives in its own module under ``gramtile.workflows.commands`` and exposes
 ``add_parser(subparsers)`` (which registers the subcommand and sets ``func``) and the function
-it sets. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy, and the
+it sets. :data:`COMMANDS` lists them with their one-line help, so that ``gramtile --version``,
+``gramtile --help`` and a command's parser load nothing but what they show: the module of the
+command given (and, for a command that runs, the stores' error helpers) is imported by name when
+the command line names it, the engine's libraries (Zarr, Numba, scikit-learn) only by the command
+that needs them. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy, and the
 operating system's (a full disk, an unwritable path: :func:`os_error_message`), are printed as
 one clear message with exit status 2; Ctrl-C exits 130 with one line; anything else is a bug and
 shows a traceback.
@@ -13,26 +17,57 @@ import argparse
 import errno
 import importlib
 import os
-import pkgutil
 import re
 import signal
 import sys
 import threading
 from importlib.metadata import version
+from types import MappingProxyType
 
-import gramtile.workflows.commands as pkg
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.compute.errors import Terminated
 from gramtile.pipeline.progress import configure
-from gramtile.pipeline.stores.storage import disk_summary, is_url, object_store_message, refuse_url
-from gramtile.workflows.commands import apply_storage_options
+
+#: the subcommands and their one-line help (each module's ``add_parser`` says the same; a test
+#: holds them equal), in the order ``gramtile --help`` lists them
+COMMANDS = MappingProxyType({
+    "demo": "run the end-to-end demo (parse, corpus store, Dask Gram tiles, k-fold SVM)",
+    "evaluate": "k-fold / fixed-split SVM or voted-perceptron evaluation from a Gram store",
+    "export": "write K of a complete Gram store (or a selection) to .npy, LIBSVM or SVM-light",
+    "features": "explicit feature rows of st, bow, route or exact subsequence kernels",
+    "gram": "compute a tiled Gram matrix into a Zarr store (resumable)",
+    "inspect": "counts, labels, sizes, vocabularies and provenance of a corpus store",
+    "predict": "predict labels of new examples with a saved model",
+    "prepare": "read, parse and shard a corpus into a Zarr corpus store (resumable)",
+    "profiles": "list the cluster profiles --cluster accepts, with their source file",
+    "run": "run a workflow (a shipped one by name, or a YAML file): data, kernels, protocol, report",
+    "status": "tiles done / total and provenance of a Gram store",
+    "train": "train an SVM / voted perceptron and save a model directory",
+    "verify": "re-check every done tile of a Gram store (--repair recomputes bad tiles), or every file of a "
+              "model directory",
+})
+PACKAGE = "gramtile.workflows.commands"
 
 
-def _command_modules():
+def command_module(name: str):
+    """The module of subcommand ``name``, imported now."""
+    return importlib.import_module(f"{PACKAGE}.{name}")
 
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            yield importlib.import_module(f"{pkg.__name__}.{info.name}")
+
+def _storage():
+    """The stores' location helpers (URLs, disks, object-store errors), imported when a command runs."""
+    return importlib.import_module("gramtile.pipeline.stores.storage")
+
+
+def _named_command(argv) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the top-level options
+    take no value)."""
+    for a in argv:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a if a in COMMANDS else None
+    return None
 
 
 _ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc|obj):`~?([^`]+)`")
@@ -54,7 +89,9 @@ def _verbosity_flags(p, default):
                    help="also print debugging messages")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands=None) -> argparse.ArgumentParser:
+    """The parser of the command line; ``commands``: the subcommands whose modules give their full
+    parsers (None: all of them), the others are listed with their help only."""
     p = argparse.ArgumentParser(
         prog="gramtile",
         description="Tiled Gram matrices of structured NLP kernels, stored in Zarr, "
@@ -62,8 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"gramtile {version('gramtile')}")
     _verbosity_flags(p, 0)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    for mod in _command_modules():
-        mod.add_parser(sub)
+    for name, summary in COMMANDS.items():
+        if commands is None or name in commands:
+            command_module(name).add_parser(sub)
+        else:
+            sub.add_parser(name, help=summary, add_help=False)
     for cmd in sub.choices.values():
         # after the command too (`gramtile gram ... --quiet`); SUPPRESS keeps a flag given before it
         _verbosity_flags(cmd, argparse.SUPPRESS)
@@ -85,7 +125,7 @@ def _local_out(args):
 
     out = getattr(args, "out", None)
     if args.command not in URL_OUT_COMMANDS and isinstance(out, str):
-        refuse_url(out, f"`gramtile {args.command} --out`", "write it to a local path and copy it to the shared "
+        _storage().refuse_url(out, f"`gramtile {args.command} --out`", "write it to a local path and copy it to the shared "
                    "storage afterwards (only `gramtile gram --out` and `gramtile prepare --out` write to URLs)")
 
 
@@ -95,7 +135,7 @@ _NO_ACCESS = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 def _disk(path) -> str:
     """The mount point holding ``path`` and its free space, e.g. "/data (12 KB free of 2.0 GB)"."""
-    return disk_summary(path)
+    return _storage().disk_summary(path)
 
 
 def os_error_message(e: OSError, near=None) -> str:
@@ -106,7 +146,7 @@ def os_error_message(e: OSError, near=None) -> str:
     what = e.strerror or str(e)
     if e.errno in _DISK_FULL:
         where = e.filename if e.filename is not None else near
-        disk = f"the disk {_disk(where)}" if where is not None and not is_url(where) else "the disk"
+        disk = f"the disk {_disk(where)}" if where is not None and not _storage().is_url(where) else "the disk"
         return (f"cannot write {name}: {what} ({disk} or the quota holding it is full). Fix: free space there or "
                 f"choose another --out, then rerun the same command (work already finished is kept)")
     if e.errno in _NO_ACCESS:
@@ -117,7 +157,9 @@ def os_error_message(e: OSError, near=None) -> str:
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    name = _named_command(argv)
+    parser = build_parser(() if name is None else (name,))
     args = parser.parse_args(argv)
     configure(getattr(args, "verbosity", 0))
     if not getattr(args, "func", None):
@@ -126,7 +168,7 @@ def main(argv=None) -> int:
     previous = _on_sigterm()
     try:
         _local_out(args)
-        apply_storage_options(args)
+        importlib.import_module(PACKAGE).apply_storage_options(args)
         rc = args.func(args)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): stores were left consistent on the way out
         print(f"gramtile {args.command}: interrupted{' by SIGTERM' if isinstance(e, Terminated) else ''}; "
@@ -140,7 +182,7 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as e:
-        msg = object_store_message(e, _urls(args)) or os_error_message(e, getattr(args, 'out', None))
+        msg = _storage().object_store_message(e, _urls(args)) or os_error_message(e, getattr(args, 'out', None))
         print(f"gramtile {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except (MemoryError, RecursionError) as e:
@@ -153,7 +195,7 @@ def main(argv=None) -> int:
         return 2
     except Exception as e:
         # an object store's own errors (botocore's, aiohttp's) met mid-run: one line, not a traceback
-        msg = object_store_message(e, _urls(args))
+        msg = _storage().object_store_message(e, _urls(args))
         if msg is None:
             raise  # a bug: the traceback is wanted
         print(f"gramtile {args.command}: error: {msg}", file=sys.stderr)
@@ -169,7 +211,7 @@ def _urls(args) -> list:
     out = []
     for value in vars(args).values():
         for v in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(v, str) and is_url(v):
+            if isinstance(v, str) and _storage().is_url(v):
                 out.append(v)
     return out
 
