@@ -70,8 +70,8 @@ def labels_as_relevance(labels, where: str) -> np.ndarray:
         y = np.array([float(v) for v in labels], dtype=np.float64)
     except (TypeError, ValueError):
         bad = next(v for v in labels if not _number(v))
-        raise EvaluationError(f"{where} holds no targets and its labels are not numbers (e.g. {bad!r}), so there is "
-                              f"no relevance to rank by. Fix: {TARGETS_FIX}") from None
+        raise EvaluationError(f"there are no targets in {where}, and the labels are not numbers (e.g. {bad!r}), so "
+                              f"there is no relevance to rank by. Fix: {TARGETS_FIX}") from None
     if not np.isfinite(y).all():
         raise EvaluationError(f"{where}: a label read as relevance is not a finite number. Fix: {TARGETS_FIX}")
     return y
@@ -101,9 +101,10 @@ def task_targets(task: str, n: int, where: str, *, targets=None, labels=None, gr
     elif targets is not None:
         y, y_from = np.asarray(targets, dtype=np.float64), f"the targets of {where}"
     elif task == "regression":
-        raise EvaluationError(f"{where} holds no targets, and a regression learns real targets. Fix: {TARGETS_FIX}")
+        raise EvaluationError(f"there are no targets in {where}, and a regression learns real targets. Fix: "
+                              f"{TARGETS_FIX}")
     elif labels is None or any(v is None for v in labels):
-        raise EvaluationError(f"{where} holds neither targets nor labels to rank by. Fix: {TARGETS_FIX}")
+        raise EvaluationError(f"there are neither targets nor labels to rank by in {where}. Fix: {TARGETS_FIX}")
     else:
         y, y_from = labels_as_relevance(labels, where), f"the labels of {where} (as relevance)"
     if y.shape != (n,):
@@ -115,8 +116,8 @@ def task_targets(task: str, n: int, where: str, *, targets=None, labels=None, gr
     elif groups is not None and not any(v is None for v in groups):
         g = np.asarray(groups, dtype=object)
     else:
-        raise EvaluationError(f"{where} holds no group ids, and a ranking orders candidates within their group. "
-                              f"Fix: {GROUPS_FIX}")
+        raise EvaluationError(f"there are no group ids in {where}, and a ranking orders candidates within their "
+                              f"group. Fix: {GROUPS_FIX}")
     return y, g, y_from
 
 

@@ -112,6 +112,10 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
         make(learner, **({"solver": solver, "tol": tol} if learner == "svm" else {}))
     task = task_of(lr, task)
     if task == "classification":
+        if any(d.label is None for d in docs) and docs and all(d.target is not None for d in docs):
+            raise EvaluationError(f"the training examples carry real targets and no class labels, and --model "
+                                  f"{lr.name} learns classification; use --model svr or krr (regression) or rank "
+                                  "(ranking), or give --labels FILE")
         y = np.asarray(check_labels([d.label for d in docs], "training data"), dtype=object).astype(str)
         classes = np.unique(y)
         if len(classes) < 2:

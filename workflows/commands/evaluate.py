@@ -397,7 +397,13 @@ def _task_data(args, task, learner):
 def _splits(args, labels, n, store, task="classification", groups=None):
     """The splits and how they were made."""
     if args.split and task != "classification":
-        return [parse_split(args.split, n)], f"fixed split {args.split}"
+        sp = parse_split(args.split, n)
+        both = np.intersect1d(np.asarray(groups)[sp.train], np.asarray(groups)[sp.test]) if task == "ranking" else ()
+        if len(both):
+            raise EvaluationError(f"--split {args.split} divides group {both[0]!r} between the training and the test "
+                                  "part, and a ranking keeps each group whole; split at a group boundary, or use "
+                                  "--folds K (folds by group)")
+        return [sp], f"fixed split {args.split}"
     if task != "classification":
         k = 5 if args.folds is None else args.folds
         if task == "ranking":  # every group in one fold
