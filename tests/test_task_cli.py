@@ -158,6 +158,20 @@ def test_targets_and_groups_files_replace_the_stores(stores, tmp_path):
                             task="ranking", groups=np.array(pairs))
     assert res["rows"][0]["map"] == pytest.approx(ev.rows[0]["map"], rel=1e-12)
     assert res["groups"] == str(tmp_path / "g.txt")
+    # a ranking without targets reads --labels as relevance (here: the stored relevance reversed)
+    _, gram = stores["rank"]
+    flipped = np.array([1.0 - float(e[3]) for e in ex])
+    (tmp_path / "l.txt").write_text("".join(f"{int(v)}\n" for v in flipped))
+    assert _cli("evaluate", "--gram", gram, "--model", "rank", "--folds", "3", "--labels", tmp_path / "l.txt",
+                "--out", tmp_path / "l")[0] == 0
+    res = json.loads((tmp_path / "l" / "results.json").read_text())
+    groups = np.array([e[4] for e in ex], dtype=object)
+    ev = selection.evaluate(make("rank"), open_gram_source(gram), flipped, group_kfold(groups, 3, 0),
+                            task="ranking", groups=groups)
+    assert res["rows"][0]["map"] == pytest.approx(ev.rows[0]["map"], rel=1e-12)
+    assert res["targets"] == f"labels file {tmp_path / 'l.txt'} (as relevance)"
+    (pred,) = res["predictions"].values()
+    assert pred["gold"] == flipped[pred["row"]].tolist()
 
 
 @pytest.mark.timeout(300)
@@ -283,9 +297,13 @@ def test_every_refusal_is_one_line_with_exit_2(stores, tmp_path, capsys):
           "--out", tmp_path / "m2"], "no group ids in the training examples"),
         (["train", "--corpus", reg, "--gram", reg_g, "--kernel", json.dumps(SST), "--model", "svm",
           "--out", tmp_path / "m3"], "carry real targets and no class labels, and --model svm learns classification"),
+        (["train", "--corpus", reg, "--gram", reg_g, "--kernel", json.dumps(SST), "--model", "svr",
+          "--target-col", "score", "--out", tmp_path / "m4"], "read --input; a corpus store already holds"),
+        (["train", "--corpus", reg, "--gram", reg_g, "--kernel", json.dumps(SST), "--model", "svr",
+          "--class-weight", "balanced", "--out", tmp_path / "m5"], "--class-weight belongs to a classification"),
     ]
     for argv, msg in cases:
         rc, err = _refused(capsys, *argv)
         assert rc == 2, (argv, err)
         assert msg in err and len(err.splitlines()) == 1, (argv, err)
-    assert not any((tmp_path / f"m{k}").exists() for k in (1, 2, 3))
+    assert not any((tmp_path / f"m{k}").exists() for k in (1, 2, 3, 4, 5))

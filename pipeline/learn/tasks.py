@@ -86,13 +86,14 @@ def _number(v) -> bool:
 
 
 def task_targets(task: str, n: int, where: str, *, targets=None, labels=None, groups=None, targets_file=None,
-                 groups_file=None) -> tuple:
+                 groups_file=None, labels_from: str | None = None) -> tuple:
     """``(y, groups, y_from)`` of a regression or ranking over ``n`` examples: the real targets (a
     regression's; a ranking's relevance, else ``labels`` read as numbers), the group ids (ranking;
     None for a regression) and a phrase saying where ``y`` came from.
 
     ``targets``, ``labels`` and ``groups`` are what the examples carry (None: nothing); the files,
-    when given, replace them. ``where`` names the examples in messages (``corpus store C``).
+    when given, replace them. ``where`` names the examples in messages (``corpus store C``);
+    ``labels_from`` where ``labels`` came from (default: the labels of ``where``).
     """
     if task not in ("regression", "ranking"):
         raise EvaluationError(f"task={task!r}: targets are read for a regression or a ranking")
@@ -106,7 +107,8 @@ def task_targets(task: str, n: int, where: str, *, targets=None, labels=None, gr
     elif labels is None or any(v is None for v in labels):
         raise EvaluationError(f"there are neither targets nor labels to rank by in {where}. Fix: {TARGETS_FIX}")
     else:
-        y, y_from = labels_as_relevance(labels, where), f"the labels of {where} (as relevance)"
+        what = labels_from or f"the labels of {where}"
+        y, y_from = labels_as_relevance(labels, what), f"{what} (as relevance)"
     if y.shape != (n,):
         raise EvaluationError(f"{y.size} targets for {n} examples of {where}; give one per example")
     if task == "regression":

@@ -387,10 +387,9 @@ def _task_data(args, task, learner):
         groups = None if cs.groups is None else cs.groups[rows]
         if task == "ranking" and targets is None and not args.targets:
             labels = read_labels(args.labels, source.n) if args.labels else [cs.labels[i] for i in rows]
-            if args.labels:
-                where = f"labels file {args.labels}"
     y, groups, y_from = task_targets(task, source.n, where, targets=targets, labels=labels, groups=groups,
-                                     targets_file=args.targets, groups_file=args.groups)
+                                     targets_file=args.targets, groups_file=args.groups,
+                                     labels_from=f"labels file {args.labels}" if args.labels else None)
     return source, y, groups, y_from, store, kernel_dict
 
 

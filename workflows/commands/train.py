@@ -109,9 +109,11 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     options = data_options(args, args.format) if args.input else {}
-    if not args.input and any(getattr(args, k) is not None for k in ("text_col", "label_col", "id_col", "header")):
-        raise EvaluationError("--text-col, --label-col, --id-col and --header read --input; a corpus store already "
-                              "holds its texts and labels")
+    if not args.input and any(getattr(args, k) is not None for k in ("text_col", "label_col", "id_col", "header",
+                                                                     "fields", "target_col", "group_col")):
+        raise EvaluationError("--text-col, --label-col, --id-col, --fields, --target-col, --group-col and --header "
+                              "read --input; a corpus store already holds its texts, labels, targets and groups "
+                              "(--targets FILE and --groups FILE replace its targets and groups)")
     labels_file = options.pop("labels", None) if args.input else args.labels
     if args.features and args.labels:
         raise EvaluationError("--labels is not available with --features: a feature store holds its corpus's labels; "
