@@ -285,6 +285,7 @@ def test_every_refusal_is_one_line_with_exit_2(stores, tmp_path, capsys):
          "--groups is read by a ranking"),
         (["evaluate", "--gram", reg_g, "--model", "krr", "--curve", "0.5,1"], "--curve belongs to a classification"),
         (["evaluate", "--gram", reg_g, "--model", "svr", "--report"], "--report belongs to a classification"),
+        (["evaluate", "--gram", reg_g, "--model", "svr", "--multiclass", "ovo"], "--multiclass ovo belongs to a"),
         (["evaluate", "--gram", reg_g, "--model", "svr", "--class-weight", "balanced"],
          "--class-weight belongs to a classification"),
         (["evaluate", "--gram", rank_g, "--model", "krr", "--targets", tmp_path / "bad.txt"],

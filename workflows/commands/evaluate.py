@@ -37,7 +37,7 @@ from gramtile.pipeline.learn.folds import (
 )
 from gramtile.pipeline.learn.learners.base import TASKS, option_dest
 from gramtile.pipeline.learn.learners.linear import FeatureData
-from gramtile.pipeline.learn.learners.registry import LEARNERS
+from gramtile.pipeline.learn.learners.registry import LEARNERS, names_for_task
 from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, LOSSES
 from gramtile.pipeline.learn.linear import SOLVERS as LINEAR_SOLVERS
 from gramtile.pipeline.learn.nystroem import LandmarkSource
@@ -94,10 +94,10 @@ def add_model_options(p, grid_help: str) -> None:
 
 def add_task_options(p, what: str) -> None:
     """--task, --targets, --groups: what a regression or ranking learns (``what``: the examples)."""
+    kinds = "; ".join(f"{t} for {', '.join(names_for_task(t))}" for t in TASKS if names_for_task(t))
     p.add_argument("--task", choices=TASKS, default=None,
-                   help="the task kind (default: the one the --model learns: classification for svm, perceptron, "
-                        "nystroem, linear, ridge; regression for svr, krr; ranking for rank); needed only for a "
-                        "learner of several kinds")
+                   help=f"the task kind (default: the one the --model learns: {kinds}); needed only for a learner "
+                        "of several kinds")
     p.add_argument("--targets", metavar="FILE", default=None,
                    help=f"regression, ranking: one real number per line for {what}, in order, instead of the corpus "
                         "store's targets (prepare --target-col); a ranking without targets ranks by its labels read "
@@ -432,6 +432,9 @@ def check_task_options(args, task: str) -> None:
         return
     if task == "regression" and getattr(args, "groups", None):
         raise EvaluationError("--groups is read by a ranking (--model rank); a regression has no groups. Drop it")
+    if getattr(args, "multiclass", "ovr") != "ovr":
+        raise EvaluationError(f"--multiclass {args.multiclass} belongs to a classification of several classes, and "
+                              f"this is a {task} task; drop --multiclass")
     for opt, dest in (("--curve", "curve"), ("--report", "report"), ("--mrr", "mrr"), ("--positive", "positive"),
                       ("--class-weight", "class_weight"), ("--folds-dir", "folds_dir")):
         if getattr(args, dest, None):
