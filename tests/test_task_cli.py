@@ -129,6 +129,7 @@ def test_evaluate_ranking_from_the_cli_equals_the_loop_over_group_folds(stores, 
     assert got["predicted"] == pytest.approx(pred.tolist(), rel=1e-12, abs=1e-12)
     assert got["group"] == groups[idx].tolist() and got["gold"] == rel[idx].tolist()
     assert "labels of corpus store" in res["targets"] and "by group" in res["splits"]
+    assert res["groups"] == f"the groups of corpus store {stores['rank'][0]}"
     header = next(line for line in text.splitlines() if line.startswith("| kernel"))
     assert all(c in header for c in ("map", "mrr", "p_at_1", "ndcg", "n_groups")) and "accuracy" not in header
     assert not list(stores["dir"].glob("folds-*.json"))  # no stratified fold files for a ranking
@@ -157,7 +158,7 @@ def test_targets_and_groups_files_replace_the_stores(stores, tmp_path):
     ev = selection.evaluate(make("rank"), open_gram_source(gram), y, group_kfold(np.array(pairs), 3, 0),
                             task="ranking", groups=np.array(pairs))
     assert res["rows"][0]["map"] == pytest.approx(ev.rows[0]["map"], rel=1e-12)
-    assert res["groups"] == str(tmp_path / "g.txt")
+    assert res["groups"] == f"groups file {tmp_path / 'g.txt'}"
     # a ranking without targets reads --labels as relevance (here: the stored relevance reversed)
     _, gram = stores["rank"]
     flipped = np.array([1.0 - float(e[3]) for e in ex])

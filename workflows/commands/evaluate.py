@@ -427,8 +427,9 @@ def check_task_options(args, task: str) -> None:
     if task == "classification":
         for opt, dest in (("--targets", "targets"), ("--groups", "groups")):
             if getattr(args, dest, None):
+                others = names_for_task("regression") + names_for_task("ranking")
                 raise EvaluationError(f"{opt} is read by a regression or ranking; --model {args.model} learns "
-                                      "classification. Drop it, or use --model svr, krr or rank")
+                                      f"classification. Drop it, or use --model {', '.join(others)}")
         return
     if task == "regression" and getattr(args, "groups", None):
         raise EvaluationError("--groups is read by a ranking (--model rank); a regression has no groups. Drop it")
@@ -520,7 +521,8 @@ def run(args) -> int:
                "C_selection": "test" if (several and args.C_on_test) else "nested" if several else "single",
                **({"labels": label_source} if task == "classification" else
                   {"task": task, "targets": label_source,
-                   **({"groups": str(args.groups) if args.groups else "corpus store"} if task == "ranking" else {})}),
+                   **({"groups": f"groups file {args.groups}" if args.groups else
+                       f"the groups of corpus store {store.meta.get('corpus_path')}"} if task == "ranking" else {})}),
                "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
                "reports": ev.reports, "predictions": {},
                **({"solver": ev.solver} if ev.solver else {}),
