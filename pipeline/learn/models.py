@@ -3,9 +3,12 @@ support vectors only.
 
 A model directory holds
 
-- ``model.json``: format version, the kernel spec (JSON) and its hash, the learner (``svm`` or
-  ``perceptron``) and its parameters, the scheme (``binary``, ``ovr``, ``ovo``), the label map
-  (``classes``), one *decision function* per binary sub-problem, the support examples' ids and
+- ``model.json``: format version, the kernel spec (JSON) and its hash, the learner (``svm``,
+  ``perceptron``, ``svr``, ``rank``, ...) and its parameters, the ``task`` it learnt
+  (``classification``, ``regression``, ``ranking``), the scheme (``binary``, ``ovr``, ``ovo``;
+  ``single`` for the one real-valued function of a regression or ranking), the label map
+  (``classes``, empty for a regression or ranking), one *decision function* per binary
+  sub-problem, the support examples' ids and
   the self-kernels of every base kernel over them, and provenance (corpus hash, gramtile
   version, date);
 - ``support-<rep>.jsonl``: the support examples, one file per representation the kernel reads
@@ -45,7 +48,11 @@ into the support set (SVM), or a voted-perceptron mistake sequence. Schemes:
 - ``ovo``: one function per class pair (i, j), i < j, in scikit-learn's order; ``f > 0`` votes
   for i; most votes wins, ties to the lower class index (libsvm). The pair's coefficients are
   read from ``SVC.dual_coef_``: for support vectors of class i row j - 1, for those of class j
-  row i (libsvm's layout).
+  row i (libsvm's layout);
+- ``single``: one real-valued function, the prediction itself: a regression's predicted target
+  (SVR's dual coefficients and intercept; kernel ridge's, intercept 0), a ranking's score (higher
+  ranks higher within a group; the preference ranker's pair multipliers summed per example,
+  intercept 0).
 
 Normalised kernels need K(sv, sv) for every support vector; they are stored (``sv_self``, per
 base kernel) so prediction evaluates n_test x n_sv pairs plus the test self-kernels, nothing else.
@@ -68,8 +75,9 @@ from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import DEFAULT_REP
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.inmemory import batch_for, encode_with_resources, resources_for
-from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse
+from gramtile.pipeline.compute.prepare import PRETOKENIZED_FORMATS, needs_parse, texts_of
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
+from gramtile.pipeline.learn.learners.base import TASKS
 from gramtile.pipeline.learn.perceptron import VotedPerceptron, binary_score
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.convert import parse
@@ -80,6 +88,7 @@ from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
 from gramtile.pipeline.readers.labels import read_label_file
 from gramtile.pipeline.readers.table import table_kind
 from gramtile.pipeline.representations.encode import encode, kind_of
+from gramtile.pipeline.representations.fields import field_key
 from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_value, content_hash, map_value, value_of
@@ -167,11 +176,11 @@ class SavedModel:
     Attributes
     ----------
     spec : KernelSpec
-    learner : {"svm", "perceptron", "nystroem"}
+    learner : {"svm", "perceptron", "nystroem", "ridge", "svr", "krr", "rank"}
         ``nystroem`` (:func:`gramtile.pipeline.learn.nystroem.train_nystroem`): the linear SVM on
         Nystroem features saved as an expansion over the landmarks (the support examples).
-    scheme : {"binary", "ovr", "ovo"}
-    classes : list of str
+    scheme : {"binary", "ovr", "ovo", "single"}
+    classes : list of str (empty for a regression or ranking)
     functions : list of dict
         SVM: ``{"sv": int positions, "coef": floats, "intercept": float}`` (+ ``"pair": [i, j]``
         for ovo). Perceptron: ``{"sv", "ylab", "counts"}`` (mistake sequence) and, for
@@ -186,6 +195,8 @@ class SavedModel:
     resources : TrainedResources or None
         The corpus resources the kernel read at training (None: it reads none, or a format-1
         model of a WordNet kernel).
+    task : {"classification", "regression", "ranking"}
+        What the model predicts: labels, real targets, or scores to rank the candidates of a group by.
     """
 
     spec: object
@@ -198,6 +209,7 @@ class SavedModel:
     params: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
     resources: TrainedResources | None = None
+    task: str = "classification"
 
     @property
     def n_support(self) -> int:
@@ -269,12 +281,14 @@ class SavedModel:
 
     @classmethod
     def from_functions(cls, spec, learner: str, scheme: str, classes, funcs, train_docs, params=None,
-                       provenance=None, resources: TrainedResources | None = None) -> SavedModel:
+                       provenance=None, resources: TrainedResources | None = None,
+                       task: str = "classification") -> SavedModel:
         """A saved model from its decision functions over training positions: for an SVM
         ``(positions, coef, intercept[, pair])`` each (``f(x) = sum coef K(x, train[pos]) +
         intercept``, as SVC's ``dual_coef_`` / ``intercept_``; e.g. from
         :func:`~gramtile.pipeline.learn.crossval.fit_smo_functions`), for the perceptron
-        ``(positions, ylab, counts)``. Other parameters as :meth:`from_estimator`."""
+        ``(positions, ylab, counts)``; a regression or ranking (``task``) has one function, scheme
+        ``single``, and no classes. Other parameters as :meth:`from_estimator`."""
         spec = as_spec(spec)
         params = dict(params or {})
         classes = [str(c) for c in classes]
@@ -304,7 +318,7 @@ class SavedModel:
             support.append(_copy_doc(doc, reps))
         sv_self = _self_kernels(spec, support, resources)
         return cls(spec=spec, learner=learner, scheme=scheme, classes=classes, functions=functions,
-                   support=support, sv_self=sv_self, params=params, resources=resources,
+                   support=support, sv_self=sv_self, params=params, resources=resources, task=task,
                    provenance={"gramtile_version": version("gramtile"), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                "n_train": len(train_docs), **(provenance or {})})
 
@@ -319,7 +333,7 @@ class SavedModel:
         return kernel_block(self.spec, docs, self.support, self.sv_self, self.resources)
 
     def decision_function(self, K_sv) -> np.ndarray:
-        """Scores from K(x, support), shape (n, n_sv): (n,) for binary, else (n, n_functions)."""
+        """Scores from K(x, support), shape (n, n_sv): (n,) for binary and single, else (n, n_functions)."""
         K_sv = np.asarray(K_sv, dtype=np.float64)
         if K_sv.ndim != 2 or K_sv.shape[1] != self.n_support:
             raise EvaluationError(f"K has shape {K_sv.shape}; the model has {self.n_support} support examples")
@@ -333,11 +347,13 @@ class SavedModel:
                 cols.append(binary_score(K_sv, sv, np.asarray(f["ylab"]), np.asarray(f["counts"], np.int64),
                                           self.params.get("vote", "voted")))
         S = np.stack(cols, axis=1) if cols else np.zeros((K_sv.shape[0], 0))
-        return S[:, 0] if self.scheme == "binary" else S
+        return S[:, 0] if self.scheme in ("binary", "single") else S
 
     def predict_from_kernel(self, K_sv) -> np.ndarray:
-        """Labels from K(x, support)."""
+        """Labels from K(x, support); a regression's predicted targets, a ranking's scores."""
         S = self.decision_function(K_sv)
+        if self.task != "classification":
+            return S
         cl = np.asarray(self.classes, dtype=object)
         if self.scheme == "binary":
             if self.learner == "perceptron":
@@ -416,7 +432,7 @@ class SavedModel:
             _write_support(self.support, rep, d / name)
             files[rep] = name
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "model": "kernel", "kernel": self.spec.to_dict(),
-                "kernel_hash": self.spec.spec_hash, "learner": self.learner, "scheme": self.scheme,
+                "kernel_hash": self.spec.spec_hash, "learner": self.learner, "task": self.task, "scheme": self.scheme,
                 "classes": self.classes, "params": self.params, "functions": self.functions,
                 "support_ids": [doc.id for doc in self.support], "support_labels": [doc.label for doc in self.support],
                 "support_files": files, "sv_self": {h: v.tolist() for h, v in self.sv_self.items()},
@@ -468,9 +484,13 @@ class SavedModel:
                              f"again with this gramtile (`gramtile train`)")
         sv_self = {h: np.asarray(v, dtype=np.float64) for h, v in meta["sv_self"].items()}
         check_support(d, spec, support, sv_self, res)
+        task = meta.get("task", "classification")
+        if task not in TASKS or (task != "classification") != (meta["scheme"] == "single"):
+            raise StoreCorruptError(f"{d / 'model.json'}: task {task!r} with scheme {meta['scheme']!r} is not a model "
+                                    f"gramtile writes. Fix: {DAMAGED_FIX}")
         return cls(spec=spec, learner=meta["learner"], scheme=meta["scheme"], classes=meta["classes"],
                    functions=meta["functions"], support=support, sv_self=sv_self,
-                   params=meta["params"], provenance=meta["provenance"], resources=res)
+                   params=meta["params"], provenance=meta["provenance"], resources=res, task=task)
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -809,16 +829,25 @@ def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") 
 def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool | None = None,
                    limit: int | None = None, **options) -> list:
     """Documents of a file, parsing with spaCy those that carry only text (raw text, tables, trec,
-    text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``).
-    ``options`` are the reader's (:func:`gramtile.pipeline.parsing.formats.read`: ``labels``,
-    ``text_col``, ...)."""
+    text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``);
+    an example of several texts (fields) gets each field's, keyed ``<field>.<rep>`` as a corpus
+    store keys them. ``options`` are the reader's (:func:`gramtile.pipeline.parsing.formats.read`:
+    ``labels``, ``text_col``, ``fields``, ...)."""
 
     docs = list(islice(read(path, fmt, **options), limit) if limit else read(path, fmt, **options))
     todo = [d for d in docs if needs_parse(d)]
     if todo:
 
         pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
-        items, _ = parse_derive_shard([d.text for d in todo], pretok, model)
-        for d, item in zip(todo, items):
-            d.structures = item if isinstance(item, dict) else derive_all(item)
+        items, _ = parse_derive_shard([t for d in todo for t in texts_of(d)], pretok, model)
+        it = iter(items)
+        for d in todo:
+            if d.fields is None:
+                d.structures = _derived(next(it))
+            else:  # each field's text gets the structures a single text gets, keyed per field
+                d.structures = {field_key(name, rep): s for name in d.fields for rep, s in _derived(next(it)).items()}
     return docs
+
+
+def _derived(item) -> dict:
+    return item if isinstance(item, dict) else derive_all(item)

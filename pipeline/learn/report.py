@@ -47,6 +47,23 @@ DEFAULT_COLUMNS = ("kernel", "model", "C", "C_grid", "C_chosen", "epochs", "m", 
 
 _GENERAL = ("C", "C_chosen", "fraction", "n_train")  # grid values: shown as given, not padded to floatfmt
 
+#: the score columns of each task kind's result tables (after its spread ``<first>_std`` in the
+#: overall table, where the rows have one)
+SCORE_COLUMNS = {"classification": ("accuracy", "precision", "recall", "f1"),
+                 "regression": ("pearson", "spearman", "mse"),
+                 "ranking": ("map", "mrr", "p_at_1", "ndcg", "n_groups")}
+
+
+def task_columns(rows, params, task: str) -> list:
+    """The columns of a regression's or ranking's result table: kernel, model, each parameter of
+    ``params`` (names) with its ``_grid`` and ``_chosen`` of nested selection, ``n_train``,
+    ``n_test``, the task's scores and the spread over the splits; those present with a value in
+    some row."""
+    score = SCORE_COLUMNS[task]
+    cols = ["kernel", "model", *[c for p in params for c in (p, f"{p}_grid", f"{p}_chosen")], "split", "n_train",
+            "n_test", *score[:1], f"{score[0]}_std", *score[1:]]
+    return [c for c in cols if any(r.get(c) is not None for r in rows)]
+
 
 def report_tables(report: dict, floatfmt: str = ".4f") -> str:
     """The confusion matrix (rows = truth, columns = prediction) and per-class precision, recall,
@@ -59,21 +76,22 @@ def report_tables(report: dict, floatfmt: str = ".4f") -> str:
                                                        floatfmt=floatfmt)
 
 
-def _cell(col, v, floatfmt):
+def _cell(col, v, floatfmt, general=()):
     if v is None:
         return "-"
-    if isinstance(v, (float, np.floating)) and col in _GENERAL:
+    if isinstance(v, (float, np.floating)) and (col in _GENERAL or col in general):
         return format(float(v), "g")
     if isinstance(v, (float, np.floating)):
         return format(float(v), floatfmt)
     return str(v).replace("|", "\\|")
 
 
-def markdown_table(rows, columns=None, floatfmt: str = ".4f") -> str:
+def markdown_table(rows, columns=None, floatfmt: str = ".4f", general=()) -> str:
     """Render result rows as a GitHub markdown table.
 
     ``columns`` defaults to those of :data:`DEFAULT_COLUMNS` present in any row; a row
-    without a column shows ``-``.
+    without a column shows ``-``. Numbers are written with ``floatfmt``, except grid values (C,
+    and the columns named in ``general``), written as given.
     """
     rows = list(rows)
     if columns is None:
@@ -81,5 +99,5 @@ def markdown_table(rows, columns=None, floatfmt: str = ".4f") -> str:
         columns = [c for c in DEFAULT_COLUMNS if c in present and any(r.get(c) is not None for r in rows)]
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     for r in rows:
-        lines.append("| " + " | ".join(_cell(c, r.get(c), floatfmt) for c in columns) + " |")
+        lines.append("| " + " | ".join(_cell(c, r.get(c), floatfmt, general) for c in columns) + " |")
     return "\n".join(lines)

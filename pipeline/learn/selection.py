@@ -560,21 +560,24 @@ def assemble(learner: Learner, y, splits, shown, fits, problem: Problem, kernel,
     return res
 
 
-def choose(learner: Learner, source, labels, grid, *, folds: int = 3, seed: int = 0, metric: str = "accuracy",
+def choose(learner: Learner, source, labels, grid, *, folds: int = 3, seed: int = 0, metric: str | None = None,
            positive=None, class_weight=None, multiclass: str = "ovr", problem_seed=None, kernel: str = "kernel",
-           cluster=None) -> tuple[Point, Evaluation]:
-    """The point of ``grid`` with the best pooled score over ``folds`` stratified folds (seed
-    ``seed``) of all of ``source``'s examples (ties to the smaller values): the nested choice
-    ``gramtile train`` makes before it fits the chosen model on every example, the same choice
-    :func:`evaluate` makes inside each training part. Returns the point and the inner evaluation
-    (one row per point)."""
+           task: str = "classification", groups=None, cluster=None) -> tuple[Point, Evaluation]:
+    """The point of ``grid`` with the best pooled score (``metric``, by default the task's first of
+    :data:`TASK_METRICS`: accuracy, Pearson's correlation, MAP) over ``folds`` folds (seed ``seed``;
+    stratified, plain k-fold for a regression, group k-fold for a ranking) of all of ``source``'s
+    examples (ties to the smaller values): the nested choice ``gramtile train`` makes before it
+    fits the chosen model on every example, the same choice :func:`evaluate` makes inside each
+    training part. Returns the point and the inner evaluation (one row per point)."""
     points = as_grid(learner, grid)
+    metric = TASK_METRICS[task][0] if metric is None else metric
     y = np.asarray(labels)
     sp = Split(np.arange(y.size, dtype=np.int64), np.arange(y.size, dtype=np.int64), "all")
-    parts, _ = inner_splits(y, sp, folds, seed, problem_of(y, positive, class_weight, multiclass, problem_seed))
+    parts, _ = inner_splits(y, sp, folds, seed, problem_of(y, positive, class_weight, multiclass, problem_seed, task,
+                                                           groups))
     ev = evaluate(learner, source, y, [Split(tr, te, f"inner {k}") for k, (tr, te) in enumerate(parts)], points,
                   kernel=kernel, positive=positive, class_weight=class_weight, multiclass=multiclass,
-                  seed=problem_seed, select="test", cluster=cluster)
+                  seed=problem_seed, select="test", task=task, groups=groups, cluster=cluster)
     return best(ev.rows, points, metric), ev
 
 

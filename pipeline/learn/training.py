@@ -25,42 +25,51 @@ from gramtile.pipeline.learn.models import (
     stored_source,
     structures_by_rep,
 )
-from gramtile.pipeline.learn.selection import choose
+from gramtile.pipeline.learn.selection import TASK_METRICS, choose
 from gramtile.pipeline.learn.solver import fit_smo_functions, plan_solver
 from gramtile.pipeline.learn.sources import ArrayKernelSource, check_labels
+from gramtile.pipeline.learn.tasks import retarget, task_of, task_targets
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreMismatchError
 
+#: how the folds of each task kind's nested choice are made, as the model's record says it
+FOLD_KIND = {"classification": "stratified cross-validation", "regression": "cross-validation",
+             "ranking": "group cross-validation (every group in one fold)"}
+
 
 def select_point(learner, source, labels, grid, inner_folds: int = 3, inner_seed: int = 0, positive=None,
-                 class_weight=None, multiclass: str = "ovr", seed=None, cluster=None):
-    """The point of ``grid`` chosen by ``inner_folds``-fold stratified cross-validation on all the
-    training examples (pooled accuracy, ties to the smaller values;
-    :func:`~gramtile.pipeline.learn.selection.choose`), and the record a model keeps of the choice.
-    A grid of one point is returned as it is, with no record."""
+                 class_weight=None, multiclass: str = "ovr", seed=None, cluster=None, task: str = "classification",
+                 groups=None):
+    """The point of ``grid`` chosen by ``inner_folds``-fold cross-validation on all the training
+    examples (stratified; plain for a regression, by group for a ranking; pooled accuracy, Pearson's
+    correlation or MAP, ties to the smaller values; :func:`~gramtile.pipeline.learn.selection.choose`),
+    and the record a model keeps of the choice. A grid of one point is returned as it is, with no
+    record."""
     points = learner.grid(grid)
     if len(points) == 1:
         return points[0], None
+    metric = TASK_METRICS[task][0]
     point, ev = choose(learner, source, labels, points, folds=inner_folds, seed=inner_seed, positive=positive,
-                       class_weight=class_weight, multiclass=multiclass, problem_seed=seed, cluster=cluster)
+                       class_weight=class_weight, multiclass=multiclass, problem_seed=seed, task=task, groups=groups,
+                       cluster=cluster)
     varying = learner.varying(points)
-    record = {"method": f"nested: {inner_folds}-fold stratified cross-validation on the training examples (seed "
-                        f"{inner_seed}), pooled accuracy, ties to the smaller value",
+    record = {"method": f"nested: {inner_folds}-fold {FOLD_KIND[task]} on the training examples (seed "
+                        f"{inner_seed}), pooled {metric}, ties to the smaller value",
               "grid": {p: list(dict.fromkeys(pt[p] for pt in points)) for p in varying},
               "chosen": {p: point[p] for p in varying},
-              "inner_accuracy": [{**{p: pt[p] for p in varying}, "accuracy": r["accuracy"]}
-                                 for pt, r in zip(points, ev.rows)]}
+              f"inner_{metric}": [{**{p: pt[p] for p in varying}, metric: r[metric]}
+                                  for pt, r in zip(points, ev.rows)]}
     log.info(f"  chosen by {inner_folds}-fold cross-validation on the training examples: "
              + ", ".join(f"{p}={learner.param(p).text(point[p])}" for p in varying)
-             + " (inner accuracy " + ", ".join(f"{r['accuracy']:.4f}" for r in ev.rows) + ")")
+             + f" (inner {metric} " + ", ".join(f"{r[metric]:.4f}" for r in ev.rows) + ")")
     return point, record
 
 
 def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, multiclass: str = "ovr",
           epochs=2, seed=None, provenance=None, resources: TrainedResources | None = None,
           solver: str = "auto", tol: float = 1e-3, cluster=None, inner_folds: int = 3,
-          inner_seed: int = 0, grid: dict | None = None) -> SavedModel:
+          inner_seed: int = 0, grid: dict | None = None, task: str | None = None) -> SavedModel:
     """Train a saved model on labelled Documents.
 
     Parameters
@@ -90,13 +99,29 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
         The corpus resources ``K`` was computed with (e.g. a corpus store's, see
         :func:`train_from_store`). By default, and always when K is computed here, those
         :func:`gramtile.gram` builds over ``docs``; a K computed otherwise must pass its own.
+    task : {"classification", "regression", "ranking"}, optional
+        The task kind (default: the learner's one kind, :func:`~gramtile.pipeline.learn.tasks.task_of`).
+        A regression learns the Documents' ``target``; a ranking their targets as relevance (else
+        their labels read as numbers) within their ``group``
+        (:func:`~gramtile.pipeline.learn.tasks.task_targets`); either model is saved with its
+        task, one real-valued function over its support examples (``scheme`` ``single``).
     """
 
     spec = as_spec(spec)
-    y = np.asarray(check_labels([d.label for d in docs], "training data"), dtype=object).astype(str)
-    classes = np.unique(y)
-    if len(classes) < 2:
-        raise EvaluationError(f"training data have one class only ({classes.tolist()!r}); give two or more")
+    lr = learner if isinstance(learner, Learner) else \
+        make(learner, **({"solver": solver, "tol": tol} if learner == "svm" else {}))
+    task = task_of(lr, task)
+    if task == "classification":
+        if any(d.label is None for d in docs) and docs and all(d.target is not None for d in docs):
+            raise EvaluationError(f"the training examples carry real targets and no class labels, and --model "
+                                  f"{lr.name} learns classification; use --model svr or krr (regression) or rank "
+                                  "(ranking), or give --labels FILE")
+        y = np.asarray(check_labels([d.label for d in docs], "training data"), dtype=object).astype(str)
+        classes = np.unique(y)
+        if len(classes) < 2:
+            raise EvaluationError(f"training data have one class only ({classes.tolist()!r}); give two or more")
+    else:
+        y, groups = real_targets(task, docs)
     if K is None:
         if resources is not None:
             raise EvaluationError("train(): resources given without K; pass the K computed with them, or neither")
@@ -110,14 +135,15 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
     elif source.n != len(docs):
         raise EvaluationError(f"the kernel source has {source.n} examples for {len(docs)} training examples; its rows "
                               "must be the training examples, in order")
-    lr = learner if isinstance(learner, Learner) else \
-        make(learner, **({"solver": solver, "tol": tol} if learner == "svm" else {}))
     if lr.reads != "kernel":
         raise EvaluationError(f"train(): {lr.name} reads {lr.reads}, not a kernel over the training examples; "
                               f"train it from its store (gramtile train --model {lr.name})")
-    lr.check_task("classification")  # a saved model predicts labels: regression and ranking models are not saved
     grid_values = dict(grid) if grid is not None else {"C": C} if lr.name == "svm" else \
         {"epochs": epochs} if lr.name == "perceptron" else {}
+    if task != "classification":
+        return train_real(lr, task, docs, spec, K if source is None else source, y, groups, grid_values,
+                          class_weight=class_weight, seed=seed, provenance=provenance, resources=resources,
+                          cluster=cluster, inner_folds=inner_folds, inner_seed=inner_seed)
     point, record = select_point(lr, source if source is not None else ArrayKernelSource(K), y, grid_values,
                                  inner_folds, inner_seed, class_weight=class_weight, multiclass=multiclass, seed=seed,
                                  cluster=cluster)
@@ -146,7 +172,47 @@ def train(docs, spec, K=None, learner: str = "svm", C=1.0, class_weight=None, mu
     return SavedModel.from_estimator(est, spec, docs, params=params, provenance=provenance, resources=resources)
 
 
-def train_from_store(corpus_path, grams, spec, provenance=None, labels_file=None, **kwargs) -> SavedModel:
+def real_targets(task: str, docs) -> tuple:
+    """The real targets (and a ranking's groups) of training Documents, checked that there is
+    something to learn: targets that differ; a group whose candidates differ in relevance."""
+    targets = [d.target for d in docs]
+    y, groups, _ = task_targets(task, len(docs), "the training examples",
+                                targets=None if any(t is None for t in targets) else targets,
+                                labels=[d.label for d in docs], groups=[d.group for d in docs])
+    if task == "regression" and np.unique(y).size < 2:
+        raise EvaluationError(f"every target of the training examples is {y[0]:g}; a regression needs targets that "
+                              "differ")
+    if task == "ranking" and not any(np.unique(y[groups == g]).size > 1 for g in np.unique(groups)):
+        raise EvaluationError("no group of the training examples has candidates with different relevance, so there "
+                              "is no preference to learn; check the targets and groups")
+    return y, groups
+
+
+def train_real(lr: Learner, task: str, docs, spec, K, y, groups, grid_values: dict, class_weight=None, seed=None,
+               provenance=None, resources=None, cluster=None, inner_folds: int = 3,
+               inner_seed: int = 0) -> SavedModel:
+    """:func:`train` of a regression or ranking: the grid point chosen by nested cross-validation
+    (:func:`select_point`), the learner's estimator fitted on K(train, train) exactly as the tasks of
+    :func:`~gramtile.pipeline.learn.selection.evaluate` fit it, and saved as its kernel expansion."""
+    problem = Problem((), None, class_weight, "ovr", seed, task)
+    lr.check_problem(problem)
+    source = K if hasattr(K, "block") else ArrayKernelSource(K)
+    point, record = select_point(lr, source, y, grid_values, inner_folds, inner_seed, seed=seed, cluster=cluster,
+                                 task=task, groups=groups)
+    params = {**point.as_dict(), **({"selection": record} if record else {})}
+    n = len(docs)
+    block = read_block(source, np.arange(n), np.arange(n), "train x train") if hasattr(K, "block") else K
+    est = lr.estimator(point, problem)
+    if task == "ranking":
+        est.fit(block, y, groups=groups)
+    else:
+        est.fit(block, y)
+    return SavedModel.from_functions(spec, lr.name, "single", [], est.functions(), docs, params=params,
+                                     provenance=provenance, resources=resources, task=task)
+
+
+def train_from_store(corpus_path, grams, spec, provenance=None, labels_file=None, targets_file=None,
+                     groups_file=None, **kwargs) -> SavedModel:
     """Train on a corpus store's examples with K read from its Gram stores (``gramtile train
     --corpus C --gram G ...``); the model carries the corpus store's stored resources.
 
@@ -159,6 +225,9 @@ def train_from_store(corpus_path, grams, spec, provenance=None, labels_file=None
     provenance : dict, optional
     labels_file : path, optional
         One label per line for the corpus's examples (in corpus order), instead of the stored ones.
+    targets_file, groups_file : path, optional
+        One real target / group id per line for the corpus's examples (in corpus order), instead
+        of the stored ones (a regression's or ranking's, :func:`~gramtile.pipeline.learn.tasks.retarget`).
     **kwargs
         Learner options of :func:`train` (learner, C, class_weight, multiclass, epochs, seed,
         solver, tol, cluster). K(train, train) is read from the
@@ -169,6 +238,7 @@ def train_from_store(corpus_path, grams, spec, provenance=None, labels_file=None
     cs = CorpusStore.open(corpus_path)
     source, rows, stores = stored_source(spec, grams, cs.content_hash)
     docs = relabel(cs.documents(), labels_file, f"examples of {corpus_path}")
+    docs = retarget(docs, targets_file, groups_file, f"examples of {corpus_path}")
     if len(rows) != source.n or (len(rows) and (int(np.min(rows)) < 0 or int(np.max(rows)) >= len(docs))):
         raise StoreMismatchError(f"the Gram store's {source.n} rows are not examples of {corpus_path} ({len(docs)} "
                                  "examples); pass the corpus store the Gram store was computed from")

@@ -1,7 +1,12 @@
-"""``gramtile evaluate``: k-fold or fixed-split evaluation of an SVM, voted perceptron or Nystroem
-linear SVM from a Gram store.
+"""``gramtile evaluate``: k-fold or fixed-split evaluation of any learner of the registry from a Gram
+store: classifiers (SVM, voted perceptron, Nystroem linear SVM, ...), regressors (``svr``, ``krr``)
+and the preference ranker (``rank``).
 
-Labels come from the corpus store named in the Gram store's provenance (or ``--labels FILE``).
+Labels come from the corpus store named in the Gram store's provenance (or ``--labels FILE``). The
+task follows from the learner (``--task`` for a learner of several kinds): a regression reads the
+corpus store's real targets (or ``--targets FILE``), a ranking its targets as relevance (else its
+labels read as numbers) and its group ids (or ``--groups FILE``), split by group folds
+(:mod:`gramtile.pipeline.learn.tasks`).
 ``--kernel SPEC`` evaluates a composite (sum, product, normalized, polynomial, weights) of the
 base kernels held by the ``--gram`` stores (repeat ``--gram``, one per base kernel; matched by
 kernel hash), read from them without recomputing any pair.
@@ -17,20 +22,35 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
+
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.folds import folds_path, load_or_make_folds, parse_split, stratified_kfold
-from gramtile.pipeline.learn.learners.base import option_dest
+from gramtile.pipeline.learn.folds import (
+    folds_path,
+    group_kfold,
+    load_or_make_folds,
+    parse_split,
+    stratified_kfold,
+)
+from gramtile.pipeline.learn.learners.base import TASKS, option_dest
 from gramtile.pipeline.learn.learners.linear import FeatureData
-from gramtile.pipeline.learn.learners.registry import LEARNERS
+from gramtile.pipeline.learn.learners.registry import LEARNERS, names_for_task
 from gramtile.pipeline.learn.linear import CHUNK_ROWS, EPOCHS, LOSSES
 from gramtile.pipeline.learn.linear import SOLVERS as LINEAR_SOLVERS
 from gramtile.pipeline.learn.nystroem import LandmarkSource
-from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve, report_tables
+from gramtile.pipeline.learn.report import (
+    SCORE_COLUMNS,
+    markdown_table,
+    plot_learning_curve,
+    report_tables,
+    task_columns,
+)
 from gramtile.pipeline.learn.solver import SOLVERS
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
+from gramtile.pipeline.learn.tasks import task_of, task_targets
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.pipeline.stores.storage import refuse_url
@@ -70,6 +90,21 @@ def add_model_options(p, grid_help: str) -> None:
     for option, (prm, names) in seen.items():
         p.add_argument(option, default=None, metavar=f"{prm.name.upper()}1,...",
                        help=f"{prm.help} ({', '.join(names)}; default {prm.text(prm.default)}); {grid_help}")
+
+
+def add_task_options(p, what: str) -> None:
+    """--task, --targets, --groups: what a regression or ranking learns (``what``: the examples)."""
+    kinds = "; ".join(f"{t} for {', '.join(names_for_task(t))}" for t in TASKS if names_for_task(t))
+    p.add_argument("--task", choices=TASKS, default=None,
+                   help=f"the task kind (default: the one the --model learns: {kinds}); needed only for a learner "
+                        "of several kinds")
+    p.add_argument("--targets", metavar="FILE", default=None,
+                   help=f"regression, ranking: one real number per line for {what}, in order, instead of the corpus "
+                        "store's targets (prepare --target-col); a ranking without targets ranks by its labels read "
+                        "as numbers (0/1)")
+    p.add_argument("--groups", metavar="FILE", default=None,
+                   help=f"ranking: one group id per line for {what}, in order, instead of the corpus store's groups "
+                        "(prepare --group-col); candidates are ranked within their group")
 
 
 def add_learn_options(p, cluster_default="sequential"):
@@ -116,10 +151,14 @@ def add_linear_options(p):
 
 
 def add_parser(sub):
-    p = sub.add_parser("evaluate", help="k-fold / fixed-split SVM or voted-perceptron evaluation from a Gram store",
-                       description="Train and score an SVM (C grid) or kernel voted perceptron from a Gram store "
-                                   "by stratified k-fold or a fixed split; print a markdown table and, with "
-                                   "--out, write results.md / results.json.")
+    p = sub.add_parser("evaluate", help="k-fold / fixed-split evaluation of a classifier, regressor or ranker from "
+                                        "a Gram store",
+                       description="Train and score a learner (an SVM with a C grid, the voted perceptron, ...; "
+                                   "svr / krr regression on the corpus's real targets, scored by Pearson, Spearman "
+                                   "and MSE; rank, preference ranking within groups, scored by MAP, MRR, P@1 and "
+                                   "nDCG) from a Gram store by k-fold (stratified; by group for a ranking) or a "
+                                   "fixed split; print a markdown table and, with --out, write results.md / "
+                                   "results.json.")
     p.add_argument("--features", metavar="F.zarr", default=None,
                    help="a feature store (`gramtile features`) instead of --gram: with --model linear, LinearSVC "
                         "one-vs-rest on the explicit features, k-fold; several --C values are selected by nested "
@@ -136,7 +175,9 @@ def add_parser(sub):
                    help="nystroem from a landmark store (gram --landmarks): use the landmarks inside each "
                         "training part (default), or all of them in every split (transductive: test examples "
                         "may be unlabelled landmarks)")
-    p.add_argument("--folds", type=int_at_least_2, metavar="K", help="stratified K-fold (default 5 unless --split is given)")
+    p.add_argument("--folds", type=int_at_least_2, metavar="K",
+                   help="stratified K-fold (default 5 unless --split is given); a regression's are plain K-fold, a "
+                        "ranking's keep every group in one fold")
     p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S",
                    help="seed of the k-fold shuffle, of the nested C selection's inner folds and of the Nystroem "
                         "landmarks (default 0); the perceptron's order has its own --perceptron-seed")
@@ -161,6 +202,7 @@ def add_parser(sub):
     p.add_argument("--normalized", action="store_true", help="use K(x,y)/sqrt(K(x,x)K(y,y))")
     p.add_argument("--labels", metavar="FILE", help="one label per line for the store's rows, instead of the corpus "
                                                        "(not with --features: a feature store holds its labels)")
+    add_task_options(p, "the store's rows")
     p.add_argument("--folds-dir", metavar="DIR", help="where fold files are kept (default: beside the Gram store)")
     p.add_argument("--curve", metavar="F1,F2,...", default=None,
                    help="also a learning curve over these fractions of each training part, e.g. 0.1,0.25,0.5,1")
@@ -304,12 +346,68 @@ def _data(args, learner):
     if args.labels:
         labels, label_source = read_labels(args.labels, source.n), str(args.labels)
     else:
-        labels, label_source = store_labels(store), f"corpus store {store.meta.get('corpus_path')}"
+        labels, label_source = _class_labels(store, learner), f"corpus store {store.meta.get('corpus_path')}"
     return source, labels, label_source, store, kernel_dict
 
 
-def _splits(args, labels, n, store):
+def _class_labels(store, learner) -> list:
+    """The labels of the store's rows; a corpus of real targets without labels is refused naming the
+    learners of its targets."""
+    try:
+        return store_labels(store)
+    except EvaluationError:
+        cs = store.corpus_store("pass --labels FILE with the labels of the store's rows")
+        if cs.targets is not None:
+            raise EvaluationError(f"corpus store {store.meta.get('corpus_path')} holds real targets and no class "
+                                  f"labels, and --model {learner.name} learns classification; use --model svr or krr "
+                                  "(regression) or rank (ranking), or give --labels FILE") from None
+        raise
+
+
+def _task_data(args, task, learner):
+    """(kernel source, real targets, group ids or None, where the targets came from, the Gram store,
+    the kernel spec dict) of a regression or ranking."""
+    if args.features or learner.reads != "kernel":
+        raise EvaluationError(f"a {task} reads a square kernel: give --gram (and --kernel), not --features")
+    if not args.gram:
+        raise EvaluationError(f"--gram GRAM.zarr is required: a {task} learns from a square Gram store")
+    if args.rows:
+        raise EvaluationError("--rows selects feature-store rows (--features); a Gram store's examples are chosen by "
+                              "--split or --folds")
+    if args.labels and (task == "regression" or args.targets):
+        raise EvaluationError(f"--labels gives class labels, which a {task} with targets does not read; give the "
+                              "targets with --targets FILE (one number per line), or drop --labels")
+    source, store, kernel_dict = _source(args, learner)
+    where = f"corpus store {store.meta.get('corpus_path')}"
+    targets = labels = groups = None
+    if not args.targets or (task == "ranking" and not args.groups):
+        cs = store.corpus_store("give --targets FILE (and, for a ranking, --groups FILE) for the store's rows")
+        rows = store.rows()
+        targets = None if cs.targets is None else cs.targets[rows]
+        groups = None if cs.groups is None else cs.groups[rows]
+        if task == "ranking" and targets is None and not args.targets:
+            labels = read_labels(args.labels, source.n) if args.labels else [cs.labels[i] for i in rows]
+    y, groups, y_from = task_targets(task, source.n, where, targets=targets, labels=labels, groups=groups,
+                                     targets_file=args.targets, groups_file=args.groups,
+                                     labels_from=f"labels file {args.labels}" if args.labels else None)
+    return source, y, groups, y_from, store, kernel_dict
+
+
+def _splits(args, labels, n, store, task="classification", groups=None):
     """The splits and how they were made."""
+    if args.split and task != "classification":
+        sp = parse_split(args.split, n)
+        both = np.intersect1d(np.asarray(groups)[sp.train], np.asarray(groups)[sp.test]) if task == "ranking" else ()
+        if len(both):
+            raise EvaluationError(f"--split {args.split} divides group {both[0]!r} between the training and the test "
+                                  "part, and a ranking keeps each group whole; split at a group boundary, or use "
+                                  "--folds K (folds by group)")
+        return [sp], f"fixed split {args.split}"
+    if task != "classification":
+        k = 5 if args.folds is None else args.folds
+        if task == "ranking":  # every group in one fold
+            return group_kfold(groups, k, args.fold_seed), f"{k}-fold by group (seed {args.fold_seed})"
+        return group_kfold(np.arange(n), k, args.fold_seed), f"{k}-fold (seed {args.fold_seed})"
     if args.split:
         if store is None:
             raise EvaluationError("--split is not available with --features; use --folds K (and --rows A:B)")
@@ -324,13 +422,38 @@ def _splits(args, labels, n, store):
     return splits, f"{k}-fold (seed {args.fold_seed}; {folds_path(folds_dir, k, args.fold_seed, labels)})"
 
 
+def check_task_options(args, task: str) -> None:
+    """Refuse the options a task kind does not read (one line naming the fix)."""
+    if task == "classification":
+        for opt, dest in (("--targets", "targets"), ("--groups", "groups")):
+            if getattr(args, dest, None):
+                others = names_for_task("regression") + names_for_task("ranking")
+                raise EvaluationError(f"{opt} is read by a regression or ranking; --model {args.model} learns "
+                                      f"classification. Drop it, or use --model {', '.join(others)}")
+        return
+    if task == "regression" and getattr(args, "groups", None):
+        raise EvaluationError("--groups is read by a ranking (--model rank); a regression has no groups. Drop it")
+    if getattr(args, "multiclass", "ovr") != "ovr":
+        raise EvaluationError(f"--multiclass {args.multiclass} belongs to a classification of several classes, and "
+                              f"this is a {task} task; drop --multiclass")
+    for opt, dest in (("--curve", "curve"), ("--report", "report"), ("--mrr", "mrr"), ("--positive", "positive"),
+                      ("--class-weight", "class_weight"), ("--folds-dir", "folds_dir")):
+        if getattr(args, dest, None):
+            what = ("fold files of stratified folds; a regression's or ranking's folds are made again from "
+                    "--fold-seed" if dest == "folds_dir" else "a classification")
+            raise EvaluationError(f"{opt} belongs to {what}, and this is a {task} task; drop {opt}")
+
+
 def run(args) -> int:
     """k-fold (or fixed split) evaluation of any learner of the registry."""
     if args.split and args.folds is not None:
         raise EvaluationError("give either --folds K or --split train:A:B,test:C:D, not both")
     learner, grid_args = learner_of(args)
+    task = task_of(learner, args.task)
     class_weight = parse_class_weight(args.class_weight)  # bad values fail before any work (fold files included)
-    learner.check_capabilities(args.multiclass, class_weight)
+    if task == "classification":
+        learner.check_capabilities(args.multiclass, class_weight)
+    check_task_options(args, task)
     points = learner.grid(grid_args)
     varying = learner.varying(points)
     if args.curve is not None and any(not 0 < f <= 1 for f in _floats(args.curve, "--curve")):
@@ -345,11 +468,16 @@ def run(args) -> int:
     if args.out:
         check_output_dir(args.out, "--out", args.overwrite, owned=("results.json", "results.md"))
     with runtime(args) as rt:  # one cluster for every fit of the command, closed at its end
-        source, labels, label_source, store, kernel_dict = _data(args, learner)
+        groups = None
+        if task == "classification":
+            source, labels, label_source, store, kernel_dict = _data(args, learner)
+        else:
+            source, labels, groups, label_source, store, kernel_dict = _task_data(args, task, learner)
         name = args.name or spec_name(kernel_dict)
-        splits, how = _splits(args, labels, source.n, store)
+        splits, how = _splits(args, labels, source.n, store, task, groups)
         what = ", ".join(map(str, args.gram)) if store is not None else str(args.features)
-        log.info(f"evaluate {what}: {source.n} examples, {how}, labels from {label_source}")
+        log.info(f"evaluate {what}: {source.n} examples, {how}, "
+                 f"{'labels' if task == 'classification' else 'targets'} from {label_source}")
         if learner.name == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
             log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
                         "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
@@ -357,9 +485,10 @@ def run(args) -> int:
         problem = dict(kernel=name, positive=args.positive, class_weight=class_weight, multiclass=args.multiclass,
                        cluster=rt)
         t_learn = time.perf_counter()
+        real = {} if task == "classification" else {"task": task, "groups": groups}
         ev = selection.evaluate(learner, source, labels, splits, points, seed=args.perceptron_seed,
                                 select="test" if args.C_on_test else "nested", inner_folds=args.inner_folds,
-                                inner_seed=args.fold_seed, **problem)
+                                inner_seed=args.fold_seed, **problem, **real)
         t_learn = time.perf_counter() - t_learn
         names = " and ".join(varying)
         grid_text = "; ".join((f"{p} " if len(varying) > 1 else "")
@@ -374,7 +503,10 @@ def run(args) -> int:
                       "split; no test example took part in choosing it.")
         else:
             header = None
-        table = markdown_table(ev.rows)
+        params = [p.name for p in learner.params]
+        general = () if task == "classification" else (*params, *(f"{p}_chosen" for p in params))
+        table = markdown_table(ev.rows) if task == "classification" else \
+            markdown_table(ev.rows, columns=task_columns(ev.rows, params, task), general=general)
         if header:
             print(header + "\n")
         print(table)
@@ -387,7 +519,11 @@ def run(args) -> int:
         out = {**sources, "kernel": kernel_dict, "normalized": bool(args.normalized), "model": learner.name,
                "selection": "test" if (several and args.C_on_test) else "nested" if several else "single",
                "C_selection": "test" if (several and args.C_on_test) else "nested" if several else "single",
-               "labels": label_source, "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
+               **({"labels": label_source} if task == "classification" else
+                  {"task": task, "targets": label_source,
+                   **({"groups": f"groups file {args.groups}" if args.groups else
+                       f"the groups of corpus store {store.meta.get('corpus_path')}"} if task == "ranking" else {})}),
+               "splits": how, "rows": ev.rows, "fold_rows": ev.fold_rows,
                "reports": ev.reports, "predictions": {},
                **({"solver": ev.solver} if ev.solver else {}),
                # the learning phase's wall time (every fit, from reading the blocks to the pooled scores)
@@ -395,7 +531,9 @@ def run(args) -> int:
         ids = store.meta.get("row_ids") if store is not None else None
         for key, (idx, pred) in ev.predictions.items():
             out["predictions"][key] = {"row": idx.tolist(), "predicted": pred.tolist(),
-                                       "gold": [labels[i] for i in idx], **({"id": [ids[i] for i in idx]} if ids else {})}
+                                       "gold": [labels[i] for i in idx],
+                                       **({"group": [groups[i] for i in idx]} if groups is not None else {}),
+                                       **({"id": [ids[i] for i in idx]} if ids else {})}
         md = [f"# gramtile evaluate\n\n{what}, kernel `{name}`, model {learner.name}, {source.n} examples, {how}.\n",
               "## Overall (pooled predictions)\n"] + ([header + "\n"] if header else []) + [table]
         if args.report:
@@ -403,9 +541,10 @@ def run(args) -> int:
                 md += [f"\n### {key}: confusion matrix (rows = truth) and per-class scores\n", report_tables(rep)]
         if ev.fold_rows:
             cols = ["model", *[p.name for p in learner.params], *[p + "_chosen" for p in varying], "split", "n_train",
-                    "n_test", "accuracy", "precision", "recall", "f1"]
+                    "n_test", *SCORE_COLUMNS[task]]
             md += ["\n## Per split\n", markdown_table(
-                ev.fold_rows, columns=[c for c in dict.fromkeys(cols) if any(c in r for r in ev.fold_rows)])]
+                ev.fold_rows, columns=[c for c in dict.fromkeys(cols) if any(c in r for r in ev.fold_rows)],
+                general=general)]
         if args.curve:
             # the fold seed also fixes which nested training subsets the curve uses
             rows = selection.learning_curve(learner, source, labels, splits, _floats(args.curve, "--curve"), points,

@@ -1,4 +1,5 @@
-"""``gramtile train``: fit an SVM or voted perceptron and write a model directory.
+"""``gramtile train``: fit a learner (an SVM, the voted perceptron, ...; a regressor, svr or krr;
+the preference ranker, rank) and write a model directory.
 
 The training examples come from a corpus store (``--corpus``) or a file (``--input`` with
 ``--format``; texts are parsed with spaCy). K(train, train) is read from Gram stores
@@ -8,8 +9,11 @@ memory. The model directory is written once the model is complete (into a tempor
 then renamed). The model directory holds the kernel spec, the support
 examples (JSON lines), the corpus resources the kernel read (LSA / domain spaces, WordNet
 synonymy: with ``--gram`` the corpus store's stored ones, else those built from the training
-examples), the dual coefficients and intercepts, the label map and provenance (see
-:mod:`gramtile.pipeline.learn.models`); ``gramtile predict --model-dir DIR`` uses it.
+examples), the dual coefficients and intercepts, the label map (or the task: a regression's or
+ranking's one real-valued function) and provenance (see :mod:`gramtile.pipeline.learn.models`);
+``gramtile predict --model-dir DIR`` uses it. A regression learns the examples' real targets
+(``prepare --target-col``, or ``--targets FILE``); a ranking their targets as relevance (else their
+labels read as numbers) within their groups (``prepare --group-col``, or ``--groups FILE``).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from gramtile.pipeline.learn.models import read_documents, relabel
 from gramtile.pipeline.learn.models import stored_kernel as _stored
 from gramtile.pipeline.learn.nystroem import LandmarkSource, train_nystroem
 from gramtile.pipeline.learn.sources import store_labels
+from gramtile.pipeline.learn.tasks import retarget, task_of
 from gramtile.pipeline.learn.training import select_point, train, train_from_store
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.labels import read_label_file
@@ -42,6 +47,8 @@ from gramtile.workflows.commands.evaluate import (
     add_linear_options,
     add_model_options,
     add_scratch_option,
+    add_task_options,
+    check_task_options,
     learner_of,
 )
 from gramtile.workflows.datainput import add_labels_option, add_table_options
@@ -49,7 +56,7 @@ from gramtile.workflows.datainput import reader_options as data_options
 
 
 def add_parser(sub):
-    p = sub.add_parser("train", help="train an SVM / voted perceptron and save a model directory",
+    p = sub.add_parser("train", help="train a classifier, regressor or ranker and save a model directory",
                        description=__doc__.split("\n\n")[1])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", metavar="CORPUS.zarr", help="corpus store made by `gramtile prepare`")
@@ -63,7 +70,8 @@ def add_parser(sub):
     p.add_argument("--gram", action="append", default=[], metavar="GRAM.zarr",
                    help="reuse a stored K (square, over the corpus's examples; repeat for each base kernel)")
     add_model_options(p, "several values form a grid: the value is chosen by --inner-folds stratified "
-                         "cross-validation on the training examples (as evaluate's nested selection chooses it "
+                         "cross-validation (plain for a regression, by group for a ranking) on the training "
+                         "examples (as evaluate's nested selection chooses it "
                          "inside each training part), the model is fitted on all of them with it, and the choice "
                          "is recorded in the model")
     p.add_argument("--class-weight", default=None, help="none | balanced | LABEL:W,... (default none)")
@@ -78,9 +86,10 @@ def add_parser(sub):
                    help="shuffle the perceptron's visiting order with this seed (default: data order)")
     deprecated(p, "--seed", "--perceptron-seed", "perceptron_seed", type=seed_int)
     p.add_argument("--spacy-model", default=None, help="spaCy model for parsing --input texts")
-    add_table_options(p)
+    add_table_options(p, fields=True)
     add_labels_option(p, "the training examples (--input's records, or the corpus store's examples instead of "
                          "its labels)")
+    add_task_options(p, "the training examples (--input's records, or the corpus store's examples)")
     add_learn_options(p)
     add_scratch_option(p)
     add_linear_options(p)
@@ -100,15 +109,20 @@ def run(args) -> int:
 
     t0 = time.perf_counter()
     options = data_options(args, args.format) if args.input else {}
-    if not args.input and any(getattr(args, k) is not None for k in ("text_col", "label_col", "id_col", "header")):
-        raise EvaluationError("--text-col, --label-col, --id-col and --header read --input; a corpus store already "
-                              "holds its texts and labels")
+    if not args.input and any(getattr(args, k) is not None for k in ("text_col", "label_col", "id_col", "header",
+                                                                     "fields", "target_col", "group_col")):
+        raise EvaluationError("--text-col, --label-col, --id-col, --fields, --target-col, --group-col and --header "
+                              "read --input; a corpus store already holds its texts, labels, targets and groups "
+                              "(--targets FILE and --groups FILE replace its targets and groups)")
     labels_file = options.pop("labels", None) if args.input else args.labels
     if args.features and args.labels:
         raise EvaluationError("--labels is not available with --features: a feature store holds its corpus's labels; "
                               "prepare the corpus with --labels FILE and write the feature store from it")
     learner, grid = learner_of(args)
-    learner.check_capabilities(args.multiclass, parse_class_weight(args.class_weight))
+    task = task_of(learner, args.task)
+    if task == "classification":
+        learner.check_capabilities(args.multiclass, parse_class_weight(args.class_weight))
+    check_task_options(args, task)
     if args.kernel and args.normalized:
         spec0 = as_spec(args.kernel)
         args.kernel = spec0.to_json() if spec0.kind == "normalized" else \
@@ -143,7 +157,9 @@ def run(args) -> int:
     spec = as_spec(args.kernel)
     learn = dict(learner=learner, grid=grid, class_weight=parse_class_weight(args.class_weight),
                  multiclass=args.multiclass, seed=args.perceptron_seed, solver=args.solver, cluster=runtime(args),
-                 inner_folds=args.inner_folds, inner_seed=args.fold_seed)
+                 inner_folds=args.inner_folds, inner_seed=args.fold_seed, task=task)
+    if task != "classification" and learner.reads != "kernel":
+        raise EvaluationError(f"--model {learner.name} reads {learner.reads}; a {task} model is a kernel expansion")
     if learner.reads == "landmarks":
         if "landmarks" in grid:
             raise EvaluationError("--landmarks is evaluate's landmark count per split; train reads the landmarks of "
@@ -164,7 +180,8 @@ def run(args) -> int:
         if not args.corpus:
             raise EvaluationError("--gram needs --corpus (the Gram store's rows are corpus examples)")
         # K from the Gram stores; the model carries the corpus store's stored resources
-        m = train_from_store(args.corpus, args.gram, spec, labels_file=labels_file, **learn)
+        m = train_from_store(args.corpus, args.gram, spec, labels_file=labels_file, targets_file=args.targets,
+                             groups_file=args.groups, **learn)
     else:
         prov = {}
         if args.corpus:
@@ -175,12 +192,14 @@ def run(args) -> int:
         else:
             docs = read_documents(args.input, args.format, model=args.spacy_model, labels=labels_file, **options)
             prov.update(input=str(args.input), format=args.format)
+        docs = retarget(docs, args.targets, args.groups, f"examples of {args.corpus or args.input}")
         if labels_file:
             prov.update(labels=str(labels_file))
         # K in memory; resources built from these examples, as gramtile.gram builds them
         m = train(docs, spec, provenance=prov, **learn)
     # a model directory is written whole or not at all, and never over one that appeared meanwhile
     m.save(out, overwrite=args.overwrite)
-    log.info(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {len(m.classes)} classes, "
-          f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s")
+    what = f"{len(m.classes)} classes" if m.task == "classification" else m.task
+    log.info(f"gramtile train: {args.model} ({m.scheme}) on {m.provenance['n_train']} examples, {what}, "
+             f"{m.n_support} support examples; model written to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
