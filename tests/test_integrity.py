@@ -16,6 +16,7 @@ import pytest
 
 from gramtile.pipeline.learn.linear_models import LinearModel
 from gramtile.pipeline.learn.models import SavedModel
+from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.integrity import MANIFEST
 from gramtile.workflows.cli import main
@@ -569,6 +570,32 @@ def test_a_lone_surrogate_is_refused_with_the_file_and_line(field, tmp_path, cap
                             "--cluster", "sequential", "--no-progress", "-q"], capsys)
     assert rc == 2 and one_line(err, f"{src}, line 2", "surrogate", "Fix:"), err
     assert not (tmp_path / "c.zarr").exists()
+
+
+@pytest.mark.parametrize("how", ["frame-text", "frame-label", "frame-id", "dicts", "raw", "pairs"])
+def test_a_lone_surrogate_in_python_input_is_refused_naming_the_row_and_column(how):
+    """Tables, dicts and raw strings given in Python: a lone surrogate is one CorpusFormatError
+    naming the row and column (or the example), never spaCy's or the store's UnicodeEncodeError."""
+    import pandas as pd
+
+    import gramtile
+
+    bad = "a c\ud800at"
+    if how.startswith("frame"):
+        cols = {"text": ["the dog runs", "a cat"], "label": ["A", "B"], "id": ["x", "y"]}
+        col = how.split("-")[1]
+        cols[col][1] = bad if col == "text" else cols[col][1] + "\udc00"
+        df = pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in cols.items()})
+        call, where = (lambda: gramtile.parse(df, text="text", label="label", id="id")), f"row 1, column '{col}'"
+    elif how == "dicts":
+        call, where = (lambda: gramtile.parse([{"text": "fine"}, {"text": bad}])), "row 1, column 'text'"
+    elif how == "raw":
+        call, where = (lambda: gramtile.parse(["fine", bad])), "example 1"
+    else:
+        call, where = (lambda: gramtile.parse([("a dog", "fine"), ("cats", bad)], fields=["q", "a"])), "example 1"
+    with pytest.raises(CorpusFormatError, match="surrogate") as e:
+        call()
+    assert where in str(e.value) and "Fix:" in str(e.value) and "\n" not in str(e.value)
 
 
 @pytest.mark.parametrize("max_tokens", [None, 2_000_000])

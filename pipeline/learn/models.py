@@ -83,6 +83,7 @@ from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import is_spacy_doc, parse_derive_shard
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
 from gramtile.pipeline.readers.labels import read_label_file
@@ -844,8 +845,10 @@ def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool 
         for d in todo:
             if d.fields is None:
                 d.structures = _derived(next(it))
-            else:  # each field's text gets the structures a single text gets, keyed per field
-                d.structures = {field_key(name, rep): s for name in d.fields for rep, s in _derived(next(it)).items()}
+            else:  # each field's text gets the structures a single text gets, keyed per field, and the
+                # pair's relational links (rel_tree), as prepare gives them
+                d.structures = with_links({field_key(name, rep): s for name in d.fields
+                                           for rep, s in _derived(next(it)).items()}, d.fields)
     return docs
 
 

@@ -47,7 +47,7 @@ from conllu.models import TokenList
 from gramtile.pipeline.parsing.derive import dep_to_seq, dep_to_tree, tree_to_ptree
 from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import doc_to_dep, is_spacy_doc, load_model, parse_deps
-from gramtile.pipeline.readers.base import head_problem
+from gramtile.pipeline.readers.base import check_encodable, head_problem
 from gramtile.pipeline.readers.table import table_documents, table_kind
 from gramtile.pipeline.representations.brackets import BracketError, parse_tree
 from gramtile.pipeline.representations.encode import KIND_OF_TYPE
@@ -242,7 +242,7 @@ def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bo
         where = f"example {i}: "
         if isinstance(x, Document):
             if not x.structures and x.text:
-                texts.append((i, x.text))
+                texts.append((i, check_encodable(x.text, f"example {i} (document {x.id!r}): its text")))
                 docs[i] = Document(id=x.id, label=x.label, text=x.text, source=x.source)
             else:
                 docs[i] = Document(id=x.id, label=x.label, text=x.text, structures=dict(x.structures),
@@ -252,7 +252,7 @@ def parse(items, reps=None, model: str | None = None, nlp=None, pretokenized: bo
             if tree is not None:
                 docs[i] = Document(id=str(i), structures={"tree": tree})
             elif x.split():
-                texts.append((i, x))
+                texts.append((i, check_encodable(x, f"example {i}")))
                 docs[i] = Document(id=str(i), text=x)
             else:
                 raise CorpusFormatError(f"{where}the string is empty", fix="give at least one word per example")

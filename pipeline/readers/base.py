@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import math
+import re
 import zlib
 from pathlib import Path
 
@@ -230,6 +231,22 @@ def tsv_field(x) -> str:
     return becomes a backslash followed by a backslash, t, n or r (the escapes of PostgreSQL's and
     MySQL's text format), so an id or label holding them never splits a line or a column."""
     return str(x).translate(_TSV_ESCAPES)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_encodable(value: str, where: str, path=None, line=None) -> str:
+    """``value``, refused when it holds half of a UTF-16 surrogate pair (a lone surrogate: what a
+    \\u escape without its other half, or bytes decoded with ``surrogateescape``, give), which no
+    text encoding can store; the record is refused, not altered."""
+    m = _SURROGATE.search(value)
+    if m is not None:
+        raise CorpusFormatError(f"{where} holds {m.group()!r} at character {m.start()}, half of a UTF-16 surrogate pair, "
+                                "which no text encoding can store; the record is refused, not altered", path=path,
+                                line=line, fix="give the whole character (both halves) or remove it; text read with "
+                                               "errors='surrogateescape' should be decoded with the file's encoding")
+    return value
 
 
 def check_text(text: str, max_tokens: int | None, path, line: int, what: str = "text") -> None:

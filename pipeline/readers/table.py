@@ -37,6 +37,7 @@ import numbers
 
 from gramtile.pipeline.readers.base import (
     DEFAULT_MAX_TOKENS,
+    check_encodable,
     check_text,
     lines,
     make_policy,
@@ -120,7 +121,7 @@ def cell_group(v, where, path=None, line=None) -> str:
     if isinstance(v, bool) or not isinstance(v, (str, numbers.Integral)):
         raise CorpusFormatError(f"{where}: {v!r} ({type(v).__name__}) is not a group id", path=path, line=line,
                                 fix="group ids are strings or integers")
-    return v.strip() if isinstance(v, str) else str(int(v))
+    return check_encodable(v.strip(), where, path, line) if isinstance(v, str) else str(int(v))
 
 
 def column(value):
@@ -408,7 +409,7 @@ def cell_text(v, where, path=None, line=None) -> str:
     if not v.strip():
         raise CorpusFormatError(f"{where}: empty text", path=path, line=line,
                                 fix="write a text in every row, or drop the row")
-    return v
+    return check_encodable(v, where, path, line)
 
 
 def cell_label(v, where, path=None, line=None):
@@ -420,7 +421,7 @@ def cell_label(v, where, path=None, line=None):
     if isinstance(v, str):
         if not v.strip():
             raise CorpusFormatError(f"{where}: empty label", path=path, line=line, fix="write a label in every row")
-        return v.strip()
+        return check_encodable(v.strip(), where, path, line)
     if isinstance(v, bool) or type(v).__name__ == "bool_":
         return str(bool(v)).lower()
     if isinstance(v, numbers.Integral):
@@ -443,7 +444,7 @@ def cell_id(v, where, ids, path=None, line=None) -> str:
     if isinstance(v, bool) or not isinstance(v, (str, numbers.Integral)):
         raise CorpusFormatError(f"{where}: {v!r} ({type(v).__name__}) is not an id", path=path, line=line,
                                 fix="ids are strings or integers")
-    v = v.strip() if isinstance(v, str) else str(int(v))
+    v = check_encodable(v.strip(), where, path, line) if isinstance(v, str) else str(int(v))
     if v in ids:
         raise CorpusFormatError(f"{where}: duplicate id {v!r}", path=path, line=line, fix="give every row a unique id")
     ids.add(v)
