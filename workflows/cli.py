@@ -32,17 +32,17 @@ from gramtile.pipeline.progress import configure
 #: holds them equal), in the order ``gramtile --help`` lists them
 COMMANDS = MappingProxyType({
     "demo": "run the end-to-end demo (parse, corpus store, Dask Gram tiles, k-fold SVM)",
-    "evaluate": "k-fold / fixed-split SVM or voted-perceptron evaluation from a Gram store",
+    "evaluate": "k-fold / fixed-split evaluation of a classifier, regressor or ranker from a Gram store",
     "export": "write K of a complete Gram store (or a selection) to .npy, LIBSVM or SVM-light",
     "features": "explicit feature rows of st, bow, route or exact subsequence kernels",
     "gram": "compute a tiled Gram matrix into a Zarr store (resumable)",
     "inspect": "counts, labels, sizes, vocabularies and provenance of a corpus store",
-    "predict": "predict labels of new examples with a saved model",
+    "predict": "predict labels, real values or rankings of new examples with a saved model",
     "prepare": "read, parse and shard a corpus into a Zarr corpus store (resumable)",
     "profiles": "list the cluster profiles --cluster accepts, with their source file",
     "run": "run a workflow (a shipped one by name, or a YAML file): data, kernels, protocol, report",
     "status": "tiles done / total and provenance of a Gram store",
-    "train": "train an SVM / voted perceptron and save a model directory",
+    "train": "train a classifier, regressor or ranker and save a model directory",
     "verify": "re-check every done tile of a Gram store (--repair recomputes bad tiles), or every file of a "
               "model directory",
 })
