@@ -157,6 +157,9 @@ def test_bad_options_are_refused(tmp_path):
     p = _workflow(tmp_path, "ranking", {"rank": {"gamma": [1.0]}}, ["sum"])
     with pytest.raises(WorkflowError, match="no parameter 'gamma'"):
         load_workflow(p).run(tmp_path / "o", cluster="sequential")
+    p = _workflow(tmp_path, "ranking", {"svm": {"C": [1.0], "metric": "map"}}, ["sum"])
+    with pytest.raises(WorkflowError, match="maximises one of"):
+        load_workflow(p).run(tmp_path / "o", cluster="sequential")
     p = _workflow(tmp_path, "classification", {"svm": {"C": [1.0]}}, ["sum"], overlap=True)
     with pytest.raises(WorkflowError, match="overlap"):
         load_workflow(p).run(tmp_path / "o", cluster="sequential")

@@ -109,6 +109,10 @@ def check_options(wf, options) -> dict:
         kinds = learner.task_kinds
         if task not in kinds and not (task == "ranking" and "classification" in kinds):
             reject(wf, f"options.learners.{name}", learners[name], f"{name} learns {list(kinds)}, not {task}")
+        scored_as = task if task in kinds else "classification"  # a classifier's scores rank a ranking task
+        if metric is not None and metric not in selection.TASK_METRICS[scored_as]:
+            reject(wf, f"options.learners.{name}.metric", metric, f"nested selection of {name} maximises one of "
+                   f"{list(selection.TASK_METRICS[scored_as])}")
         params = {p.name for p in learner.params}
         for k, v in g.items():
             if k not in params:
