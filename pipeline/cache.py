@@ -15,13 +15,17 @@ the Dask executor installs for the run and removes at its end, which empties it)
 active cache through :func:`current`. A caller may open a cache of its own around several runs
 (``with Cache().active(): ...``): runs started inside use it instead of their own, so what one run
 loaded serves the next. Outside any of these, :func:`current` gives a fresh, empty cache each time
-(nothing is kept).
+(nothing is kept). One way empties it: :meth:`Runtime.release(*namespaces)
+<gramtile.pipeline.compute.runtime.Runtime.release>` here and on the run's workers (an evaluation
+drops its blocks so), and closing the Runtime empties all of it.
 
 Each namespace counts its hits and loads (:meth:`Cache.counts`); tests read them to check, e.g.,
 that workers load stored resources and never build them.
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import sys
 import threading
 from collections import OrderedDict
@@ -264,6 +268,32 @@ class WorkerCache:
 
     def __getstate__(self) -> dict:
         return {"cache": None}  # sent to workers empty
+
+
+def clear_worker(namespaces, dask_worker=None) -> int:
+    """Empty ``namespaces`` of the cache of the Dask worker this runs on (``Client.run`` passes the
+    worker), then hand the freed memory back to the operating system (a worker's memory plan reads
+    what the process holds: memory freed into the C allocator but kept by it would count as
+    held, Dask's "unmanaged memory"); returns how many namespaces it emptied (0: the worker has no
+    cache of the run)."""
+    cache = getattr(getattr(dask_worker, "plugins", {}).get(PLUGIN), "cache", None)
+    if cache is None:
+        return 0
+    for ns in namespaces:
+        cache.clear(ns)
+    gc.collect()
+    trim_memory()
+    return len(namespaces)
+
+
+def trim_memory() -> bool:
+    """``malloc_trim(0)`` of glibc: return the free memory at the top of the heap and in the
+    allocator's arenas to the operating system (what Dask's documentation advises for unmanaged
+    memory); False where the C library has no such call."""
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
 
 
 def worker_memory_limit() -> int | None:

@@ -22,3 +22,13 @@ def available_memory_mb() -> float:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 1e6
     except (ValueError, OSError, AttributeError):
         return 4096.0
+
+
+def process_memory_mb() -> float | None:
+    """Resident memory of this process now, in MB (10^6 bytes): ``/proc/self/statm``; None where
+    it cannot be read."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None

@@ -99,3 +99,43 @@ def test_a_runtime_uses_a_cache_opened_around_it_and_otherwise_its_own():
         with rt.session() as ex:
             assert {r for _, r in ex.imap(_current_id, [(0, (0,))])} == {id(mine)}
     assert rt.cache is not mine
+
+
+@pytest.mark.timeout(300)
+def test_an_evaluation_empties_the_blocks_its_fits_kept_on_the_workers(tmp_path):
+    """Each worker thread keeps its training part's blocks for its next fit; when the evaluation
+    ends they are dropped on the workers too (a worker's memory plan counts what it holds)."""
+    import distributed
+    from conftest import corpus_store_of, num_trees
+
+    from gramtile.pipeline.cache import PLUGIN
+    from gramtile.pipeline.compute.engine import run_gram
+    from gramtile.pipeline.learn.folds import stratified_kfold
+    from gramtile.pipeline.learn.learners.registry import make
+    from gramtile.pipeline.learn.selection import evaluate
+    from gramtile.pipeline.learn.sources import open_gram_source
+
+    every = num_trees(5483)  # class-sorted: a seeded sample of both classes
+    docs = [every[i] for i in np.random.default_rng(0).permutation(len(every))[:120]]
+    corpus = corpus_store_of(tmp_path / "c.zarr", docs, 60)
+    run_gram(corpus, {"kind": "sst", "lam": 0.4}, tmp_path / "g.zarr", tile=60, cluster="sequential")
+    src = open_gram_source(tmp_path / "g.zarr", normalized=True)
+    labels = [d.label for d in docs]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                  memory_limit="1GiB") as lc, distributed.Client(lc) as client, \
+            Runtime(client=client) as rt:
+        def kept(dask_worker):
+            return dask_worker.plugins[PLUGIN].cache.size("fit-blocks")[0]
+
+        ev = evaluate(make("svm"), src, labels, stratified_kfold(labels, 4, 0), {"C": [0.5, 1.0]}, cluster=rt)
+        assert ev.rows and sum(client.run(kept).values()) == 0  # released at the end of the evaluation
+        # while fits run, the workers do keep them: a task that looks from inside a fit's thread
+        from gramtile.pipeline.learn.fits import fit_blocks
+        from gramtile.pipeline.learn.parallel import source_ref
+
+        ref = source_ref(src)
+        got = client.submit(lambda: (fit_blocks(ref, "r", np.arange(60), np.arange(60, 120), "t"), None)[1],
+                            pure=False).result(timeout=60)
+        assert got is None and sum(client.run(kept).values()) == 1
+        rt.release("fit-blocks")
+        assert sum(client.run(kept).values()) == 0

@@ -29,7 +29,7 @@ from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from gramtile.pipeline import optional
-from gramtile.pipeline.cache import PLUGIN, WorkerCache
+from gramtile.pipeline.cache import PLUGIN, WorkerCache, clear_worker
 from gramtile.pipeline.compute.errors import ClusterLostError, RunStalledError, TaskLostError
 
 _END = object()
@@ -99,8 +99,27 @@ class Executor:
         """
         raise NotImplementedError
 
+    def clear_cache(self, namespaces) -> None:
+        """Empty ``namespaces`` of the caches the executor's workers hold for the run (in this
+        process the run's cache is the Runtime's: nothing to do here)."""
+
     def close(self):
         """Release what the executor holds (its cluster is closed by the run-time object)."""
+
+
+#: Seconds a small call on every worker (a cache cleared, a memory reading) may take.
+WORKER_CALL_SECONDS = 10.0
+
+
+def run_on_workers(client, fn, *args, timeout: float = WORKER_CALL_SECONDS) -> dict:
+    """``{worker address: fn(*args)}`` of every connected worker (``Client.run``; ``fn`` may take
+    ``dask_worker``), bounded by ``timeout`` seconds: a worker that does not answer, or errs, is
+    left out (``{}`` when none answers in time), so no caller waits on a stuck worker."""
+    try:
+        got = client.sync(client._run, fn, *args, on_error="return", callback_timeout=timeout)
+    except (OSError, TimeoutError, RuntimeError, ValueError):
+        return {}
+    return {w: r for w, r in (got or {}).items() if not isinstance(r, BaseException)}
 
 
 def _take(it):
@@ -271,6 +290,12 @@ class DaskExecutor(Executor):
         except (OSError, TimeoutError, RuntimeError) as e:
             logging.getLogger("gramtile").debug(f"gramtile: no worker cache on this cluster ({e})")
             return False
+
+    def clear_cache(self, namespaces) -> None:
+        """Empty ``namespaces`` of every worker's cache of the run (e.g. the blocks an evaluation
+        kept: the next one reads others, and a worker's memory plan counts what it holds)."""
+        if self._cache_installed:
+            run_on_workers(self.client, clear_worker, list(namespaces))  # a worker gone took its cache
 
     def close(self):
         """Remove the run's worker caches (emptying them)."""

@@ -52,9 +52,15 @@ from gramtile.pipeline.compute.cluster import (
     start_jobs,
 )
 from gramtile.pipeline.compute.errors import ClusterConfigError
-from gramtile.pipeline.compute.executors import DaskExecutor, Executor, SequentialExecutor, ThreadExecutor
+from gramtile.pipeline.compute.executors import (
+    DaskExecutor,
+    Executor,
+    SequentialExecutor,
+    ThreadExecutor,
+    run_on_workers,
+)
 from gramtile.pipeline.compute.jobwatch import JobWatch
-from gramtile.pipeline.memory import available_memory_mb
+from gramtile.pipeline.memory import available_memory_mb, process_memory_mb
 from gramtile.pipeline.progress import log
 
 if TYPE_CHECKING:
@@ -260,8 +266,11 @@ class Runtime:
             return None
         limits = [w.get("memory_limit") or 0 for w in workers]
         limits = [x for x in limits if x > 0]
-        return {"limit_mb": min(limits) / 1e6 if limits else None,
-                "held_mb": max((w.get("metrics") or {}).get("memory", 0) for w in workers) / 1e6,
+        # what the workers hold now, asked of them: the scheduler's figure is their last heartbeat,
+        # which may date from the fits of the step before (their blocks since released)
+        now = [mb for mb in run_on_workers(client, process_memory_mb).values() if mb is not None]
+        held = max(now) if now else max((w.get("metrics") or {}).get("memory", 0) for w in workers) / 1e6
+        return {"limit_mb": min(limits) / 1e6 if limits else None, "held_mb": held,
                 "threads": max(int(w.get("nthreads") or 1) for w in workers)}
 
     # ---- opening and closing ----------------------------------------------------------------
@@ -288,6 +297,13 @@ class Runtime:
         if stack is None:
             return False
         return stack.__exit__(*(exc or (None, None, None)))
+
+    def release(self, *namespaces: str) -> None:
+        """Empty ``namespaces`` of the run's cache here and in the workers of the open executor."""
+        for ns in namespaces:
+            self.cache.clear(ns)
+        if self._state.executor is not None:
+            self._state.executor.clear_cache(namespaces)
 
     @property
     def cache(self) -> Cache:

@@ -602,10 +602,10 @@ def nested_order(y_train, seed: int = 0) -> np.ndarray:
 
 
 def release(rt: Runtime) -> None:
-    """Drop what the fits of an evaluation kept in this process's part of the run's cache: each
-    thread's pair of blocks and the cached Gram-store chunks (a later evaluation reads others)."""
-    rt.cache.clear("fit-blocks")
-    rt.cache.clear("chunks")
+    """Drop what the fits of an evaluation kept in the run's cache, here and on its workers: each
+    thread's pair of blocks and the cached Gram-store chunks (a later evaluation reads others, and
+    a worker's memory plan counts what it still holds)."""
+    rt.release("fit-blocks", "chunks")
 
 
 def learning_curve(learner: Learner, source, labels, splits, fractions=(0.1, 0.25, 0.5, 1.0), grid=None, *,

@@ -87,7 +87,8 @@ class SolverPlan:
 
 
 def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster=None,
-                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, tol: float = 1e-3) -> SolverPlan:
+                nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, tol: float = 1e-3,
+                in_memory_fix: str = "--solver smo (or auto)") -> SolverPlan:
     """Choose the SVM solver of a run.
 
     Parameters
@@ -101,6 +102,8 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster
         the same way; default :func:`default_cache_mb` of the per-fit budget) and ``scratch``
         (where smo writes its kernel row file, :mod:`~gramtile.pipeline.learn.rowfile`).
     nested_folds : inner folds of nested C selection (0: none)
+    in_memory_fix : what to do when K(train, train) cannot fit one fit's memory on a worker (the
+        SVM's bounded-memory solver; a learner that has none says what else helps)
 
     On worker processes a plan that cannot fit one worker is refused (:func:`too_big`): Dask
     would pause the worker at its memory limit and the run would stall.
@@ -129,7 +132,7 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster
                               f"({row_mb:.3f} MB each). Fix: pass --cache-mb {2 * row_mb + 0.001:.3f} or more")
     if memory.on_workers:
         if used == "libsvm" and need > budget:
-            raise too_big("libsvm on K(train, train) in memory", need, memory, "--solver smo (or auto)")
+            raise too_big("K(train, train) in memory", need, memory, in_memory_fix)
         smo_need = cache + SMO_VECTORS * row_mb
         if used == "smo" and smo_need > budget:
             raise too_big(f"smo with a {cache:,.0f} MB row cache", smo_need, memory, "a smaller --cache-mb")
