@@ -339,7 +339,8 @@ class BlockLearner(Learner):
     def session(self, source, problem, sizes, cluster):
         plan_solver("libsvm", sizes.n_train, sizes.n_test, cluster, sizes.nested_folds,
                     in_memory_fix=f"fewer examples per fit (more --folds, or --rows), or --model svm, whose smo solver "
-                                  f"reads kernel rows in bounded memory ({self.name} holds K(train, train))")
+                                  f"reads kernel rows in bounded memory ({self.name} holds K(train, train))",
+                    in_memory=self.name)
         yield BlockSession(self, kernel_ref(source, cluster))
 
 

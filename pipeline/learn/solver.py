@@ -88,7 +88,7 @@ class SolverPlan:
 
 def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster=None,
                 nested_folds: int = 0, multiclass: str = "ovr", n_classes: int = 2, tol: float = 1e-3,
-                in_memory_fix: str = "--solver smo (or auto)") -> SolverPlan:
+                in_memory_fix: str = "--solver smo (or auto)", in_memory: str = "libsvm") -> SolverPlan:
     """Choose the SVM solver of a run.
 
     Parameters
@@ -104,6 +104,7 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster
     nested_folds : inner folds of nested C selection (0: none)
     in_memory_fix : what to do when K(train, train) cannot fit one fit's memory on a worker (the
         SVM's bounded-memory solver; a learner that has none says what else helps)
+    in_memory : the learner that would hold K(train, train), for that message
 
     On worker processes a plan that cannot fit one worker is refused (:func:`too_big`): Dask
     would pause the worker at its memory limit and the run would stall.
@@ -132,7 +133,7 @@ def plan_solver(solver: str = "auto", n_train: int = 0, n_test: int = 0, cluster
                               f"({row_mb:.3f} MB each). Fix: pass --cache-mb {2 * row_mb + 0.001:.3f} or more")
     if memory.on_workers:
         if used == "libsvm" and need > budget:
-            raise too_big("K(train, train) in memory", need, memory, in_memory_fix)
+            raise too_big(f"{in_memory} on K(train, train) in memory", need, memory, in_memory_fix)
         smo_need = cache + SMO_VECTORS * row_mb
         if used == "smo" and smo_need > budget:
             raise too_big(f"smo with a {cache:,.0f} MB row cache", smo_need, memory, "a smaller --cache-mb")
