@@ -51,10 +51,11 @@ def report(path) -> dict:
         extra["groups"] = {"count": len(sizes), "min_size": min(sizes.values()) if sizes else 0,
                            "max_size": max(sizes.values()) if sizes else 0}
     res = resource_store.stored(path)
+    built = {}
     if res:  # the corpus resources built into the store (WordNet, LSA and domain spaces, vectors, SPTK tables)
         extra["resources"] = [{"name": r["name"], "rep": r.get("rep"), "group": r["group"],
-                               "content_hash": r["content_hash"], "built": (r.get("provenance") or {}).get("built")}
-                              for r in res]
+                               "content_hash": r["content_hash"]} for r in res]
+        built = {r["group"]: (r.get("provenance") or {}).get("built") for r in res}  # when: provenance
     return {"path": str(path), "examples": n, "complete": store.complete, **extra, "labels": labels,
             "representations": reps, "vocab_sizes": store.vocabs.sizes(),
             "shards_done": sum(1 for s in shards if s["done"]),
@@ -62,7 +63,8 @@ def report(path) -> dict:
             "shard_size": m["shard_size"], "content_hash": store.content_hash,
             "provenance": {"source": m["source"], "input_format": m["input_format"], "parser": m["parser"],
                            "gramtile_version": m["gramtile_version"], "created": m.get("created"),
-                           "completed": m.get("completed"), "runs": len(m["runs"]), "options": m.get("options")},
+                           "completed": m.get("completed"), "runs": len(m["runs"]), "options": m.get("options"),
+                           **({"resources_built": built} if built else {})},
             "skipped": m["skipped"]}
 
 
@@ -86,8 +88,9 @@ def format_report(r: dict) -> str:
                f"groups: {g['count']}, {g['min_size']} to {g['max_size']} examples each")
     res = r.get("resources")
     out.append("resources: none" if not res else f"resources: {len(res)}")
+    when = r["provenance"].get("resources_built") or {}
     out += [f"  {x['name']}" + (f" (from {x['rep']})" if x["rep"] else "") + f", content hash {x['content_hash'][:16]}"
-            f", built {x['built']}" for x in res or []]
+            f", built {when.get(x['group'])}" for x in res or []]
     out += ["", "| label | count | share |", "|---|---:|---:|"]
     out += [f"| {x['label']} | {x['count']} | {100 * x['share']:.1f}% |" for x in r["labels"]]
     out += ["", "| representation | kind | mean nodes | max nodes |", "|---|---|---:|---:|"]
