@@ -18,14 +18,13 @@ import errno
 import importlib
 import os
 import re
-import signal
 import sys
-import threading
 from importlib.metadata import version
 from types import MappingProxyType
 
 from gramtile.kernels.errors import GramtileError
 from gramtile.pipeline.compute.errors import Terminated
+from gramtile.pipeline.compute.interrupts import Interrupts
 from gramtile.pipeline.progress import configure
 
 #: the subcommands and their one-line help (each module's ``add_parser`` says the same; a test
@@ -165,11 +164,11 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
-    previous = _on_sigterm()
     try:
-        _local_out(args)
-        importlib.import_module(PACKAGE).apply_storage_options(args)
-        rc = args.func(args)
+        with Interrupts():
+            _local_out(args)
+            importlib.import_module(PACKAGE).apply_storage_options(args)
+            rc = args.func(args)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): stores were left consistent on the way out
         print(f"gramtile {args.command}: interrupted{' by SIGTERM' if isinstance(e, Terminated) else ''}; "
               "rerun the same command to resume", file=sys.stderr)
@@ -200,9 +199,6 @@ def main(argv=None) -> int:
             raise  # a bug: the traceback is wanted
         print(f"gramtile {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     return int(rc or 0)
 
 
@@ -214,19 +210,6 @@ def _urls(args) -> list:
             if isinstance(v, str) and _storage().is_url(v):
                 out.append(v)
     return out
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
-
-
-def _on_sigterm():
-    """SIGTERM (``kill``, a batch system ending the job) raises :class:`Terminated`, which unwinds
-    like Ctrl-C: every step closes what it opened and logs the stop. Returns the previous handler
-    (None off the main thread, where no handler can be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def entry() -> None:

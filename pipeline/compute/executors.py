@@ -30,6 +30,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.cache import PLUGIN, WorkerCache, clear_worker
+from gramtile.pipeline.compute import interrupts
 from gramtile.pipeline.compute.errors import ClusterLostError, RunStalledError, TaskLostError
 
 _END = object()
@@ -134,6 +135,7 @@ class SequentialExecutor(Executor):
     def imap(self, fn, items, **_):
         it = iter(items)
         while (x := _take(it)) is not _END:
+            interrupts.check()
             tag, args = x
             yield tag, fn(*args)
 
@@ -165,7 +167,8 @@ class ThreadExecutor(Executor):
                         pending[pool.submit(contextvars.copy_context().run, fn, *args)] = tag
                     if not pending:
                         return
-                    finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    finished, _ = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                    interrupts.check()
                     for f in finished:
                         yield pending.pop(f), f.result()
             finally:
@@ -339,6 +342,7 @@ class DaskExecutor(Executor):
                     finished, _ = distributed.wait(list(pending), timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 except (TimeoutError, distributed.TimeoutError):
                     finished = ()
+                interrupts.check()
                 watch.look(status, what)
                 for f in finished:
                     try:
