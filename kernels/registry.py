@@ -18,6 +18,7 @@ from gramtile.kernels import (  # noqa: F401  (each family registers its specs o
     sptk,
     subsequence,
     tree_kernels,
+    within_pair,
     wsd_kernels,
 )
 from gramtile.kernels.maps import bag as bag_map  # noqa: F401  (each module of maps registers its map)

@@ -142,6 +142,10 @@ class KernelSpec:
         walk(self)
         return out
 
+    def reps(self) -> list:
+        """Sorted names of the corpus representations this spec's base kernels read."""
+        return sorted({r for b in self.base_specs() for r in b.rep_names})
+
     def combine(self, base: dict):
         """Evaluate from base results ``{spec_hash: (K, diag_rows, diag_cols)}``.
 
@@ -166,6 +170,12 @@ class BaseSpec(KernelSpec):
     def rep_name(self) -> str:
         """Name of the corpus representation this kernel reads (the ``rep`` parameter)."""
         return getattr(self, "rep", None) or self.default_rep()
+
+    @property
+    def rep_names(self) -> tuple:
+        """Every representation this kernel reads: its ``rep_name``, or both fields' for a
+        kernel that compares the two texts of one example (:mod:`gramtile.kernels.within_pair`)."""
+        return (self.rep_name,)
 
     def block(self, X, Y=None) -> np.ndarray:
         """Dense float64 block K[i, j] = k(X_i, Y_j), shape (X.n, Y.n); Y=None means Y = X."""

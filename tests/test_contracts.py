@@ -17,7 +17,7 @@ import pytest
 import gramtile
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import REGISTRY, kinds, spec_from_dict
-from gramtile.pipeline.representations.structures import TokenSeq, Tree
+from gramtile.pipeline.representations.structures import Document, TokenSeq, Tree
 
 LABELS = ["A", "B", "C"]
 WORDS = ["x", "y", "z", "w"]
@@ -121,9 +121,10 @@ def test_gram_contract(spec, gen):
         from gramtile.pipeline.representations.encode import encode
         from gramtile.pipeline.representations.vocab import Vocabularies
         v = Vocabularies()
-        rep = {b.rep_name for b in s.base_specs()}
-        data = {r: encode(X, v) for r in rep}
-        add_resources(s, data, v, [{r: X for r in rep}])  # e.g. soft-matching similarity matrices
+        def of(r):  # examples of several texts hold each representation under its name
+            return [x.structures[r] for x in X] if isinstance(X[0], Document) else X
+        data = {r: encode(of(r), v) for r in s.reps()}
+        add_resources(s, data, v, [{r: of(r) for r in s.reps()}])  # e.g. soft-matching similarity matrices
         Kb, d1, d2 = evaluate_block(s, data)
         np.testing.assert_allclose(d1, np.diag(Kb), rtol=1e-12, atol=1e-300)
         np.testing.assert_allclose(Kb, K, rtol=1e-12, atol=1e-300)

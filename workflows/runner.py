@@ -212,9 +212,9 @@ def parse_kernels(path, kernels, reps=None) -> dict:
         except (GramtileError, TypeError, ValueError, KeyError) as e:
             raise_bad_key(path, f"kernels.{name}", s, f"not a valid kernel spec ({e})")
         if reps is not None:
-            for b in specs[str(name)].base_specs():
-                if b.rep_name not in reps:
-                    raise_bad_key(path, f"kernels.{name}", s, f"reads representation {b.rep_name!r}, which "
+            for r in specs[str(name)].reps():
+                if r not in reps:
+                    raise_bad_key(path, f"kernels.{name}", s, f"reads representation {r!r}, which "
                           f"data.representations {reps} leaves out; add it there or set the spec's 'rep'")
     return specs
 

@@ -41,7 +41,9 @@ def kernel_modules(spec) -> dict:
     """``{module stem: source file}`` of the kernel modules ``spec``'s base kernels run."""
     out = {}
     for b in spec.base_specs():
-        f = getattr(sys.modules.get(type(b).__module__), "__file__", None)
+        # a kernel over two fields runs its base kernel's cores (within_pair's ``kernel``)
+        core = b.kernel if hasattr(b, "kernel") and hasattr(b.kernel, "block") else b
+        f = getattr(sys.modules.get(type(core).__module__), "__file__", None)
         if f:
             out[Path(f).stem] = Path(f)
     return out

@@ -183,7 +183,7 @@ def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | di
         path = "pairwise"
     rt = Runtime.of(cluster)  # a bad profile fails before any work
     cs = _open_corpus(corpus)
-    reps = tuple(sorted({b.rep_name for b in spec.base_specs()}))
+    reps = tuple(spec.reps())
     have = cs.representations
     for r in reps:
         if r not in have and cs.fields:

@@ -24,7 +24,16 @@ from gramtile.pipeline.resources.keys import resource_names, resource_reps
 
 def batch_for(data, base):
     """The batch a base spec reads from ``data`` (a Batch, or a mapping name -> Batch), read-only
-    (:meth:`Batch.readonly`: the cores are compiled for one array signature, not two)."""
+    (:meth:`Batch.readonly`: the cores are compiled for one array signature, not two); for a
+    kernel over two fields of each example (``rep_names``), the mapping of both fields' batches."""
+    if len(base.rep_names) > 1:
+        missing = [] if isinstance(data, Batch) else [r for r in base.rep_names if r not in data]
+        if isinstance(data, Batch) or missing:
+            have = [data.kind] if isinstance(data, Batch) else sorted(data)
+            raise KernelSpecError(f"kernel {base.kind!r} compares the representations {list(base.rep_names)} of each "
+                                  f"example, which the examples do not all have (they have {have}); set its "
+                                  f"'fields' to two of the examples' fields")
+        return {r: data[r].readonly() for r in base.rep_names}
     if isinstance(data, Batch):
         if data.kind != base.reads:
             raise KernelSpecError(f"kernel {base.kind!r} reads {base.reads!r} examples, got a {data.kind!r} batch")
@@ -168,7 +177,7 @@ def encode_with_resources(spec, X, Y=None):
     sx = _structures(X)
     sy = None if Y is None else _structures(Y)
     vocabs = Vocabularies()
-    needed = {b.rep_name for b in spec.base_specs()}
+    needed = set(spec.reps())
     bx, by = {}, None if sy is None else {}
     for name in needed:
         if name not in sx:

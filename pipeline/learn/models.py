@@ -137,7 +137,7 @@ def kernel_reps(spec, spaces: bool = True) -> list:
         support examples; prediction, which reads the model's saved spaces, passes False.
     """
 
-    reps = {b.rep_name for b in spec.base_specs()}
+    reps = set(spec.reps())
     if spaces:
         reps |= {r for r in resource_reps(spec).values() if r is not None}
     return sorted(reps)
