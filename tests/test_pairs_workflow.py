@@ -71,7 +71,7 @@ def _tile_events(out):
 def ranking_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("pairs_rank")
     wf = load_workflow(_workflow(d, "ranking", {"rank": {"C": [0.1, 1.0]}, "svm": {"C": [1.0], "metric": "f1"}},
-                                 ["sum", "product", "answer"], overlap=True, label_col="rel"))
+                                 ["sum", "product", "answer", "product+within"], overlap=True, label_col="rel"))
     rows = wf.run(d / "out", cluster="sequential")
     return d, wf, rows
 
@@ -81,17 +81,22 @@ def test_ranking_end_to_end(ranking_run):
     d, wf, rows = ranking_run
     out = d / "out"
     assert [(r["kernel"], r["construction"], r["learner"]) for r in rows] == \
-        [(k, c, m) for k in ("SST", "BOW") for c in ("sum", "product", "answer") for m in ("rank", "svm")] + \
+        [(k, c, m) for k in ("SST", "BOW") for c in ("sum", "product", "answer", "product+within")
+         for m in ("rank", "svm")] + \
         [("word overlap", "-", "none")]
     for r in rows:
         assert r["n_train"] == 12 and r["n_test"] == 6 and r["n_groups"] == 2
         assert 0.0 < r["map"] <= 1.0 and 0.0 < r["mrr"] <= 1.0
     assert rows[0]["pair_kernel"] == "K(question1,question2) + K(answer1,answer2)"
     assert rows[0]["chosen"]["C"] in (0.1, 1.0)
-    # four field Gram stores (2 kernels x 2 fields), shared by every construction
-    assert len(list(out.glob("gram-*.zarr"))) == 4
+    assert rows[6]["pair_kernel"] == ("K(question1,question2) * K(answer1,answer2) + s(p1) s(p2), "
+                                      "s(p) = K(question,answer)")
+    # four field Gram stores (2 kernels x 2 fields), shared by every construction, and one
+    # within-pair store per kernel
+    assert len(list(out.glob("gram-*.zarr"))) == 6
     res = json.loads((out / "results.json").read_text())
-    assert len(res["rows"]) == len(rows) and {s["field"] for s in res["gram_stores"]} == {"question", "answer"}
+    assert len(res["rows"]) == len(rows)
+    assert {s["field"] for s in res["gram_stores"]} == {"question", "answer", "within"}
     md = (out / "results.md").read_text()
     assert "word overlap" in md and "someone" in md
     # the overlap baseline: the shared content words of question and candidate
@@ -128,8 +133,12 @@ def test_composed_pair_kernel_is_the_sum_of_field_grams(ranking_run):
             reps = {bs.rep_name: [doc.structures[bs.rep_name] for doc in docs]}
             fields[f] = gramtile.gram(Normalized(kernel=bs), reps)
         assert not np.allclose(fields["question"], fields["answer"])
+        within = gramtile.gram({"kind": "within_pair", "kernel": spec.to_dict(), "fields": ["question", "answer"]},
+                               docs)
+        assert within.any() and not np.allclose(within, fields["answer"])
         for cons, expect in (("sum", fields["question"] + fields["answer"]),
-                             ("product", fields["question"] * fields["answer"]), ("answer", fields["answer"])):
+                             ("product", fields["question"] * fields["answer"]), ("answer", fields["answer"]),
+                             ("product+within", fields["question"] * fields["answer"] + within)):
             K = ComposedView(pair_spec(spec, ("question", "answer"), cons), stores).block(idx, idx)
             np.testing.assert_allclose(K, expect, rtol=1e-10, atol=1e-12)
 

@@ -18,6 +18,9 @@ first, then the test part). Then:
    - ``sum``: K(p1, p2) = N(K_f1)(p1, p2) + N(K_f2)(p1, p2) (summed over all fields),
    - ``product``: K(p1, p2) = N(K_f1)(p1, p2) * N(K_f2)(p1, p2),
    - a field name (e.g. ``answer``): N(K_field) alone;
+   - ``within``: the within-pair similarity kernel s(p1) s(p2), s(p) = N(K)(p.f1, p.f2) (how much
+     the two texts of an example share; :mod:`gramtile.kernels.within_pair`, its own Gram store);
+   - ``X+within`` (e.g. ``product+within``): construction X plus the within-pair kernel;
 
 3. every (field kernel, construction, learner) is one row: the learner's grid (C, epsilon) is
    chosen by nested cross-validation inside the training part only (the loop's
@@ -150,9 +153,22 @@ def field_spec(spec, field: str):
     return spec_from_dict(d)
 
 
+def within_spec(spec, fields):
+    """The within-pair similarity kernel of a field kernel over the first two fields."""
+    d = spec.to_dict()
+    return spec_from_dict({"kind": "within_pair", "kernel": d, "fields": list(fields[:2])})
+
+
 def pair_spec(spec, fields, construction: str):
     """The pair kernel of a field kernel: ``sum`` or ``product`` of its normalised field kernels,
-    or the normalised kernel of one field (``construction`` a field name)."""
+    the normalised kernel of one field (``construction`` a field name), the within-pair
+    similarity kernel (``within``), or one of those plus it (``sum+within``, ...)."""
+    base, plus, extra = construction.partition("+")
+    if plus:
+        return spec_from_dict({"kind": "sum", "kernels": [{"weight": 1.0, "kernel": pair_spec(spec, fields, base).to_dict()},
+                                                          {"weight": 1.0, "kernel": pair_spec(spec, fields, extra).to_dict()}]})
+    if construction == "within":
+        return within_spec(spec, fields)
     norm = [Normalized(kernel=field_spec(spec, f)) for f in fields]
     if construction == "sum":
         return spec_from_dict({"kind": "sum", "kernels": [{"weight": 1.0, "kernel": n.to_dict()} for n in norm]})
@@ -163,6 +179,11 @@ def pair_spec(spec, fields, construction: str):
 
 def describe(construction: str, fields) -> str:
     """The formula of a construction, for the results."""
+    base, plus, extra = construction.partition("+")
+    if plus:
+        return f"{describe(base, fields)} + {describe(extra, fields)}"
+    if construction == "within":
+        return f"s(p1) s(p2), s(p) = K({fields[0]},{fields[1]})"
     if construction == "sum":
         return " + ".join(f"K({f}1,{f}2)" for f in fields)
     if construction == "product":
@@ -216,8 +237,10 @@ def _run(raw, path, out, rt, tile):
     if len(fields) < 2:
         reject(wf, "data.format", wf.data["format"], "a pair task needs examples of several texts (fields)")
     for c in opts["constructions"]:
-        if c not in ("sum", "product") and c not in fields:
-            reject(wf, "options.constructions", c, f"use sum, product or a field name ({list(fields)})")
+        if any(part not in ("sum", "product", "within") and part not in fields for part in c.split("+")) \
+                or c.count("+") > 1 or c.startswith("within+"):
+            reject(wf, "options.constructions", c, f"use sum, product, within, a field name ({list(fields)}) or one "
+                   "of those but within plus within (e.g. product+within)")
     n = corpus.n
     (a, b), (c, d) = parts["train"], parts["test"]
     train, test = np.arange(a, b), np.arange(c, d)
@@ -250,16 +273,27 @@ def _run(raw, path, out, rt, tile):
             gram_times[(name, f)] = {"store": p.name, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
             say(f"Gram store {name} on {f} ({bs.to_json()}): {time.perf_counter() - t1:.1f} s this run, "
                 f"{wall:.1f} s when computed")
+        if any("within" in c.split("+") for c in opts["constructions"]):
+            ws = within_spec(spec, fields)
+            p = out / f"gram-within-{ws.spec_hash[:12]}.zarr"
+            t1 = time.perf_counter()
+            run_gram(corpus, ws, p, tile=tile, cluster=rt.with_settings(progress=False))
+            stores[ws.spec_hash] = GramStore.open(p)
+            wall, cpu = store_time(stores[ws.spec_hash])
+            gram_times[(name, "within")] = {"store": p.name, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+            say(f"Gram store {name} within pairs ({ws.to_json()}): {time.perf_counter() - t1:.1f} s this run, "
+                f"{wall:.1f} s when computed")
 
     # 2. rows: field kernel x construction x learner
     for name, spec in wf.kernels.items():
         for cons in opts["constructions"]:
             ps = pair_spec(spec, fields, cons)
             src = ViewKernelSource(ComposedView(ps, stores), np.arange(n))
-            used = fields if cons in ("sum", "product") else (cons,)
+            used = [u for part in cons.split("+")
+                     for u in (fields if part in ("sum", "product") else ("within",) if part == "within" else (part,))]
             for lname, (grid, metric) in opts["learners"].items():
                 t0 = time.perf_counter()
-                row = {"kernel": name, "construction": cons, "pair_kernel": describe(cons, used), "learner": lname}
+                row = {"kernel": name, "construction": cons, "pair_kernel": describe(cons, fields), "learner": lname}
                 if opts["task"] == "ranking" and "ranking" not in make(lname).task_kinds:
                     row.update(_classifier_ranking(lname, src, y, groups, split, grid, metric, opts, wf, rt, name))
                 else:
