@@ -262,27 +262,22 @@ def _run(raw, path, out, rt, tile):
 
     # 1. the field Gram stores: one per (field kernel, field), computed once, reused by every construction
     stores, gram_times = {}, {}
+    def compute(name, what, bs, p, where):
+        t1 = time.perf_counter()
+        run_gram(corpus, bs, p, tile=tile, cluster=rt.with_settings(progress=False))
+        stores[bs.spec_hash] = GramStore.open(p)
+        wall, cpu = store_time(stores[bs.spec_hash])
+        gram_times[(name, what)] = {"store": p.name, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
+        say(f"Gram store {name} {where} ({bs.to_json()}): {time.perf_counter() - t1:.1f} s this run, "
+            f"{wall:.1f} s when computed")
+
     for name, spec in wf.kernels.items():
         for f in fields:
             bs = field_spec(spec, f)
-            p = out / f"gram-{bs.kind}-{f}-{bs.spec_hash[:12]}.zarr"
-            t1 = time.perf_counter()
-            run_gram(corpus, bs, p, tile=tile, cluster=rt.with_settings(progress=False))
-            stores[bs.spec_hash] = GramStore.open(p)
-            wall, cpu = store_time(stores[bs.spec_hash])
-            gram_times[(name, f)] = {"store": p.name, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
-            say(f"Gram store {name} on {f} ({bs.to_json()}): {time.perf_counter() - t1:.1f} s this run, "
-                f"{wall:.1f} s when computed")
+            compute(name, f, bs, out / f"gram-{bs.kind}-{f}-{bs.spec_hash[:12]}.zarr", f"on {f}")
         if any("within" in c.split("+") for c in opts["constructions"]):
             ws = within_spec(spec, fields)
-            p = out / f"gram-within-{ws.spec_hash[:12]}.zarr"
-            t1 = time.perf_counter()
-            run_gram(corpus, ws, p, tile=tile, cluster=rt.with_settings(progress=False))
-            stores[ws.spec_hash] = GramStore.open(p)
-            wall, cpu = store_time(stores[ws.spec_hash])
-            gram_times[(name, "within")] = {"store": p.name, "seconds": round(wall, 1), "cpu_seconds": round(cpu, 1)}
-            say(f"Gram store {name} within pairs ({ws.to_json()}): {time.perf_counter() - t1:.1f} s this run, "
-                f"{wall:.1f} s when computed")
+            compute(name, "within", ws, out / f"gram-within-{ws.spec_hash[:12]}.zarr", "within pairs")
 
     # 2. rows: field kernel x construction x learner
     for name, spec in wf.kernels.items():
