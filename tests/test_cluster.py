@@ -1,4 +1,5 @@
 """Cluster profiles: lookup, validation, clients (LocalCluster and a real `dask scheduler`), SLURM scripts."""
+import logging
 import socket
 import subprocess
 import sys
@@ -213,6 +214,18 @@ def test_local_profile_runs_tasks_in_worker_processes(no_env):
         assert mem.process_mb == pytest.approx(0.8 * 2**30 / 1e6 - max(300.0, held), rel=0.05)
         with rt.session() as again:
             assert again is ex  # an entered Runtime keeps its executor for the next step
+        # while the cluster is open (and closing), the traceback Dask logs for a stream that closes
+        # under it (a run stopped by Ctrl-C or SIGTERM) is dropped: the run says it in one line
+        assert not logging.getLogger("distributed.batched").filter(_closed_comm_record())
+    assert logging.getLogger("distributed.batched").filter(_closed_comm_record())  # and only then
+
+
+def _closed_comm_record():
+    from distributed.comm.core import CommClosedError
+
+    err = CommClosedError()
+    return logging.LogRecord("distributed.batched", logging.INFO, __file__, 0, "Batched Comm Closed", None,
+                             (type(err), err, None))
 
 
 def _free_port():

@@ -47,6 +47,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
@@ -289,9 +290,10 @@ class _ConnectionNoise(logging.Filter):
 
 
 @contextmanager
-def lost_scheduler(client, address: str):
-    """Close ``client`` on exit; a run that loses its scheduler ends with :class:`ClusterLostError`
-    (one line, with the fix) instead of the connection errors of the Dask client."""
+def connection_noise_quieted() -> Iterator[None]:
+    """While open, the tracebacks Dask logs when a connection closes under it (a lost scheduler, a
+    cluster closed by Ctrl-C or SIGTERM while its streams still send) are dropped: the run says
+    what happened in one line of its own."""
     quiet = _ConnectionNoise()
     # the loggers that report a closed connection, and the handler distributed gives its records
     noisy = [logging.getLogger(f"distributed.{n}") for n in ("client", "batched", "core", "comm", "utils")]
@@ -299,20 +301,27 @@ def lost_scheduler(client, address: str):
     for x in noisy:
         x.addFilter(quiet)
     try:
-        with client:
-            try:
-                yield client
-            except (OSError, TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError) as e:
-                comm_closed = optional.distributed().comm.CommClosedError
-                if not isinstance(e, comm_closed) and client.status == "running":
-                    raise  # a file error of the driver, or a cancelled task of a live scheduler
-                raise ClusterLostError(
-                    f"lost the Dask scheduler at {address} during the run ({type(e).__name__}: {' '.join(str(e).split())}); the tiles "
-                    "finished before are kept. Fix: restart `dask scheduler` (and its workers), then rerun the same "
-                    "command: it resumes") from None
+        yield
     finally:
         for x in noisy:
             x.removeFilter(quiet)
+
+
+@contextmanager
+def lost_scheduler(client, address: str):
+    """Close ``client`` on exit; a run that loses its scheduler ends with :class:`ClusterLostError`
+    (one line, with the fix) instead of the connection errors of the Dask client."""
+    with connection_noise_quieted(), client:
+        try:
+            yield client
+        except (OSError, TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError) as e:
+            comm_closed = optional.distributed().comm.CommClosedError
+            if not isinstance(e, comm_closed) and client.status == "running":
+                raise  # a file error of the driver, or a cancelled task of a live scheduler
+            raise ClusterLostError(
+                f"lost the Dask scheduler at {address} during the run ({type(e).__name__}: {' '.join(str(e).split())}); the tiles "
+                "finished before are kept. Fix: restart `dask scheduler` (and its workers), then rerun the same "
+                "command: it resumes") from None
 
 
 def seconds(v) -> float:

@@ -44,6 +44,7 @@ from gramtile.pipeline.cache import Cache, opened
 from gramtile.pipeline.compute.cluster import (
     WORKER_TTL,
     Profile,
+    connection_noise_quieted,
     get_profile,
     job_range,
     lost_scheduler,
@@ -361,7 +362,8 @@ class Runtime:
                     n_workers=o.get("n_workers", 2), threads_per_worker=o.get("threads_per_worker", 1),
                     memory_limit=o.get("memory_limit", "auto"), processes=o.get("processes", True),
                     dashboard_address=o.get("dashboard_address", ":0"), silence_logs=logging.CRITICAL)
-            with cluster, distributed.Client(cluster) as client:
+            # a cluster closed mid-run (Ctrl-C, SIGTERM) logs its streams' closed connections: the run says it in one line
+            with connection_noise_quieted(), cluster, distributed.Client(cluster) as client:
                 _announce(p, client, level=logging.DEBUG)
                 yield DaskExecutor(client, in_process=p.in_process, slots=p.n_workers, **waits)
         elif p.type == "scheduler":
@@ -380,7 +382,7 @@ class Runtime:
                 raise ClusterConfigError(f"profile {p.name!r}: cannot start the SLURM cluster ({e}). Fix: check the "
                                          "profile's keys (`gramtile profiles --job-script NAME` shows the job "
                                          "script) and that sbatch works here") from None
-            with cluster, distributed.Client(cluster) as client:
+            with connection_noise_quieted(), cluster, distributed.Client(cluster) as client:
                 low, high = start_jobs(p, cluster)
                 watch = JobWatch(cluster, low, high, per_job=int(o.get("processes", 1)))
                 _announce(p, client, f"{low}-{high} job(s)" if low != high else f"{low} job(s)")
@@ -394,7 +396,7 @@ class Runtime:
                 raise ClusterConfigError(f"profile {p.name!r} needs dask-kubernetes. "
                                          "Fix: pip install dask-kubernetes, or use another profile") from None
             kube = {k: v for k, v in o.items() if k not in ("worker_wait", "stall_timeout")}
-            with KubeCluster(**kube) as cluster, distributed.Client(cluster) as client:
+            with connection_noise_quieted(), KubeCluster(**kube) as cluster, distributed.Client(cluster) as client:
                 _announce(p, client)
                 yield DaskExecutor(client, slots=p.n_workers, **waits)
         else:  # pragma: no cover  (profiles are validated)
