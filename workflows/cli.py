@@ -166,9 +166,7 @@ def main(argv=None) -> int:
         return 1
     try:
         with Interrupts():
-            _local_out(args)
-            importlib.import_module(PACKAGE).apply_storage_options(args)
-            rc = args.func(args)
+            rc = run(args)
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): stores were left consistent on the way out
         print(f"gramtile {args.command}: interrupted{' by SIGTERM' if isinstance(e, Terminated) else ''}; "
               "rerun the same command to resume", file=sys.stderr)
@@ -199,7 +197,15 @@ def main(argv=None) -> int:
             raise  # a bug: the traceback is wanted
         print(f"gramtile {args.command}: error: {msg}", file=sys.stderr)
         return 2
-    return int(rc or 0)
+    return rc
+
+
+def run(args) -> int:
+    """Run the command of a parsed command line (``args`` from :func:`build_parser`) and return its
+    exit status; errors propagate (:func:`main` prints them, the Python API raises them)."""
+    _local_out(args)
+    importlib.import_module(PACKAGE).apply_storage_options(args)
+    return int(args.func(args) or 0)
 
 
 def _urls(args) -> list:

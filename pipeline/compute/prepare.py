@@ -25,7 +25,9 @@ same as at a path, and a ``memory://`` store works with worker processes too.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import pickle
 import time
 import zlib
 from contextlib import nullcontext
@@ -53,6 +55,8 @@ from gramtile.pipeline.stores.storage import location
 PRETOKENIZED_FORMATS = ("trec", "trec_qa_wang")
 #: Formats that always carry gold structures: nothing to parse, so no cluster is started.
 GOLD_FORMATS = ("ptb", "svmlighttk", "kelp", "conllu", "dp")
+#: The input format recorded for Documents given in memory (:func:`prepare_documents`).
+DOCUMENTS = "documents"
 #: Formats read one record per non-blank line (used only to size the progress bar).
 _LINE_FORMATS = ("trec", "text", "tsv", "jsonl", "svmlighttk", "kelp", "trec_qa_wang", "sick2014", "msrp")
 
@@ -237,13 +241,36 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
     if not input_path.exists():
         raise CorpusFormatError("no such file or directory", path=input_path,
                                 fix="check --input (relative paths start at the current directory)")
-    out = location(out).path  # a Path, or the URL as given
     rt = Runtime.of(cluster)  # a bad profile fails before any work
     policy = ErrorPolicy(on_error)
     reader_options = dict(reader_options or {})
     # create the reader first: an unknown format or option fails before a store is made
     docs = read(input_path, fmt, policy=policy, max_tokens=max_tokens, **reader_options)
     options = {"on_error": on_error, "max_tokens": max_tokens, "reader_options": reader_options}
+    return _write_store(docs, str(input_path), fmt, out, shard_size, rt, policy, options, emit_jsonl, model,
+                        pretokenized, hdag, reps, lambda: _estimate_records(input_path, fmt), t0)
+
+
+def prepare_documents(docs, out, shard_size: int = 1000, cluster="sequential", reps=None) -> PrepareSummary:
+    """A corpus store from Documents held in memory (what :func:`gramtile.parse` returns), as
+    :func:`prepare` makes one from a file. The store's source names the documents' SHA-256, so a
+    rerun with the same documents resumes (or finds the store complete) and one with other
+    documents is refused (:class:`StoreMismatchError`) instead of reusing the store."""
+    t0 = time.perf_counter()
+    docs = list(docs)
+    h = hashlib.sha256()
+    for d in docs:
+        h.update(pickle.dumps((d.id, d.label, d.text, d.target, d.group, d.fields, d.structures), protocol=5))
+    options = {"on_error": "raise", "max_tokens": None, "reader_options": {}}
+    return _write_store(iter(docs), f"{len(docs)} documents in memory, sha256 {h.hexdigest()}", DOCUMENTS, out,
+                        shard_size, Runtime.of(cluster), ErrorPolicy("raise"), options, None, None, None, False,
+                        reps, lambda: len(docs), t0)
+
+
+def _write_store(docs, source: str, fmt: str, out, shard_size: int, rt: Runtime, policy: ErrorPolicy, options: dict,
+                 emit_jsonl, model, pretokenized, hdag: bool, reps, n_estimate, t0: float) -> PrepareSummary:
+    """Write (or resume) the corpus store ``out`` from the iterator ``docs`` read from ``source``."""
+    out = location(out).path  # a Path, or the URL as given
     if hdag:
         options["hdag"] = True
     if reps is not None:
@@ -255,7 +282,7 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
     loc = location(out)
     there = loc.exists()  # asked once: on an object store each question is two requests
     created = not there or _interrupted_create(loc)
-    store = _open_store(out, str(input_path), fmt, shard_size, options, there, created)
+    store = _open_store(out, source, fmt, shard_size, options, there, created)
     try:
         if store.complete:
             summary = _summary(store, out, [], [], len(store.shard_ranges), t0)
@@ -268,12 +295,12 @@ def prepare(input, fmt: str, out, shard_size: int = 1000, cluster="local",
                     f"corpus store {out} was parsed with spaCy model {store.parser['package']!r}, this run "
                     f"asks for {model!r}. Fix: rerun with --spacy-model {store.parser['package']} or use a new --out")
             pretok = (fmt in PRETOKENIZED_FORMATS) if pretokenized is None else bool(pretokenized)
-            run = store.begin_run({"cluster": rt.name, "on_error": on_error, "max_tokens": max_tokens})
+            run = store.begin_run({"cluster": rt.name, "on_error": options["on_error"], "max_tokens": options["max_tokens"]})
             try:
                 # gold structures need no parsing: no cluster is started for them
-                with (nullcontext(SequentialExecutor()) if fmt in GOLD_FORMATS else rt.session()) as ex:
+                with (nullcontext(SequentialExecutor()) if fmt in (*GOLD_FORMATS, DOCUMENTS) else rt.session()) as ex:
                     parsed, written, reused = write_shards(store, docs, ex, run, model, pretok, rt.progress,
-                                                           _estimate_records(input_path, fmt))
+                                                           n_estimate())
             except Exception as e:
                 if created and not store.shard_ranges:
                     # this run made the store and wrote nothing into it: leave nothing behind

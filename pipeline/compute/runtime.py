@@ -148,13 +148,20 @@ class Runtime:
         self._state = _OpenState()  # shared with the copies of :meth:`with_settings`
 
     @classmethod
-    def of(cls, cluster: str | Profile | Runtime | None = None, cluster_file: str | os.PathLike[str] | None = None,
-           **settings: Any) -> Runtime:
-        """``cluster`` as a Runtime: itself when it is one; else a profile name or address
-        (None: ``sequential``) with ``settings`` (``progress``, ``memory_mb``, ...)."""
+    def of(cls, cluster: str | Profile | Runtime | Client | None = None,
+           cluster_file: str | os.PathLike[str] | None = None, **settings: Any) -> Runtime:
+        """``cluster`` as a Runtime: itself when it is one; a connected ``distributed.Client``
+        (run there, never closed here); else a profile name or address (None: ``sequential``),
+        with ``settings`` (``progress``, ``memory_mb``, ...). Anything else is a
+        :class:`ClusterConfigError` naming what is accepted."""
         if isinstance(cluster, Runtime):
             return cluster
-        return cls(cluster or "sequential", cluster_file, **settings)
+        if cluster is None or isinstance(cluster, (str, Profile)):
+            return cls(cluster or "sequential", cluster_file, **settings)
+        if callable(getattr(cluster, "submit", None)) and callable(getattr(cluster, "scheduler_info", None)):
+            return cls(client=cluster, **settings)
+        raise ClusterConfigError(f"cluster={cluster!r}: pass a cluster profile name (e.g. 'threads', 'local'), a "
+                                 "scheduler address (tcp://HOST:8786), a distributed.Client or a gramtile Runtime")
 
     def with_settings(self, **settings: Any) -> Runtime:
         """This Runtime with other settings (e.g. ``progress=False`` for a step that runs beside

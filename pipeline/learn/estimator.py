@@ -58,6 +58,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline import optional
 from gramtile.pipeline.compute.cluster import Profile
 from gramtile.pipeline.compute.compilation import announce, mark_compiled
+from gramtile.pipeline.compute.errors import ClusterConfigError
 from gramtile.pipeline.compute.inmemory import base_block, encode_with_resources, evaluate_block
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
@@ -115,14 +116,10 @@ def runtime_for(n_jobs: int | None, cluster: Cluster, who: str) -> Runtime:
         if n_jobs not in (None, 1):
             raise EvaluationError(f"{who}: n_jobs={n_jobs!r} and cluster={cluster!r}; pass one of them (n_jobs: "
                                   "threads of this process; cluster: a profile, scheduler address, Client or Runtime)")
-        if isinstance(cluster, Runtime):
-            return cluster
-        if isinstance(cluster, str):
+        try:
             return Runtime.of(cluster, progress=False)
-        if callable(getattr(cluster, "submit", None)) and callable(getattr(cluster, "scheduler_info", None)):
-            return Runtime(client=cluster, progress=False)
-        raise EvaluationError(f"{who}: cluster={cluster!r}; pass a profile name (e.g. 'threads', 'local'), a "
-                              "scheduler address, a distributed.Client or a gramtile Runtime")
+        except ClusterConfigError as e:
+            raise EvaluationError(f"{who}: {e}") from None
     if n_jobs is None or n_jobs == 1:
         return Runtime.of("sequential", progress=False)
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0:

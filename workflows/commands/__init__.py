@@ -35,10 +35,13 @@ def runtime(args) -> Runtime:
     the run's settings (``--no-progress``, ``--memory-mb``, ``--cache-mb``, ``--scratch``, where
     the command has them; ``--scratch`` made absolute)."""
     scratch = getattr(args, "scratch", None)  # absolute here: tasks name it to workers started elsewhere
-    return Runtime(args.cluster, args.cluster_file, scheduler_file=getattr(args, "scheduler_file", None),
-                   progress=not getattr(args, "no_progress", False), memory_mb=getattr(args, "memory_mb", None),
-                   cache_mb=getattr(args, "cache_mb", None),
-                   scratch=None if scratch is None else os.path.abspath(scratch))
+    settings = {"progress": not getattr(args, "no_progress", False), "memory_mb": getattr(args, "memory_mb", None),
+                "cache_mb": getattr(args, "cache_mb", None),
+                "scratch": None if scratch is None else os.path.abspath(scratch)}
+    if getattr(args, "scheduler_file", None):
+        return Runtime(None, args.cluster_file, scheduler_file=args.scheduler_file, **settings)
+    # from the Python API, --cluster may also be a connected distributed.Client or a Runtime
+    return Runtime.of(args.cluster, args.cluster_file, **settings)
 
 
 def add_storage_options(p):
