@@ -10,7 +10,7 @@ import pytest
 from conftest import corpus_store_of, num_trees
 
 from gramtile.pipeline.progress import LineProgress, log, progress_bar
-from gramtile.workflows.cli import build_parser, main
+from gramtile.workflows.cli import COMMANDS, build_parser, main
 
 GRAMTILE = [sys.executable, "-m", "gramtile"]
 
@@ -105,14 +105,17 @@ def test_the_command_table_says_what_each_command_module_says():
     assert {a.dest: a.help for a in sub._choices_actions} == dict(COMMANDS)
 
 
+#: the engine's libraries, which no help text needs (each takes 0.1-0.5 s to import)
+ENGINE_LIBRARIES = ("zarr", "numba", "sklearn", "scipy", "dask", "spacy", "distributed", "nltk", "matplotlib")
+
+
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["-q", "--help"]])
 def test_version_and_help_load_none_of_the_engine(argv):
     """`gramtile --version` and `--help` import neither a command's module nor the libraries of the
     engine (Zarr, Numba, scikit-learn, SciPy, Dask): they start at once (bench/cli_start.py)."""
     code = ("import sys\nfrom gramtile.workflows.cli import main\n"
             f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
-            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'zarr', 'numba', 'sklearn', 'scipy', 'dask', "
-            "'spacy', 'distributed'})\n"
+            f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({ENGINE_LIBRARIES!r}))\n"
             "mods = sorted(m for m in sys.modules if m.startswith('gramtile.workflows.commands'))\n"
             "print('HEAVY', heavy, 'COMMANDS', mods)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -123,3 +126,64 @@ def test_version_and_help_load_none_of_the_engine(argv):
     r2 = subprocess.run([sys.executable, "-c", code2], capture_output=True, text=True, timeout=120)
     loaded = r2.stdout.split("COMMANDS", 1)[1]
     assert "commands.status" in loaded and "commands.gram" not in loaded and "commands.evaluate" not in loaded
+
+
+def _modules_after(statement: str) -> subprocess.CompletedProcess:
+    """A new interpreter runs ``statement`` (SystemExit caught, its code printed), then prints the
+    engine's libraries and the commands' run modules it has loaded."""
+    code = ("import sys\n"
+            f"try:\n    {statement}\nexcept SystemExit as e:\n    print('EXIT', e.code)\n"
+            f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({ENGINE_LIBRARIES!r}))\n"
+            "runs = sorted(m for m in sys.modules if m.startswith('gramtile.workflows.commands.') and "
+            "(m.endswith('_run') or m.endswith('.running')))\n"
+            "print('HEAVY', heavy, 'RUNS', runs)")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("cmd", list(COMMANDS))
+def test_a_commands_help_loads_none_of_the_engine(cmd):
+    """`gramtile COMMAND --help` imports the command's options module only: neither its run module
+    nor the engine's libraries (the choices it shows come from light modules), so it starts at once."""
+    r = _modules_after(f"from gramtile.workflows.cli import main\n    main([{cmd!r}, '--help'])")
+    assert r.returncode == 0, r.stderr
+    assert f"usage: gramtile {cmd} " in r.stdout and "EXIT 0" in r.stdout, r.stdout[-500:]
+    assert "HEAVY [] RUNS []" in r.stdout, r.stdout[-500:]
+
+
+@pytest.mark.timeout(150)
+def test_the_commands_package_loads_none_of_the_engine():
+    r = _modules_after("import gramtile.workflows.commands")
+    assert r.returncode == 0 and "HEAVY [] RUNS []" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_every_command_runs_its_run_module():
+    """Each parser's ``func`` imports the command's run module, which exists and has ``run``."""
+    import importlib
+
+    from gramtile.workflows.commands import DeferredRun
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, cmd in sub.choices.items():
+        func = cmd.get_default("func")
+        assert isinstance(func, DeferredRun) and func.module == f"gramtile.workflows.commands.{name}_run", name
+        assert callable(importlib.import_module(func.module).run), name
+
+
+def test_the_choices_help_shows_are_the_registries():
+    """The learner cards, task kinds and format names the options read from light modules say
+    what the learners and the format table declare."""
+    from gramtile.pipeline.learn import choices
+    from gramtile.pipeline.learn.learners import registry
+    from gramtile.pipeline.parsing.choices import FORMAT_NAMES
+    from gramtile.pipeline.parsing.formats import FORMATS
+
+    assert list(choices.LEARNERS) == list(registry.LEARNERS)
+    for name, cls in registry.LEARNERS.items():
+        card = choices.LEARNERS[name]
+        assert (card.name, card.summary_line, card.task_kinds) == (cls.name, cls.summary_line, cls.task_kinds), name
+        assert [(g.name, g.option, g.help, g.default, type(g.default), g.default_text) for g in card.params] == \
+            [(p.name, p.option, p.help, p.default, p.kind, p.text(p.default)) for p in cls.params], name
+    for task in choices.TASKS:
+        assert choices.names_for_task(task) == registry.names_for_task(task)
+    assert tuple(FORMATS) == FORMAT_NAMES

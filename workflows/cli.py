@@ -1,12 +1,13 @@
 """The ``gramtile`` command line.
 
-Each subcommand lives in its own module under ``gramtile.workflows.commands`` and exposes
-``add_parser(subparsers)`` (which registers the subcommand and sets ``func``) and the function
-it sets. :data:`COMMANDS` lists them with their one-line help, so that ``gramtile --version``,
-``gramtile --help`` and a command's parser load nothing but what they show: the module of the
-command given (and, for a command that runs, the stores' error helpers) is imported by name when
-the command line names it, the engine's libraries (Zarr, Numba, scikit-learn) only by the command
-that needs them. Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy, and the
+Each subcommand has two modules under ``gramtile.workflows.commands``: its options
+(``<name>.py``, exposing ``add_parser(subparsers)``, which registers the subcommand and sets
+``func``) and its run (``<name>_run.py``, exposing ``run(args)``; ``func`` imports it by name when
+the command runs). :data:`COMMANDS` lists them with their one-line help, so that
+``gramtile --version``, ``gramtile --help`` and ``gramtile COMMAND --help`` load nothing but what
+they show: the options module of the command given is imported by name when the command line
+names it, and the engine's libraries (Zarr, Numba, scikit-learn, spaCy, Dask) only by the run
+module of a command that runs (and, for any command that runs, by the stores' error helpers). Errors of the :class:`~gramtile.kernels.errors.GramtileError` hierarchy, and the
 operating system's (a full disk, an unwritable path: :func:`os_error_message`), are printed as
 one clear message with exit status 2; Ctrl-C exits 130 with one line; anything else is a bug and
 shows a traceback.
@@ -49,7 +50,7 @@ PACKAGE = "gramtile.workflows.commands"
 
 
 def command_module(name: str):
-    """The module of subcommand ``name``, imported now."""
+    """The options module of subcommand ``name`` (its ``add_parser``), imported now."""
     return importlib.import_module(f"{PACKAGE}.{name}")
 
 
@@ -204,7 +205,7 @@ def run(args) -> int:
     """Run the command of a parsed command line (``args`` from :func:`build_parser`) and return its
     exit status; errors propagate (:func:`main` prints them, the Python API raises them)."""
     _local_out(args)
-    importlib.import_module(PACKAGE).apply_storage_options(args)
+    importlib.import_module(f"{PACKAGE}.running").apply_storage_options(args)
     return int(args.func(args) or 0)
 
 

@@ -18,7 +18,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from gramtile.pipeline.parsing.formats import FIELD_FORMATS, PAIR_FORMATS, TABLE_FORMATS
+from gramtile.pipeline.parsing.choices import FIELD_FORMATS, PAIR_FORMATS, TABLE_FORMATS
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.workflows.errors import UsageError
 

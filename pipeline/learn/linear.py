@@ -35,19 +35,20 @@ import numpy as np
 from gramtile.pipeline import optional
 from gramtile.pipeline.cache import current
 from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.learn.choices import LINEAR_LOSSES, LINEAR_SOLVERS, SGD_CHUNK_ROWS, SGD_EPOCHS
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.linear_models import LinearModel, labels_of
 from gramtile.pipeline.learn.parallel import fit_memory, too_big
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.feature_store import FeatureStore, current_uid
 
-SOLVERS = ("auto", "liblinear", "sgd")
+SOLVERS = LINEAR_SOLVERS
 #: liblinear's losses (LinearSVC's ``loss``); sgd always uses the hinge loss
-LOSSES = ("squared_hinge", "hinge")
+LOSSES = LINEAR_LOSSES
 #: default SGD passes over the training rows
-EPOCHS = 5
+EPOCHS = SGD_EPOCHS
 #: default rows per partial_fit call of SGD
-CHUNK_ROWS = 20_000
+CHUNK_ROWS = SGD_CHUNK_ROWS
 
 
 def open_features(path, uid: str | None = None) -> FeatureStore:

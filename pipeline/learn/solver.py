@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gramtile.pipeline.compute.runtime import Runtime
+from gramtile.pipeline.learn.choices import SVM_SOLVERS
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.parallel import (
     SourceRef,
@@ -32,7 +33,7 @@ from gramtile.pipeline.stores.storage import absolute
 
 #: (:mod:`gramtile.pipeline.learn.smo` over kernel rows read through a cache of ``cache_mb``),
 #: ``auto`` (libsvm when its blocks fit the memory budget, else smo).
-SOLVERS = ("auto", "libsvm", "smo")
+SOLVERS = SVM_SOLVERS
 #: libsvm's own kernel cache (SVC's ``cache_size``, MB), counted in the in-memory estimate.
 LIBSVM_CACHE_MB = 200.0
 #: smo's working vectors beside its row cache (alpha, gradient, labels, ...), in kernel rows.

@@ -43,6 +43,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 
+from gramtile.pipeline.parsing.choices import FIELD_FORMATS, LABELLED_FORMATS, PAIR_FORMATS, TABLE_FORMATS  # noqa: F401
 from gramtile.pipeline.parsing.conll04 import read_conll04
 from gramtile.pipeline.parsing.semeval import read_semeval2010
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy, make_policy
@@ -86,17 +87,6 @@ FORMATS = {
     "sick2014": read_sick2014,
     "msrp": read_msrp,
 }
-
-#: Formats whose records always carry labels of their own (``labels=`` would replace them).
-LABELLED_FORMATS = ("svmlighttk", "kelp", "trec", "conll04", "semeval", "inex", "senseval", "trec_qa_wang",
-                    "sick2014", "msrp")
-#: Formats that take the table options ``text_col``, ``label_col``, ``id_col``, ``fields``,
-#: ``target_col``, ``group_col`` (and ``header``, tsv and csv).
-TABLE_FORMATS = ("tsv", "csv", "parquet", "jsonl")
-#: Formats whose examples are always made of several texts (their fields fixed by the format).
-PAIR_FORMATS = ("trec_qa_wang", "sick2014", "msrp")
-#: Formats that read examples of several texts with ``fields`` (and ``target_col``, ``group_col``).
-FIELD_FORMATS = ("tsv", "csv", "jsonl")
 
 __all__ = ["FORMATS", "ErrorPolicy", "read", "write_jsonl"] + [f.__name__ for f in FORMATS.values()]
 

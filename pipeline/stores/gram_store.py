@@ -80,6 +80,7 @@ from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline import optional
 from gramtile.pipeline.cache import current
 from gramtile.pipeline.readers.base import tsv_field
+from gramtile.pipeline.stores.choices import DTYPES, EXPORT_FORMATS
 from gramtile.pipeline.stores.chunk_cache import chunk_cache, chunk_key
 from gramtile.pipeline.stores.chunk_files import chunk_file_bytes, local_chunk_reader, read_chunk
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -94,7 +95,6 @@ LOCK_NAME = "gramtile.lock"
 LOG_NAME = "log/records.jsonl"
 LEGACY_LOG_NAME = "log.jsonl"  # stores written before the log moved under log/
 #: the dtypes a Gram store may hold K in
-DTYPES = ("float64", "float32")
 #: uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, bound to its position
 TILE_CRC = "tile_crc"
 DIMS = {"K": ("row", "col"), "diag_rows": ("row",), "diag_cols": ("col",), "done": ("tile_row", "tile_col"),
@@ -1044,9 +1044,6 @@ def export(store, out_npy, normalized: bool = False):
     """Write a complete store's K (optionally normalized) to ``out_npy``; see :meth:`GramView.export`."""
     st = store if isinstance(store, GramStore) else GramStore.open(store)
     return st.view().export(out_npy, normalized=normalized)
-
-
-EXPORT_FORMATS = ("npy", "libsvm", "svmlight")
 
 
 def numeric_labels(labels) -> tuple:

@@ -1,8 +1,7 @@
 """``gramtile demo``: the main job end to end on the embedded demo corpus."""
 from __future__ import annotations
 
-from gramtile.workflows.commands import add_cluster_options, deprecated, int_at_least_2, runtime, seed_int
-from gramtile.workflows.recipes.demo import run_demo
+from gramtile.workflows.commands import DeferredRun, add_cluster_options, deprecated, int_at_least_2, seed_int
 
 
 def add_parser(sub):
@@ -17,10 +16,4 @@ def add_parser(sub):
     p.add_argument("--fold-seed", type=seed_int, default=0, metavar="S", help="fold seed (default: 0)")
     deprecated(p, "--seed", "--fold-seed", "fold_seed", type=seed_int)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-
-    run_demo(args.out, cluster=runtime(args), folds=args.folds, seed=args.fold_seed)
-    return 0
+    p.set_defaults(func=DeferredRun("demo"))

@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 
-from gramtile.pipeline.learn.sources import read_labels
-from gramtile.pipeline.stores.gram_store import EXPORT_FORMATS, GramStore, export_selection
-from gramtile.pipeline.stores.tiles import parse_selection
-from gramtile.workflows.commands import add_storage_options, check_output_file, overwrite_flag
+from gramtile.pipeline.stores.choices import EXPORT_FORMATS
+from gramtile.workflows.commands import DeferredRun, add_storage_options, overwrite_flag
 
 
 def add_parser(sub):
@@ -41,21 +39,5 @@ def add_parser(sub):
     p.add_argument("--labels", metavar="FILE", default=None,
                    help="one label per line for the store's rows, in row order, instead of the corpus store's")
     overwrite_flag(p, "output file")
-    p.set_defaults(func=run)
+    p.set_defaults(func=DeferredRun("export"))
     return p
-
-
-def run(args) -> int:
-    check_output_file(args.out, "--out", args.overwrite)
-    st = GramStore.open(args.store)
-    nr, nc = st.shape
-    rows = None if args.rows is None else parse_selection(args.rows, nr, "--rows")
-    cols = None if args.cols is None else parse_selection(args.cols, nc, "--cols")
-    labels = None if args.labels is None else read_labels(args.labels, nr)
-    paths = export_selection(st, args.out, args.format, rows=rows, cols=cols, normalized=args.normalized,
-                             labels=labels)
-    r = nr if rows is None else len(rows)
-    c = len(cols) if cols is not None else (r if st.symmetric else nc)
-    print(f"wrote {paths[0]} ({r} x {c} {st.dtype if args.format == 'npy' else 'text'}{', normalized' if args.normalized else ''}, {args.format})"
-          + "".join(f"\n  and {p}" for p in paths[1:]))
-    return 0

@@ -10,9 +10,7 @@ without any Gram matrix (docs/learning.md).
 """
 from __future__ import annotations
 
-from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.stores.feature_store import write_store
-from gramtile.workflows.commands import add_storage_options
+from gramtile.workflows.commands import DeferredRun, add_storage_options
 
 
 def add_parser(sub):
@@ -23,12 +21,5 @@ def add_parser(sub):
                    help="spec JSON or @spec.json: a kernel with a feature map, or 'normalized' of one")
     p.add_argument("--out", required=True, help="the feature store to write (F.zarr, a new local path)")
     add_storage_options(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=DeferredRun("features"))
     return p
-
-
-def run(args) -> int:
-    meta = write_store(args.corpus, as_spec(args.kernel), args.out)
-    print(f"{args.out}: {meta['n_examples']} rows x {meta['n_features']} features, {meta['nnz']} non-zeros, "
-          f"{len(meta['shards'])} shard(s)")
-    return 0

@@ -35,15 +35,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from gramtile.pipeline.learn.choices import TASKS
 from gramtile.pipeline.learn.errors import EvaluationError
 
 #: the multi-class schemes, by their option values
 SCHEMES = {"ovr": "one-vs-rest", "ovo": "one-vs-one"}
-
-#: the task kinds: labels to predict (``classification``), real targets to predict
-#: (``regression``), or candidates to order within their group by real or 0/1 relevance targets,
-#: higher score ranked higher (``ranking``)
-TASKS = ("classification", "regression", "ranking")
 
 
 @dataclass(frozen=True)
