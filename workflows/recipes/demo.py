@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from gramtile.kernels.registry import spec_from_dict
+from gramtile.pipeline import optional
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.compute.runtime import Runtime
@@ -23,6 +24,7 @@ from gramtile.pipeline.learn.crossval import evaluate, learning_curve
 from gramtile.pipeline.learn.folds import load_or_make_folds
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
 from gramtile.pipeline.learn.sources import ViewKernelSource, store_labels
+from gramtile.pipeline.parsing.parse import MODEL_STEP, default_model_name
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 
 #: Base kernels computed tile by tile into Gram stores (unnormalised: normalisation and sums
@@ -50,8 +52,11 @@ def demo_corpus_path() -> Path:
 
 def run_demo(out="demo-out", cluster: str = "local", folds: int = 5, seed: int = 0,
              tile: int = 64) -> list[dict]:
-    """Run the demo end to end; returns the result rows (also written to ``out``)."""
+    """Run the demo end to end; returns the result rows (also written to ``out``). spaCy with an
+    English model and matplotlib are checked first (extras ``text`` and ``plots``)."""
 
+    optional.require("text", "plots", then=f", {MODEL_STEP}")
+    default_model_name()  # raises, naming the fix, when no English model is installed
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

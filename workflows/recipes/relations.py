@@ -320,6 +320,8 @@ def run_conll04(raw, path, out: Path, cluster="local", tile=None) -> list[dict]:
     fractions = proto.get("learning_curve", [0.1, 0.25, 0.5, 0.75, 1.0])
     if fractions and (not isinstance(fractions, list) or any(not (0 < float(f) <= 1) for f in fractions)):
         raise_bad_key(path, "protocol.learning_curve", fractions, "a list of fractions in (0, 1], or [] for none")
+    if fractions:  # the curves are plotted
+        optional.require("plots", then=f", or set protocol.learning_curve: [] in {path}")
 
     t0 = time.perf_counter()
     corp = read_corp(data / "conll04.corp")
