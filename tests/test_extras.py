@@ -84,6 +84,16 @@ def test_a_core_install_prepares_computes_and_evaluates_pre_parsed_input(core):
         assert r.returncode == 0, (argv, r.stderr)
         out[argv[0]] = r.stdout
     assert "| svm | 1 | 6 |" in out["evaluate"], out["evaluate"]  # 2-fold SVM over the 6 trees
+    # a learning curve is printed without matplotlib; plotting it into --out is refused before any fit
+    r = gramtile(core, "evaluate", "--gram", "sst.zarr", "--folds", "2", "--C", "1", "--curve", "0.5,1")
+    assert r.returncode == 0 and "Learning curve" in r.stdout, r.stderr
+    r = gramtile(core, "evaluate", "--gram", "sst.zarr", "--folds", "2", "--C", "1", "--curve", "0.5,1",
+                 "--out", "ev")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == ("gramtile evaluate: error: writing plots needs matplotlib, which is not installed. "
+                                "Fix: pip install 'gramtile[plots]', or leave out --out (the curve is then printed, "
+                                "not plotted)")
+    assert not (core.work / "ev").exists()
     r = core("-m", "gramtile", "status", "route.zarr")
     assert r.returncode == 0 and "1/1 tiles done" in r.stdout, r.stdout + r.stderr
 

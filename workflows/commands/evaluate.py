@@ -177,7 +177,7 @@ def add_parser(sub):
     add_task_options(p, "the store's rows")
     p.add_argument("--folds-dir", metavar="DIR", help="where fold files are kept (default: beside the Gram store)")
     p.add_argument("--curve", metavar="F1,F2,...", default=None,
-                   help="also a learning curve over these fractions of each training part, e.g. 0.1,0.25,0.5,1")
+                   help="also a learning curve over these fractions of each training part, e.g. 0.1,0.25,0.5,1; with --out also plotted to learning_curve.png (the plots extra)")
     p.add_argument("--mrr", action="store_true",
                    help="also the same-label neighbour MRR of the whole matrix (reads all of it)")
     p.add_argument("--name", default=None, help="kernel name in the tables (default: the stored spec JSON)")

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline import optional
 from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.crossval import parse_class_weight
 from gramtile.pipeline.learn.errors import EvaluationError
@@ -278,6 +279,8 @@ def run(args) -> int:
     if args.curve is not None and any(not 0 < f <= 1 for f in _floats(args.curve, "--curve")):
         raise EvaluationError(f"--curve {args.curve!r}: learning-curve fractions must lie in (0, 1]; "
                               "e.g. --curve 0.1,0.25,0.5,1")
+    if args.curve is not None and args.out:  # the curve's plot needs matplotlib: refused before any fit
+        optional.require("plots", then=", or leave out --out (the curve is then printed, not plotted)")
     several = bool(varying)
     if several and not args.C_on_test and args.curve:
         raise EvaluationError(f"--curve with several values of {', '.join(varying)} would choose them on the test "
