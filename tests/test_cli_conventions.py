@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import corpus_store_of, num_trees
+from conftest import corpus_store_of, num_trees, require_data
 
 from gramtile.pipeline.progress import LineProgress, log, progress_bar
 from gramtile.workflows.cli import COMMANDS, build_parser, main
@@ -81,6 +81,33 @@ def test_gram_prints_its_timing_summary_without_progress_and_quiet_silences_it(t
     # without --no-progress and without a terminal: plain lines, no carriage returns
     r = subprocess.run(GRAMTILE + argv[:-1] + ["--out", str(tmp_path / "d.zarr")], capture_output=True, text=True)
     assert r.returncode == 0 and "\r" not in r.stderr
+
+
+@pytest.mark.shared_data
+@pytest.mark.timeout(300)
+def test_verbose_adds_the_plan_of_prepare_gram_and_evaluate(tmp_path):
+    """-v says what was chosen: the store and shard size of prepare, the tile and the tiles to
+    compute of gram, the learner, splits and grid of evaluate; without it none of that is printed."""
+    trees = tmp_path / "trees.dat"
+    lines = (require_data("trec_qc_num_constituency") / "NUM_train.dat").read_text().splitlines(keepends=True)
+    trees.write_text("".join([ln for ln in lines if not ln.startswith("-1")][:15] +
+                             [ln for ln in lines if ln.startswith("-1")][:15]))
+    steps = [["prepare", "--input", str(trees), "--format", "svmlighttk", "--out", str(tmp_path / "c.zarr"),
+              "--shard-size", "8"],
+             ["gram", "--corpus", str(tmp_path / "c.zarr"), "--kernel", '{"kind": "sst", "lam": 0.4}', "--out",
+              str(tmp_path / "g.zarr"), "--cluster", "sequential", "--tile", "16"],
+             ["evaluate", "--gram", str(tmp_path / "g.zarr"), "--folds", "2", "--C", "1"]]
+    want = ["prepare: " + str(trees) + " (svmlighttk) -> " + str(tmp_path / "c.zarr") + ", a new store, shards of 8",
+            "K 30 x 30 symmetric float64, tile 16 (default for this memory:", "; 3 of 3 tiles to compute; path auto",
+            "learner svm reading kernel, task classification; 2 split(s) of 15/15 training examples; 1 grid point"]
+    for argv, line in zip(steps, [want[0], want[1], want[3]], strict=True):
+        r = subprocess.run(GRAMTILE + ["-v", *argv, "--no-progress"], capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stderr
+        assert line in r.stderr, (line, r.stderr)
+        if argv[0] == "gram":
+            assert want[2] in r.stderr, r.stderr
+    r = subprocess.run(GRAMTILE + [*steps[2], "--no-progress"], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0 and "learner svm reading" not in r.stderr and "| svm |" in r.stdout, r.stderr
 
 
 def test_quiet_and_verbose_set_the_gramtile_logger_level(tmp_path, capsys):

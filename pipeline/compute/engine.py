@@ -248,6 +248,12 @@ def run_gram(corpus: str | os.PathLike[str] | CorpusStore, spec: KernelSpec | di
         todo = plan(grid, done)
         total_tiles = len(grid.tiles())
         n_done_before = total_tiles - len(todo)
+        log.debug(f"gramtile gram: corpus {corpus_at} ({cs.n} examples), store {out.canonical()}; K {len(r_idx)} x "
+                  f"{len(c_idx)}{' symmetric' if symmetric else ''} {store.dtype}, tile {store.tile} (default for "
+                  f"this memory: {default_tile}); {len(todo)} of {total_tiles} tiles to compute; path {path}"
+                  + (f", explicit features {', '.join(h[:12] for h in feature_sets)}" if feature_sets else "")
+                  + (f", resources {', '.join(str(k) for k in resources)}" if resources else "")
+                  + f"; cluster {rt.name!r} ({rt.kind})")
         run_id = uuid.uuid4().hex[:12]
         job = TileJob(corpus_path=corpus_at, corpus_hash=cs.content_hash,
                       spec_json=spec.to_json(), spec_hash=spec.spec_hash, reps=reps,

@@ -42,7 +42,7 @@ from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.parsing.links import REP as LINKED
 from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
-from gramtile.pipeline.progress import progress_bar
+from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
 from gramtile.pipeline.readers.jsonl import NAMES, write_jsonl
 from gramtile.pipeline.representations.errors import CorpusFormatError
@@ -283,6 +283,9 @@ def _write_store(docs, source: str, fmt: str, out, shard_size: int, rt: Runtime,
     there = loc.exists()  # asked once: on an object store each question is two requests
     created = not there or _interrupted_create(loc)
     store = _open_store(out, source, fmt, shard_size, options, there, created)
+    log.debug(f"prepare: {source} ({fmt}) -> {out}, {'a new store' if created else 'resuming the store there'}, "
+              f"shards of {shard_size}; {len(store.shard_ranges)} shard(s) written before; representations "
+              f"{', '.join(options.get('reps') or ['the defaults of the format'])}; cluster {rt.name!r}")
     try:
         if store.complete:
             summary = _summary(store, out, [], [], len(store.shard_ranges), t0)

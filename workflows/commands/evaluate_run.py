@@ -300,6 +300,12 @@ def run(args) -> int:
         what = ", ".join(map(str, args.gram)) if store is not None else str(args.features)
         log.info(f"evaluate {what}: {source.n} examples, {how}, "
                  f"{'labels' if task == 'classification' else 'targets'} from {label_source}")
+        log.debug(f"evaluate: source {type(source).__name__} over {source.n} examples, learner {learner.name} "
+                  f"reading {learner.reads}, task {task}; {len(splits)} split(s) of "
+                  f"{'/'.join(str(len(sp.train)) for sp in splits[:5])}{'/...' if len(splits) > 5 else ''} training "
+                  f"examples; {len(points)} grid point(s)"
+                  + (f" ({', '.join(varying)} varying, nested {args.inner_folds}-fold inside each training part)"
+                     if varying and not args.C_on_test else ""))
         if learner.name == "perceptron" and args.perceptron_seed is None and _sorted_by_label(labels, splits):
             log.warning("  note: a training part is ordered by label (e.g. all negatives, then all positives); the "
                         "perceptron visits it in that order and learns little from it. Add --perceptron-seed 0 to "
