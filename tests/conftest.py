@@ -20,6 +20,17 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 REQUIRE_DATA = os.environ.get("GRAMTILE_REQUIRE_DATA") == "1"
 #: names whose use in a test module means it reads ../shared/data
 _DATA_HELPERS = ("require_data", "shared_data", "num_trees", "SHARED_DATA")
+#: two dependency-parsed sentences in CoNLL-U, for tests of parsed input without spaCy
+TWO_SENTENCES_CONLLU = """# sent_id = s1
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\t_
+
+# sent_id = s2
+1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj\t_\t_
+2\tsleep\tsleep\tVERB\tVBP\t_\t0\troot\t_\t_
+
+"""
 
 
 def _missing(what: str):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import TWO_SENTENCES_CONLLU
 
 BLOCKED = ("spacy", "nltk", "matplotlib")
 SITECUSTOMIZE = f"""
@@ -29,16 +30,6 @@ sys.meta_path.insert(0, NotInstalled)
 TREES = ["(S (NP (D the) (N dog)) (VP (V barks)))", "(S (NP (D a) (N cat)) (VP (V sings)))",
          "(S (NP (D my) (N dog)) (VP (V barks) (ADV loudly)))", "(S (NP (D the) (N bird)) (VP (V sings)))",
          "(S (NP (D a) (N fox)) (VP (V barks)))", "(S (NP (D a) (N man)) (VP (V sings) (ADV well)))"]
-CONLLU = """# sent_id = s1
-1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
-2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
-3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\t_
-
-# sent_id = s2
-1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj\t_\t_
-2\tsleep\tsleep\tVERB\tVBP\t_\t0\troot\t_\t_
-
-"""
 
 
 @pytest.fixture
@@ -68,7 +59,7 @@ def test_a_core_install_prepares_computes_and_evaluates_pre_parsed_input(core):
     r = core("-c", "import spacy")
     assert r.returncode != 0 and "No module named 'spacy'" in r.stderr  # the packages are really missing
     (core.work / "trees.dat").write_text("".join(f"{'+1' if 'barks' in t else '-1'} |BT| {t} |ET|\n" for t in TREES))
-    (core.work / "mine.conllu").write_text(CONLLU)
+    (core.work / "mine.conllu").write_text(TWO_SENTENCES_CONLLU)
     steps = [["prepare", "--input", "trees.dat", "--format", "svmlighttk", "--out", "trees.zarr", "--reps",
               "tree,ptree"],
              ["gram", "--corpus", "trees.zarr", "--kernel", '{"kind": "sst", "lam": 0.4}', "--out", "sst.zarr",

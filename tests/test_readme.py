@@ -8,23 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_data
+from conftest import TWO_SENTENCES_CONLLU, require_data
 
 from gramtile.workflows.cli import build_parser, main
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
 
-CONLLU = """# sent_id = s1
-1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
-2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
-3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\t_
-
-# sent_id = s2
-1\tCats\tcat\tNOUN\tNNS\t_\t2\tnsubj\t_\t_
-2\tsleep\tsleep\tVERB\tVBP\t_\t0\troot\t_\t_
-
-"""
 
 
 def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
@@ -43,7 +33,7 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch, capsys):
 
 def test_readme_own_data_commands_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "mine.conllu").write_text(CONLLU)
+    (tmp_path / "mine.conllu").write_text(TWO_SENTENCES_CONLLU)
     (block,) = [body for lang, body in BLOCKS if lang == "sh" and "mine.conllu" in body]
     lines = [ln for ln in block.splitlines() if ln.strip()]
     assert len(lines) == 2
