@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 import yaml
+from instances_within_pair import rand_seq, rand_tree
 
 import gramtile
 from gramtile.kernels.composite import Normalized
 from gramtile.kernels.registry import spec_from_dict
-from gramtile.pipeline.representations.structures import TokenSeq, Tree
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.errors import WorkflowError
@@ -176,18 +176,6 @@ def test_bad_options_are_refused(tmp_path):
 
 # ---- pair kernels are positive semi-definite ------------------------------------------------
 
-LABELS = ["A", "B", "C"]
-WORDS = ["x", "y", "z", "w"]
-
-
-def _rand_tree(rng, depth=0):
-    if depth >= 3 or rng.random() < 0.3:
-        return Tree(rng.choice(LABELS), (Tree(rng.choice(WORDS)),)) if depth > 0 else Tree(rng.choice(LABELS))
-    return Tree(rng.choice(LABELS), tuple(_rand_tree(rng, depth + 1) for _ in range(rng.randint(1, 3))))
-
-
-def _rand_seq(rng):
-    return TokenSeq(tuple(rng.choice(WORDS) for _ in range(rng.randint(1, 7))))
 
 
 @pytest.mark.timeout(300)
@@ -195,7 +183,7 @@ def _rand_seq(rng):
 def test_pair_kernels_symmetric_psd(seed):
     rng = random.Random(seed)
     n = 30
-    X = {f"{f}.{r}": [(_rand_tree if r == "tree" else _rand_seq)(rng) for _ in range(n)]
+    X = {f"{f}.{r}": [(rand_tree if r == "tree" else rand_seq)(rng) for _ in range(n)]
          for f in ("a", "b") for r in ("tree", "seq")}
     for base in ({"kind": "sst", "rep": "tree", "lam": 0.4}, {"kind": "pt", "rep": "tree", "lam": 0.4, "mu": 0.4},
                  {"kind": "bow", "on": "tokens"}):
@@ -211,7 +199,7 @@ def test_pair_kernels_symmetric_psd(seed):
 def test_psd_check_fails_on_an_indefinite_pair_kernel():
     """The PSD assertion above can fail: a difference of the field kernels is indefinite."""
     rng = random.Random(0)
-    X = {f"{f}.tree": [_rand_tree(rng) for _ in range(30)] for f in ("a", "b")}
+    X = {f"{f}.tree": [rand_tree(rng) for _ in range(30)] for f in ("a", "b")}
     spec = spec_from_dict({"kind": "sst", "rep": "tree", "lam": 0.4})
     Ka = gramtile.gram(Normalized(kernel=field_spec(spec, "a")), X)
     Kb = gramtile.gram(Normalized(kernel=field_spec(spec, "b")), X)

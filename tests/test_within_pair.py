@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+from instances_within_pair import rand_seq, rand_tree
 from sklearn.svm import SVC
 
 import gramtile
@@ -14,26 +15,14 @@ from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
-from gramtile.pipeline.representations.structures import Document, TokenSeq, Tree
+from gramtile.pipeline.representations.structures import Document
 
-LABELS = ["A", "B", "C"]
-WORDS = ["x", "y", "z", "w"]
 BASES = [{"kind": "sst", "lam": 0.4}, {"kind": "pt", "lam": 0.4, "mu": 0.4}, {"kind": "st", "lam": 0.5},
          {"kind": "bow", "on": "tokens"}, {"kind": "subsequence", "n": 2, "lam": 0.5}]
 
 
-def _rand_tree(rng, depth=0):
-    if depth >= 3 or rng.random() < 0.3:
-        return Tree(rng.choice(LABELS), (Tree(rng.choice(WORDS)),)) if depth > 0 else Tree(rng.choice(LABELS))
-    return Tree(rng.choice(LABELS), tuple(_rand_tree(rng, depth + 1) for _ in range(rng.randint(1, 3))))
-
-
-def _rand_seq(rng):
-    return TokenSeq(tuple(rng.choice(WORDS) for _ in range(rng.randint(1, 7))))
-
-
 def _pairs(rng, n):
-    return {f"{f}.{r}": [(_rand_tree if r == "tree" else _rand_seq)(rng) for _ in range(n)]
+    return {f"{f}.{r}": [(rand_tree if r == "tree" else rand_seq)(rng) for _ in range(n)]
             for f in ("q", "a") for r in ("tree", "seq")}
 
 
