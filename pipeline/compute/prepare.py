@@ -39,8 +39,8 @@ from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.parsing.convert import complete
 from gramtile.pipeline.parsing.derive import dep_to_seq, derive_all
 from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.parsing.links import LINKS, with_links
 from gramtile.pipeline.parsing.links import REP as LINKED
-from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import default_model_name, parse_derive_shard, parse_hdag_shard
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.readers.base import DEFAULT_MAX_TOKENS, ErrorPolicy
@@ -479,17 +479,19 @@ def _completed(doc, reps) -> dict:
         if field is None:
             raise CorpusFormatError(f"{where}structure {key!r} names none of the fields {list(per_field)}",
                                     fix="key each field's structures <field>.<representation>")
-        if rep != LINKED:
+        if rep not in LINKS:
             per_field[field][rep] = s
-    own = None if want is None else [r for r in want if r != LINKED]
+    own = None if want is None else [r for r in want if r not in LINKS]
     out = {field_key(name, rep): s for name, got in per_field.items()
            for rep, s in complete(got, own, f"{where}field {name!r}: ").items()}
-    if want is None or LINKED in want:  # the relational links, from the fields' dependency parses
-        linked = with_links(doc.structures, doc.fields)
-        keys = [field_key(name, LINKED) for name in doc.fields]
+    links = [LINKED] if want is None else [r for r in LINKS if r in want]
+    if links:  # the relational links, from the fields' dependency parses
+        linked = with_links(doc.structures, doc.fields, links)
+        keys = [field_key(name, rep) for rep in links for name in doc.fields]
         if want is not None and not all(k in linked for k in keys):
-            raise CorpusFormatError(f"{where}representation {LINKED!r} needs a dependency parse (dep) of every field "
-                                    f"of {list(doc.fields)}", fix=f"parse the texts, or drop {LINKED} from --reps")
+            raise CorpusFormatError(f"{where}representation {links[0]!r} needs a dependency parse (dep) of every "
+                                    f"field of {list(doc.fields)}",
+                                    fix=f"parse the texts, or drop {', '.join(links)} from --reps")
         out.update({k: linked[k] for k in keys if k in linked})
     return out
 

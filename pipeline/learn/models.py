@@ -83,6 +83,7 @@ from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.parsing.derive import derive_all
 from gramtile.pipeline.parsing.formats import read
+from gramtile.pipeline.parsing.links import REP as LINKED
 from gramtile.pipeline.parsing.links import with_links
 from gramtile.pipeline.parsing.parse import is_spacy_doc, parse_derive_shard
 from gramtile.pipeline.readers.jsonl import NAMES, read_jsonl, write_jsonl
@@ -828,12 +829,14 @@ def as_documents(X, reps, spacy_model: str | None = None, who: str = "predict") 
 
 
 def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool | None = None,
-                   limit: int | None = None, **options) -> list:
+                   limit: int | None = None, links=(LINKED,), **options) -> list:
     """Documents of a file, parsing with spaCy those that carry only text (raw text, tables, trec,
     text-only JSON lines) into the derived representations (``dep``, ``seq``, ``tree``, ``ptree``);
     an example of several texts (fields) gets each field's, keyed ``<field>.<rep>`` as a corpus
-    store keys them. ``options`` are the reader's (:func:`gramtile.pipeline.parsing.formats.read`:
-    ``labels``, ``text_col``, ``fields``, ...)."""
+    store keys them, and the relational-link representations ``links``
+    (:data:`~gramtile.pipeline.parsing.links.LINKS`; a model passes those its kernel reads).
+    ``options`` are the reader's (:func:`gramtile.pipeline.parsing.formats.read`: ``labels``,
+    ``text_col``, ``fields``, ...)."""
 
     docs = list(islice(read(path, fmt, **options), limit) if limit else read(path, fmt, **options))
     todo = [d for d in docs if needs_parse(d)]
@@ -848,7 +851,7 @@ def read_documents(path, fmt: str, model: str | None = None, pretokenized: bool 
             else:  # each field's text gets the structures a single text gets, keyed per field, and the
                 # pair's relational links (rel_tree), as prepare gives them
                 d.structures = with_links({field_key(name, rep): s for name in d.fields
-                                           for rep, s in _derived(next(it)).items()}, d.fields)
+                                           for rep, s in _derived(next(it)).items()}, d.fields, links)
     return docs
 
 

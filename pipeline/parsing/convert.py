@@ -45,7 +45,8 @@ from __future__ import annotations
 from conllu.models import TokenList
 
 from gramtile.pipeline.parsing.derive import dep_to_seq, dep_to_tree, tree_to_ptree
-from gramtile.pipeline.parsing.links import with_links
+from gramtile.pipeline.parsing.links import LINKS, with_links
+from gramtile.pipeline.parsing.links import REP as LINKED
 from gramtile.pipeline.parsing.parse import doc_to_dep, is_spacy_doc, load_model, parse_deps
 from gramtile.pipeline.readers.base import check_encodable, head_problem
 from gramtile.pipeline.readers.table import table_documents, table_kind
@@ -172,14 +173,28 @@ def _parse_fields(items, fields, target, group, what, text, label, id, **options
                                   "field")
         rows = [Document(id=str(i)) for i in range(len(items))]
         columns = [[x[k] for x in items] for k in range(len(names))]
-    parsed = [parse(column, what=f"{what}, field {name!r}", **options) for name, column in zip(names, columns)]
+    # the relational links asked for (default: rel_tree) are built from each field's dependency parse
+    reps = options.pop("reps", None)
+    links = [LINKED] if reps is None else [r for r in LINKS if r in reps]
+    own = None if reps is None else [r for r in reps if r not in LINKS]
+    if own is not None and links and "dep" not in own:
+        own.append("dep")  # read by the links, dropped after
+    parsed = [parse(column, reps=own, what=f"{what}, field {name!r}", **options) for name, column in zip(names, columns)]
     out = []
     for i, row in enumerate(rows):
         texts = {name: parsed[k][i].text for k, name in enumerate(names)}
         structures = {field_key(name, rep): s for k, name in enumerate(names)
                       for rep, s in parsed[k][i].structures.items()}
+        if links:
+            structures = with_links(structures, names, links)
+            missing = [field_key(name, r) for r in links for name in names if field_key(name, r) not in structures]
+            if reps is not None and missing:
+                raise ValueError(f"{what}(): example {i} ({row.id}): representation {missing[0]!r} needs a dependency "
+                                 "parse of every field (raw text, a spaCy Doc or a CoNLL-U TokenList)")
+            if reps is not None and "dep" not in reps:
+                structures = {k: v for k, v in structures.items() if k.rpartition(".")[2] != "dep"}
         out.append(Document(id=row.id, label=row.label, source=row.source, target=row.target, group=row.group,
-                            fields=texts, structures=with_links(structures, names)))
+                            fields=texts, structures=structures))
     return out
 
 

@@ -12,6 +12,7 @@ from gramtile.pipeline.learn.metrics import pearson, ranking_report, spearman
 from gramtile.pipeline.learn.model_files import load_model
 from gramtile.pipeline.learn.models import read_documents
 from gramtile.pipeline.learn.tasks import labels_as_relevance
+from gramtile.pipeline.parsing import links
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import tsv_field
 from gramtile.workflows.commands.running import check_output_file, write_text_atomic
@@ -23,7 +24,8 @@ def run(args) -> int:
     if args.out:
         check_output_file(args.out, "--out", args.overwrite)
     m = load_model(args.model_dir)
-    docs = read_documents(args.input, args.format, model=args.spacy_model, **data_options(args, args.format))
+    docs = read_documents(args.input, args.format, model=args.spacy_model, links=links.wanted(m.spec.reps()),
+                          **data_options(args, args.format))
     got = m.predictions(docs)
     task = getattr(m, "task", "classification")
     if task != "classification":

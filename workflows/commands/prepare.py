@@ -46,7 +46,10 @@ def add_parser(sub):
                    help="store exactly these representations, derived where the input lacks them, e.g. "
                         "dep,tree,ptree,seq for CoNLL-U/.dp input (tree and ptree from the dependency tree, "
                         "docs/kernels.md), tree,ptree for bracket trees; one that cannot be made is refused "
-                        "with the list of those that can; 'all': every derivable one (default: what the input has)")
+                        "with the list of those that can; 'all': every derivable one (default: what the input has); "
+                        "for examples of several texts, each field's, plus rel_tree (links by lemma, built by "
+                        "default), rel_tree_form (by the words as written) or rel_tree_wordnet (by lemma or "
+                        "WordNet synonymy)")
     p.add_argument("--hdag", action="store_true",
                    help="also build the chunked HDAG of every parsed text (for the hdag kernel)")
     p.add_argument("--resources", default=None, metavar="LIST",

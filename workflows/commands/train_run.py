@@ -14,6 +14,7 @@ from gramtile.pipeline.learn.nystroem import LandmarkSource, train_nystroem
 from gramtile.pipeline.learn.sources import store_labels
 from gramtile.pipeline.learn.tasks import retarget, task_of
 from gramtile.pipeline.learn.training import select_point, train, train_from_store
+from gramtile.pipeline.parsing import links
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.labels import read_label_file
 from gramtile.pipeline.stores.corpus_store import CorpusStore
@@ -115,7 +116,8 @@ def run(args) -> int:
             docs = relabel(cs.documents(), labels_file, f"examples of {args.corpus}")
             prov.update(corpus=str(args.corpus), corpus_hash=cs.content_hash)
         else:
-            docs = read_documents(args.input, args.format, model=args.spacy_model, labels=labels_file, **options)
+            docs = read_documents(args.input, args.format, model=args.spacy_model, labels=labels_file,
+                                  links=links.wanted(spec.reps()), **options)
             prov.update(input=str(args.input), format=args.format)
         docs = retarget(docs, args.targets, args.groups, f"examples of {args.corpus or args.input}")
         if labels_file:
