@@ -83,6 +83,14 @@ def _block(pa, fa, wa, pb, fb, wb, symmetric):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _paired(pa, fa, wa, pb, fb, wb):
+    out = np.empty(pa.shape[0] - 1)
+    for a in range(out.shape[0]):
+        out[a] = _dot(pa, fa, wa, a, pb, fb, wb, a)
+    return out
+
+
 @register
 @dataclass(frozen=True)
 class BagOfWordsKernel(BaseSpec):
@@ -109,3 +117,9 @@ class BagOfWordsKernel(BaseSpec):
         _, _, w = ra = sparse_rows(X, self.on, self.binary)
         ptr = ra[0]
         return np.array([float(np.dot(w[ptr[e]:ptr[e + 1]], w[ptr[e]:ptr[e + 1]])) for e in range(X.n)])
+
+    def paired(self, X, Y):
+        """``k(X_i, Y_i)`` of two batches of one length, shape (X.n,)."""
+        if X.n != Y.n:
+            raise ValueError(f"paired(): {X.n} and {Y.n} sequences; give two batches of one length")
+        return _paired(*sparse_rows(X, self.on, self.binary), *sparse_rows(Y, self.on, self.binary))

@@ -185,6 +185,11 @@ class BaseSpec(KernelSpec):
         """Self-kernels k(X_i, X_i), shape (X.n,)."""
         raise NotImplementedError
 
+    def paired(self, X, Y) -> np.ndarray:
+        """``k(X_i, Y_i)`` of two batches of one length, shape (X.n,): one example at a time here;
+        kernels whose core can walk the pairs in one pass override it."""
+        return np.array([self.block(X.take([i]), Y.take([i]))[0, 0] for i in range(X.n)], dtype=np.float64)
+
 
 def _to_json(v):
     if isinstance(v, KernelSpec):

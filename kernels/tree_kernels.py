@@ -634,7 +634,7 @@ def _scratch_pt(X, Y, maxlen):
 # (``mode``), so a first tile (block + diagonals) compiles one core, not the PT dynamic
 # programme with it nor a second copy of the same loops for the diagonal.
 
-_FULL, _SYM, _DIAG = 0, 1, 2
+_FULL, _SYM, _DIAG, _PAIRED = 0, 1, 2, 3
 
 
 @njit(cache=True, nogil=True)
@@ -643,17 +643,18 @@ def _block_sst(X, Y, LX, LY, mode, lam, leaves, st, typed):
     productions tell leaf children from internal ones (``typed_leaves``).
 
     ``mode`` 0: every (i, j); 1 (Y is X): i <= j computed and mirrored; 2 (Y is X): the
-    self-kernels k(X_i, X_i) only, returned as shape (nx, 1).
+    self-kernels k(X_i, X_i) only, returned as shape (nx, 1); 3 (Y as long as X): the paired
+    values k(X_i, Y_i), shape (nx, 1).
     """
     nx = X[0].shape[0] - 1
     ny = Y[0].shape[0] - 1
-    out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
+    out = np.zeros((nx, 1 if mode >= _DIAG else ny), np.float64)
     table, work, memo = _scratch(X, Y)
     mnode, mgrp, base, slot = work
     for i in range(nx):
         _mark(i, X, table, True)
         j0 = 0 if mode == _FULL else i
-        j1 = i + 1 if mode == _DIAG else ny
+        j1 = i + 1 if mode >= _DIAG else ny
         for j in range(j0, j1):
             cnt, need = _match(i, X, j, Y, table, mnode, mgrp, slot)
             v = 0.0
@@ -663,7 +664,7 @@ def _block_sst(X, Y, LX, LY, mode, lam, leaves, st, typed):
                 v = _sum_sst(i, X, j, Y, cnt, mnode, mgrp, base, memo, lam, st, typed)
             if leaves:
                 v += lam * _leaf_pairs(i, LX, j, LY)
-            if mode == _DIAG:
+            if mode >= _DIAG:
                 out[i, 0] = v
             else:
                 out[i, j] = v
@@ -675,21 +676,22 @@ def _block_sst(X, Y, LX, LY, mode, lam, leaves, st, typed):
 
 @njit(cache=True, nogil=True)
 def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
-    """PT block, as :func:`_block_sst` (``mode`` 0 full, 1 symmetric, 2 diagonal as (nx, 1))."""
+    """PT block, as :func:`_block_sst` (``mode`` 0 full, 1 symmetric, 2 diagonal as (nx, 1), 3
+    paired k(X_i, Y_i) as (nx, 1))."""
     nx = X[0].shape[0] - 1
     ny = Y[0].shape[0] - 1
-    out = np.zeros((nx, 1 if mode == _DIAG else ny), np.float64)
+    out = np.zeros((nx, 1 if mode >= _DIAG else ny), np.float64)
     table, work, memo = _scratch(X, Y)
     ptwork = _scratch_pt(X, Y, maxlen)
     base = work[2]
     gm, mnode, mgrp = ptwork[0], ptwork[1], ptwork[2]
     CX = _child_cols(X)
-    CY = CX if mode != _FULL else _child_cols(Y)
+    CY = CX if mode == _SYM or mode == _DIAG else _child_cols(Y)
     lgrpx = CX[3]
     for i in range(nx):
         _mark(i, X, table, True)
         j0 = 0 if mode == _FULL else i
-        j1 = i + 1 if mode == _DIAG else ny
+        j1 = i + 1 if mode >= _DIAG else ny
         for j in range(j0, j1):
             cnt, need = _match_pt(i, X, j, Y, table, lgrpx, gm, mnode, mgrp)
             v = 0.0
@@ -697,7 +699,7 @@ def _block_pt(X, Y, mode, lam, mu, tf, f, maxlen):
                 if need > memo.shape[0]:
                     memo = np.empty(max(need, 2 * memo.shape[0]), np.float64)
                 v = _sum_pt(i, X, j, Y, CX, CY, cnt, mnode, mgrp, base, memo, ptwork, lam, mu, tf, f, maxlen)
-            if mode == _DIAG:
+            if mode >= _DIAG:
                 out[i, 0] = v
             else:
                 out[i, j] = v
@@ -754,6 +756,15 @@ class _TreeKernel(BaseSpec):
         ix, lx = self._prep(X, "X")
         ix, = _compact_keys(ix)
         return self._core(ix, ix, lx, lx, _DIAG)[:, 0].copy()
+
+    def paired(self, X, Y) -> np.ndarray:
+        """``k(X_i, Y_i)`` of two batches of one length, shape (X.n,), in one pass of the core."""
+        if X.n != Y.n:
+            raise ValueError(f"paired(): {X.n} and {Y.n} trees; give two batches of one length")
+        ix, lx = self._prep(X, "X")
+        iy, ly = self._prep(Y, "Y")
+        ix, iy = _compact_keys(ix, iy)
+        return self._core(ix, iy, lx, ly, _PAIRED)[:, 0].copy()
 
 
 @register

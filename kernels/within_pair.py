@@ -85,7 +85,7 @@ class WithinPair(BaseSpec):
         ``rep_names``), shape (n,)."""
         xa, xb = (data[r] for r in self.rep_names)
         k = self.kernel
-        s = np.array([k.block(xa.take([i]), xb.take([i]))[0, 0] for i in range(xa.n)], dtype=np.float64)
+        s = np.asarray(k.paired(xa, xb), dtype=np.float64)
         if self.normalized:
             da, db = np.asarray(k.diag(xa), dtype=np.float64), np.asarray(k.diag(xb), dtype=np.float64)
             ok = (da > 0) & (db > 0)

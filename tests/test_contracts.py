@@ -193,3 +193,28 @@ def test_invalid_specs_raise_typed_errors(bad, words):
         spec_from_dict(bad)
     for w in words:
         assert w in str(e.value), (w, str(e.value))
+
+
+BASE_ONE_REP = [(d, g) for d, g in INSTANCES
+                if len(spec_from_dict(d).rep_names) == 1 and not (getattr(spec_from_dict(d), "resources", None)
+                                                                   and spec_from_dict(d).resources())]
+
+
+@pytest.mark.parametrize("spec,gen", BASE_ONE_REP, ids=[json.dumps(d, sort_keys=True)[:90] for d, _ in BASE_ONE_REP])
+def test_paired_values_are_the_diagonal_of_the_block(spec, gen):
+    """``paired(X, Y)`` = k(X_i, Y_i) (what the within-pair kernel reads) equals the diagonal of
+    ``block(X, Y)`` for every base kernel, through its own one-pass core or the generic loop."""
+    from gramtile.pipeline.compute.inmemory import batch_for
+    from gramtile.pipeline.representations.encode import encode
+    from gramtile.pipeline.representations.vocab import Vocabularies
+
+    s = spec_from_dict(spec)
+    X = examples(gen, 16, 7)
+    rep = s.rep_name
+    of = (lambda xs: [x.structures[rep] for x in xs]) if isinstance(X[0], Document) else (lambda xs: xs)
+    v = Vocabularies()
+    a = batch_for({rep: encode(of(X[:8]), v)}, s)
+    b = batch_for({rep: encode(of(X[8:]), v)}, s)
+    got = s.paired(a, b)
+    assert got.shape == (8,)
+    np.testing.assert_allclose(got, np.diag(s.block(a, b)), rtol=1e-12, atol=1e-300)

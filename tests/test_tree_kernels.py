@@ -559,3 +559,32 @@ def test_pt_length_limited_core_on_wider_nodes_is_bitwise_the_dp(gap, ml):
         spec = PartialTreeKernel(lam=lam, mu=mu, gap=gap, max_length=ml)
         B = _pt_dp_baseline(X, X, lam, mu, 1.0, 1.0 if gap == "gaps" else lam * lam, ml)
         np.testing.assert_array_equal(spec.block(X, X), B)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_paired_walks_the_pairs_as_the_block_of_each_pair_does(seed):
+    """``paired(X, Y)`` = k(X_i, Y_i) from one pass of the core equals the generic one-pair-at-a-
+    time evaluation (BaseSpec.paired) for every tree kernel and its options, to the last bit."""
+    from instances_within_pair import rand_tree
+
+    from gramtile.kernels.spec import BaseSpec
+    from gramtile.pipeline.compute.inmemory import encode_with_resources
+
+    rng = random.Random(seed)
+    X = [rand_tree(rng) for _ in range(12)]
+    Y = [rand_tree(rng) for _ in range(12)]
+    Y[0] = X[0]  # one identical pair
+    for d in ({"kind": "sst", "lam": 0.4}, {"kind": "st", "lam": 0.5}, {"kind": "st", "lam": 0.5, "leaves": True},
+              {"kind": "sst", "lam": 0.3, "leaves": True, "typed_leaves": True},
+              {"kind": "pt", "lam": 0.4, "mu": 0.4}, {"kind": "pt", "lam": 0.4, "mu": 0.6, "max_length": 2}):
+        spec = spec_from_dict(d)
+        bx, by, _ = encode_with_resources(spec, X, Y)
+        a, b = bx[spec.rep_name].readonly(), by[spec.rep_name].readonly()
+        got = spec.paired(a, b)
+        want = BaseSpec.paired(spec, a, b)
+        assert want.shape == (12,) and np.any(want > 0)
+        np.testing.assert_array_equal(got, want, err_msg=str(d))
+        np.testing.assert_array_equal(got, np.diag(spec.block(a, b)), err_msg=str(d))
+        assert got[0] == spec.diag(a)[0]
+    with pytest.raises(ValueError, match="one length"):
+        spec.paired(a, b.take([0, 1]))
