@@ -37,17 +37,18 @@ def sparse_rows(batch, on="tokens", binary=True):
     except KeyError:
         raise ValueError(f"bow cannot read {on!r} from a {batch.kind!r} batch") from None
     n = batch.n
+    offsets = np.asarray(batch.offsets, dtype=np.int64)
+    example = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    ids = np.asarray(col[offsets[0]:offsets[-1]], dtype=np.int64) if n else np.zeros(0, np.int64)
+    keep = ids >= 0
+    example, ids = example[keep], ids[keep]
+    # one sort of (example, id) keys gives every example's distinct ids in order, and their counts
+    width = int(ids.max()) + 1 if ids.size else 1
+    keys, counts = np.unique(example * width + ids, return_counts=True)
     ptr = np.zeros(n + 1, dtype=np.int64)
-    feats, weights = [], []
-    for e in range(n):
-        ids = col[batch.offsets[e]:batch.offsets[e + 1]]
-        ids = ids[ids >= 0]
-        u, c = np.unique(ids, return_counts=True)
-        feats.append(u.astype(np.int32))
-        weights.append(np.ones(len(u)) if binary else c.astype(np.float64))
-        ptr[e + 1] = ptr[e] + len(u)
-    feat = np.concatenate(feats) if feats else np.zeros(0, np.int32)
-    weight = np.concatenate(weights) if weights else np.zeros(0)
+    np.cumsum(np.bincount(keys // width, minlength=n), out=ptr[1:])
+    feat = (keys % width).astype(np.int32)
+    weight = np.ones(len(keys)) if binary else counts.astype(np.float64)
     return ptr, feat, weight
 
 
