@@ -5,6 +5,7 @@ import io
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import corpus_store_of, num_trees, require_data
@@ -214,3 +215,18 @@ def test_the_choices_help_shows_are_the_registries():
     for task in choices.TASKS:
         assert choices.names_for_task(task) == registry.names_for_task(task)
     assert tuple(FORMATS) == FORMAT_NAMES
+
+
+@pytest.mark.timeout(300)
+def test_train_shows_its_selection_progress_and_no_progress_hides_it(tmp_path):
+    """A grid makes ``train`` select by inner cross-validation: its fits show the progress line,
+    which --no-progress removes (as in evaluate), while the result line stays."""
+    demo = Path(__file__).resolve().parents[1] / "workflows" / "data" / "demo.tsv"
+    argv = ["train", "--input", str(demo), "--format", "tsv", "--kernel", '{"kind": "bow"}', "--C", "0.1,1"]
+    shown = subprocess.run(GRAMTILE + argv + ["--out", str(tmp_path / "a")], capture_output=True, text=True,
+                           timeout=240)
+    hidden = subprocess.run(GRAMTILE + argv + ["--out", str(tmp_path / "b"), "--no-progress"], capture_output=True,
+                            text=True, timeout=240)
+    assert shown.returncode == 0 and hidden.returncode == 0, (shown.stderr, hidden.stderr)
+    assert "6/6 fits (100%)" in shown.stderr, shown.stderr
+    assert "fits (" not in hidden.stderr and "model written to" in hidden.stderr, hidden.stderr

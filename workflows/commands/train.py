@@ -66,6 +66,7 @@ def add_parser(sub):
     add_learn_options(p)
     add_scratch_option(p)
     add_linear_options(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar over the fits of a grid's selection")
     overwrite_flag(p, "model directory")
     p.set_defaults(func=DeferredRun("train"))
     return p
