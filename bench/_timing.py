@@ -7,6 +7,16 @@ import subprocess
 import time
 
 
+def best_of(fn, repeat: int):
+    """Best wall time of ``repeat`` calls of ``fn`` and the last call's result: ``(seconds, result)``."""
+    t_best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        t_best = min(t_best, time.perf_counter() - t)
+    return t_best, out
+
+
 def best_block_times(spec, X, Y, repeat: int, square=None):
     """Best of ``repeat`` runs of ``spec.block(square)`` (default ``X``) and ``spec.block(X, Y)``.
 

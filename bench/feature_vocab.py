@@ -1,4 +1,4 @@
-"""Size of a feature map's corpus vocabulary, shard by shard (issue 18: the bound of the product path).
+"""Size of a feature map's corpus vocabulary, shard by shard (the bound of the product path).
 
 For a kernel with a feature map (``kernels/maps``), the product path first builds the corpus
 feature set, whose vocabulary holds every distinct feature key. This script enumerates the

@@ -1,4 +1,4 @@
-"""Product path against the pairwise cores for the kernels with an explicit feature map (issue 18).
+"""Product path against the pairwise cores for the kernels with an explicit feature map.
 
 Workloads: the 5,483 NUM training trees (``trec_qc_num_constituency/NUM_train.dat``: ``tree``
 and the derived ``ptree``) and the 5,952 TREC QC questions (KeLP's ``train_5500`` + ``TREC_10``:

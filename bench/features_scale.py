@@ -1,4 +1,4 @@
-"""Product path against the pairwise core through the engine on a large corpus store (issue 18, 5a).
+"""Product path against the pairwise core through the engine on a large corpus store.
 
 ``bench/features.py`` compares the two paths on full in-memory matrices of about 5,000
 examples; at 50,000 examples a dense K is 20 GB, so this script compares them where they are

@@ -1,4 +1,4 @@
-"""float32 against float64 Gram stores (issue 15, item 4): the largest difference of K and of
+"""float32 against float64 Gram stores: the largest difference of K and of
 accuracy, and the stores' sizes on disk.
 
     python bench/float32.py --workdir WORKDIR [--folds 10] [--cluster threads]

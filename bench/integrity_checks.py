@@ -1,4 +1,4 @@
-"""Cost of the integrity checks added for issue 19, next to the work they guard.
+"""Cost of the integrity checks of the stores and batches, next to the work they guard.
 
 - Batch validation (``kernels.batches.validate``, run once per Batch built) on the 5,483 NUM
   training trees, against encoding them and against the SST Gram block of 100 x 100 of them.

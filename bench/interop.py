@@ -1,4 +1,4 @@
-"""Reading a Gram store through its views and exporting it (issue 17); prints markdown for
+"""Reading a Gram store through its views and exporting it; prints markdown for
 BENCHMARKS.md.
 
 The SST Gram matrix (lam 0.4, tile 500, ``threads``) of the first ``--n`` NUM training trees
@@ -16,21 +16,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from _timing import best_of  # bench/_timing.py (bench/ is on sys.path)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def best(fn, repeats):
-    t_best, out = float("inf"), None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        t_best = min(t_best, time.perf_counter() - t)
-    return t_best, out
 
 
 def main(argv=None):
@@ -64,20 +55,20 @@ def main(argv=None):
     def row(what, t, ok, size=None):
         rows.append(f"| {what} | {t:.2f} s | {'yes' if ok else 'NO'} | {'-' if size is None else f'{size / 2**20:.0f} MiB'} |")
 
-    t, _ = best(lambda: export(out, work / "K2.npy"), args.repeats)
+    t, _ = best_of(lambda: export(out, work / "K2.npy"), args.repeats)
     row("`export` to .npy", t, np.array_equal(np.load(work / "K2.npy"), K), (work / "K2.npy").stat().st_size)
     view = GramStore.open(out).view()
-    t, a = best(view.to_numpy, args.repeats)
+    t, a = best_of(view.to_numpy, args.repeats)
     row("`GramView.to_numpy()`", t, np.array_equal(a, K))
-    t, a = best(lambda: GramStore.open(out).view().to_dask().compute(), args.repeats)
+    t, a = best_of(lambda: GramStore.open(out).view().to_dask().compute(), args.repeats)
     row("`GramView.to_dask().compute()`", t, np.array_equal(a, K))
-    t, a = best(lambda: GramStore.open(out).view().to_xarray().values, args.repeats)
+    t, a = best_of(lambda: GramStore.open(out).view().to_xarray().values, args.repeats)
     row("`GramView.to_xarray().values`", t, np.array_equal(a, K))
     for fmt in ("libsvm", "svmlight"):
         f = work / f"K.{fmt}"
-        t, _ = best(lambda f=f, fmt=fmt: export_selection(out, f, fmt), args.repeats)
+        t, _ = best_of(lambda f=f, fmt=fmt: export_selection(out, f, fmt), args.repeats)
         if fmt == "svmlight":
-            t2, (X, _) = best(lambda f=f: load_svmlight_file(str(f), zero_based=False, n_features=n), args.repeats)
+            t2, (X, _) = best_of(lambda f=f: load_svmlight_file(str(f), zero_based=False, n_features=n), args.repeats)
             ok = np.array_equal(X.toarray(), K)
         else:
             X, _ = load_svmlight_file(str(f), zero_based=True, n_features=n + 1)

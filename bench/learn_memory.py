@@ -1,4 +1,4 @@
-"""Peak memory and time of the learning phase of `gramtile evaluate` on a large Gram store (issue 15).
+"""Peak memory and time of the learning phase of `gramtile evaluate` on a large Gram store.
 
 The store: SST (lam 0.4) over the 5,483 NUM training trees three times (n = 16,449, ids made
 unique, so K(train, train) of a 5-fold split is 13,159^2 x 8 bytes = 1.39 GB and the whole

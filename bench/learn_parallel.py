@@ -1,4 +1,4 @@
-"""Serial against parallel learning (issue 15, 5c), in one session:
+"""Serial against parallel learning, in one run:
 
 - **NUM evaluate**: `gramtile evaluate` on the 5,483 NUM training trees (SST, lam 0.4, normalised),
   10 folds x the C grid 0.1,1,10,100 (nested 3-fold C selection in each training part): the figure

@@ -1,4 +1,4 @@
-"""Linear learning on explicit features at scale (issue 18, item 5b): for each n, the corpus of the
+"""Linear learning on explicit features at scale: for each n, the corpus of the
 first n examples of the generated corpus, its feature store under normalised ST (lam 0.4, the
 tree representation), and 5-fold linear evaluation, each step one `gramtile` command measured
 as a child process (wall, CPU = user + system, peak RSS: the largest resident set of the

@@ -1,4 +1,4 @@
-"""Scale benchmark, issue 15 item 5b: landmark Gram at M landmarks and 5-fold Nystroem evaluation
+"""Scale benchmark: landmark Gram at M landmarks and 5-fold Nystroem evaluation
 at n examples, with wall time and peak RSS per phase.
 
     python bench/scale.py --corpus /work/scale-data/all.zarr --sizes 50000,100000,200000 \\
@@ -44,7 +44,7 @@ def phase_gram(a):
     from gramtile.pipeline.compute import tile_task
     from gramtile.pipeline.compute.engine import run_gram
 
-    if a.range_cache_mb is not None:  # before/after comparisons: < 0 is the count-only bound of session 9
+    if a.range_cache_mb is not None:  # before/after comparisons: < 0 is the count-only bound of the earlier engine
         tile_task.RANGE_CACHE_BYTES = 2**62 if a.range_cache_mb < 0 else int(a.range_cache_mb * 2**20)
     peak = {}
     rt = Runtime(a.cluster)
@@ -124,7 +124,7 @@ def main(argv=None):
     p.add_argument("--workdir", default=None)
     p.add_argument("--range-cache-mb", type=float, default=None,
                    help="the gram phase's bound on the engine's assembled-range cache in MiB (default: the "
-                        "engine's RANGE_CACHE_BYTES; -1: no byte bound, as before session 10)")
+                        "engine's RANGE_CACHE_BYTES; -1: no byte bound, as the earlier engine)")
     p.add_argument("--phases", default="gram,nystroem", help="phases to run per n (default gram,nystroem)")
     p.add_argument("--phase", choices=("gram", "nystroem"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=None)

@@ -1,4 +1,4 @@
-"""The corpus of the scale benchmark (issue 15, item 5): every sentence of the shared corpora,
+"""The corpus of the scale benchmark: every sentence of the shared corpora,
 labelled by its source corpus, parsed by spaCy into a corpus store.
 
     python bench/scale_corpus.py collect --data ../shared/data --out /work/scale-data/sentences.tsv
@@ -28,7 +28,7 @@ label                      source, one example per ...                          
 =========================  =========================================================  =====
 
 ``generate`` writes the real examples' parses and then the synthetic examples that take the
-corpus to 200,000 (item 5b), made from the stored parses with a fixed seed (see
+corpus to 200,000, made from the stored parses with a fixed seed (see
 :func:`generate` for exactly how), into one JSON-lines file: rows 0..50,067 of the store
 prepared from it are the real corpus, so ``--rows 0:n`` selects the first n examples.
 """

@@ -1,4 +1,4 @@
-"""Exact SVM (smo) under a row cache smaller than K(train, train): one `gramtile evaluate` (issue 15, 5a).
+"""Exact SVM (smo) under a row cache smaller than K(train, train): one `gramtile evaluate`.
 
 Runs ``gramtile -v evaluate --gram G --folds K --C 1 --normalized --solver smo --cache-mb MB
 --scratch WORKDIR [--cluster PROFILE]`` in a child process and reports its wall time, user and

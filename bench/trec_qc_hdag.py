@@ -17,7 +17,7 @@ counts, per evaluation, node pairs, pairs with Gamma > 0 and active pairs (H non
 
 Measured (per CPU second, p = 3, n = 300, 13.7 nodes per HDAG): 99-115 k evaluations before the
 attribute index and non-zero flags of the core (commit 44a89f6), 155-157 k after it; the sparse
-core of session 7: see BENCHMARKS.md, "Issue 18: the HDAG core (session 7)".
+core over the active node pairs: see BENCHMARKS.md, "The HDAG core: sparse over the active node pairs".
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.vocab import Vocabularies
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from reference.hdag_dense import dense_block  # noqa: E402  (the core before session 7, verbatim)
+from reference.hdag_dense import dense_block  # noqa: E402  (the dense core before the sparse one, verbatim)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc" / "train.txt"
 
@@ -104,7 +104,7 @@ def main():
     ap.add_argument("--lam", type=float, default=0.5)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--exact", action="store_true", help="docs/kernels.md's HDAG exact variant (length p only)")
-    ap.add_argument("--compare", action="store_true", help="time the core before session 7 against the current one")
+    ap.add_argument("--compare", action="store_true", help="time the dense core before the sparse one against the current one")
     ap.add_argument("--ps", default="1,2,3,4,5", help="with --compare: the values of p")
     args = ap.parse_args()
     hs = question_hdags(2 * args.n)

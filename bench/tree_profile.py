@@ -1,4 +1,4 @@
-"""Where the ST/SST core's time goes on real trees (issue 18, item 4): matching against the sums.
+"""Where the ST/SST core's time goes on real trees: matching against the sums.
 
 Workload: the first ``--n`` of the 5,483 NUM training trees, the upper triangle of their Gram
 matrix in tiles (as ``bench/tree_kernels.py``). Three compiled loops over the same pairs, each

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import best_of  # bench/_timing.py (bench/ is on sys.path)
 
 from gramtile.kernels.registry import as_spec
 from gramtile.kernels.spec import BaseSpec
@@ -39,15 +40,6 @@ from gramtile.pipeline.stores.corpus_store import CorpusStore
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 BASES = {"SST": {"kind": "sst", "lam": 0.4}, "BOW": {"kind": "bow"}}
-
-
-def best(f, repeat):
-    t_best, out = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = f()
-        t_best = min(t_best, time.perf_counter() - t)
-    return t_best, out
 
 
 def main():
@@ -71,8 +63,8 @@ def main():
         v = Vocabularies()
         data = batch_for({r: encode([d.structures[r] for d in docs], v) for r in spec.rep_names}, spec)
         xa, xb = (data[r] for r in spec.rep_names)
-        t_loop, s_loop = best(lambda: BaseSpec.paired(inner, xa, xb), args.repeat)
-        t_pass, s_pass = best(lambda: inner.paired(xa, xb), args.repeat)
+        t_loop, s_loop = best_of(lambda: BaseSpec.paired(inner, xa, xb), args.repeat)
+        t_pass, s_pass = best_of(lambda: inner.paired(xa, xb), args.repeat)
         assert np.array_equal(s_loop, s_pass), f"{name}: paired differs from the one-pair-at-a-time values"
         stores = {}
         for what, sp in (("within", spec), ("field", {**base, "rep": f"a.{'tree' if name == 'SST' else 'seq'}"})):

@@ -1,7 +1,7 @@
 """What users read speaks of the product, not of the project's history.
 
 The README, BENCHMARKS.md, every page of docs/ (the documentation site), the shipped workflow
-files, the help of every command and the docstrings of the installed package cite measurements
+files, the benchmark scripts (their docstrings are their --help), the help of every command and the docstrings of the installed package cite measurements
 by their bench script or BENCHMARKS.md topic and by date, never by an issue or a work session's
 number.
 """
@@ -18,7 +18,7 @@ from gramtile.workflows import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", ROOT / "BENCHMARKS.md", *(ROOT / "docs").rglob("*.md"),
-                *(ROOT / "workflows").glob("*.yaml")])
+                *(ROOT / "workflows").glob("*.yaml"), *(ROOT / "bench").glob("*.py")])
 
 # "issue 19", "issues 15, 18", "session 7", "seventh session", "Issue 15:", "this session",
 # "the issue's target", "item 5a" (case-insensitive)
