@@ -16,8 +16,11 @@ Every fit is a task of the learner's session (:meth:`Session.tasks`), run by
 :func:`~gramtile.pipeline.learn.fits.run_fits` on the Runtime's executor; nested, a split's final
 fit starts as soon as its inner fits are in. Results are assembled in task order, so a parallel
 run gives the serial run's numbers. :func:`choose` is the nested choice on all the data (what
-``gramtile train`` does with a grid before it fits the chosen model); :func:`learning_curve`
-scores growing training parts through the same tasks.
+``gramtile train`` does with a grid before it fits the chosen model), or on given held-out splits
+(a recipe's dev split, folds by sentence); :func:`point_scores` gives each point's pooled or mean
+held-out score and :func:`pick` the best row of a table of scores (first wins ties), so a recipe
+keeps no fold or grid loop of its own; :func:`learning_curve` scores growing training parts
+through the same tasks.
 
 The task kind (``task``: :data:`~gramtile.pipeline.learn.learners.base.TASKS`) decides what is
 learnt and scored: a classification task (labels) is scored by accuracy and P/R/F1; a regression
