@@ -230,3 +230,36 @@ def test_bad_split_options_name_the_key(tmp_path):
         with pytest.raises(WorkflowError) as e:
             run_workflow(load_workflow(path), tmp_path / "out", cluster="sequential")
         assert f"'{key}'" in str(e.value)
+
+
+class _ArrayView:
+    """A view over a matrix in memory (what validation_scores reads blocks from)."""
+
+    def __init__(self, K):
+        self.K, self.shape = K, K.shape
+
+    def block(self, rows, cols):
+        return self.K[np.ix_(rows, cols)]
+
+
+def test_validation_scores_are_one_vs_all_svm_accuracies_and_none_for_non_finite_kernels():
+    """Each C's accuracy is that of OneVsRestClassifier(SVC) fitted on the fit part and scored on the
+    validation part; a variant with an infinite kernel value is skipped (None), not an error."""
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.svm import SVC
+
+    from gramtile.pipeline.learn.folds import Split
+    from gramtile.workflows.recipes.inex import validation_scores
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = np.array(["a", "b", "c"])[np.argmax(X[:, :3] + 0.5 * rng.normal(size=(60, 3)), axis=1)]
+    K = X @ X.T
+    held = Split(np.arange(40), np.arange(40, 60), "validation")
+    got = validation_scores(_ArrayView(K), True, y, held, [0.1, 10], "k", "sequential")
+    ref = [float(np.mean(OneVsRestClassifier(SVC(kernel="precomputed", C=C)).fit(K[:40, :40], y[:40])
+                         .predict(K[40:, :40]) == y[40:])) for C in (0.1, 10)]
+    assert got == ref
+    bad = K.copy()
+    bad[50, 3] = np.inf  # in K(validation, fit)
+    assert validation_scores(_ArrayView(bad), True, y, held, [0.1, 10], "k", "sequential") is None

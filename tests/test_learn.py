@@ -25,14 +25,21 @@ from gramtile.pipeline.learn.folds import (
     stratified_kfold,
 )
 from gramtile.pipeline.learn.metrics import neighbour_mrr
+from gramtile.pipeline.learn.parallel import source_ref
 from gramtile.pipeline.learn.perceptron import VotedPerceptron
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
-from gramtile.pipeline.learn.sources import ArrayKernelSource, open_gram_source, read_labels, store_labels
+from gramtile.pipeline.learn.sources import (
+    ArrayKernelSource,
+    ViewKernelSource,
+    open_gram_source,
+    read_labels,
+    store_labels,
+)
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.cli import main
 
 SST = {"kind": "sst", "lam": 0.4}
@@ -455,3 +462,27 @@ def test_cli_perceptron_fixed_split_with_labels_file(num_store, num_y, tmp_path,
     assert "ordered by label" not in capsys.readouterr().err
 
 
+
+
+def test_scaled_view_source_divides_every_block_and_travels_to_workers(num_store, num_y):
+    """ViewKernelSource(scale=s) serves K / s (the same numbers as dividing the block read without
+    it), through block and blocks, and a task's SourceRef reopens it with the same scale; an
+    evaluation over it equals one over the divided matrix in memory."""
+    st = GramStore.open(num_store)
+    view = ComposedView(st.spec, [st])
+    plain, s = ViewKernelSource(view), 37.5
+    src = ViewKernelSource(view, scale=s)
+    rows, cols = np.arange(0, 240, 3), np.arange(1, 240, 2)
+    K = plain.block(np.arange(240), np.arange(240))
+    assert np.array_equal(src.block(rows, cols), plain.block(rows, cols) / s)
+    assert all(np.array_equal(a, b) for a, b in zip(src.blocks([(rows, cols), (cols, rows)]),
+                                                     [K[np.ix_(rows, cols)] / s, K[np.ix_(cols, rows)] / s]))
+    ref = source_ref(src)
+    assert ref.scale == s and ref.key != source_ref(plain).key
+    assert np.array_equal(ref._open().block(rows, cols), src.block(rows, cols))
+    sp = stratified_kfold(num_y, 3, 0)
+    a = evaluate(src, num_y, sp, C=[0.1, 1.0])
+    b = evaluate(ArrayKernelSource(K / s), num_y, sp, C=[0.1, 1.0])
+    assert [r["accuracy"] for r in a.rows] == [r["accuracy"] for r in b.rows]
+    with pytest.raises(EvaluationError, match="scale"):
+        ViewKernelSource(view, scale=0.0)

@@ -3,8 +3,20 @@ import numpy as np
 import pytest
 from scipy.sparse import csr_matrix
 
+from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.errors import EvaluationError
-from gramtile.pipeline.learn.relation_features import Winnow, feature_learner, feature_matrix, relation_features
+from gramtile.pipeline.learn.folds import Split
+from gramtile.pipeline.learn.learners.registry import LEARNERS
+from gramtile.pipeline.learn.metrics import binary_prf
+from gramtile.pipeline.learn.relation_features import (
+    FeatureSVM,
+    RelationExamples,
+    Winnow,
+    feature_learner,
+    feature_matrix,
+    relation_features,
+)
+from gramtile.pipeline.learn.sources import ArrayKernelSource
 from gramtile.pipeline.representations.relation import RelationExample as R
 
 
@@ -85,3 +97,42 @@ def test_feature_learners_fit_relation_features():
         assert (feature_learner(name).fit(X, y).predict(X) == y).all(), name
     with pytest.raises(EvaluationError, match="unknown feature learner"):
         feature_learner("boosting")
+
+
+def varied_examples(n=40, seed=0):
+    """Relation examples whose words say the label (with noise), and their labels."""
+    rng = np.random.default_rng(seed)
+    verbs, nouns = ["be", "work", "join", "lead", "see", "meet"], ["scientist", "head", "member", "fan", "friend"]
+    xs, ys = [], []
+    for i in range(n):
+        v, w = verbs[rng.integers(len(verbs))], nouns[rng.integers(len(nouns))]
+        pos = (v in ("work", "join", "lead")) != (rng.random() < 0.15)
+        xs.append(R("Sentence", "none", None, (R("PNP", "member", f"p{i % 7}"), R("Verb", "none", v),
+                                                R("NP", "none", w, (R("ONP", "affiliation", f"o{i % 5}"),)))))
+        ys.append("1" if pos else "-1")
+    return xs, np.array(ys)
+
+
+def test_feature_svm_in_the_selection_loop_equals_linear_svc_with_each_part_vocabulary():
+    """Each training part builds its own vocabulary; the scores are those of LinearSVC fitted by
+    hand on the same parts; the learner is not one of the registry's models."""
+    xs, y = varied_examples()
+    idx = np.arange(len(xs))
+    splits = [Split(idx[idx % 3 != f], idx[idx % 3 == f], f"part-{f}") for f in range(3)]
+    grid = [0.01, 0.1, 1.0, 10.0]
+    point, ev = selection.choose(FeatureSVM(), RelationExamples(xs), y, {"C": grid}, splits=splits, metric="f1",
+                                 score="mean", positive="1", cluster="sequential")
+    ref = []
+    for C in grid:
+        f1 = []
+        for sp in splits:
+            Xa, vocab = feature_matrix([xs[i] for i in sp.train])
+            Xb, _ = feature_matrix([xs[i] for i in sp.test], vocab)
+            pred = feature_learner("linear_svm", C=C).fit(Xa, y[sp.train]).predict(Xb)
+            f1.append(binary_prf(y[sp.test], pred, "1")[2])
+        ref.append(float(np.mean(f1)))
+    assert selection.point_scores(ev, "f1", "mean") == ref
+    assert point["C"] == min(C for C, v in zip(grid, ref) if v == max(ref))
+    assert FeatureSVM.name not in LEARNERS
+    with pytest.raises(EvaluationError, match="relation examples"):
+        selection.evaluate(FeatureSVM(), ArrayKernelSource(np.eye(len(xs))), y, splits, {"C": [1.0]})

@@ -71,8 +71,9 @@ class SourceRef:
 
     ``stores`` and ``spec_json`` describe a store source (one store's own kernel, optionally
     normalised, or a composite spec over several stores), ``idx`` an optional renumbering of its
-    examples; ``local`` is an in-memory source passed as it is, named in :attr:`key` by
-    ``local_id`` (drawn when the ref is made: a copy unpickled on a worker keeps it).
+    examples and ``scale`` a divisor of its values (:class:`ViewKernelSource`); ``local`` is an
+    in-memory source passed as it is, named in :attr:`key` by ``local_id`` (drawn when the ref is
+    made: a copy unpickled on a worker keeps it).
     """
 
     stores: tuple = ()
@@ -82,13 +83,14 @@ class SourceRef:
     n: int | None = None
     local: object = None
     local_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    scale: float | None = None
 
     @property
     def key(self) -> tuple:
         if self.local is not None:
             return ("local", self.local_id)
         idx = None if self.idx is None else hashlib.sha256(np.ascontiguousarray(self.idx).tobytes()).hexdigest()
-        return (self.stores, self.spec_json, self.normalized, idx, self.n)
+        return (self.stores, self.spec_json, self.normalized, idx, self.n, self.scale)
 
     def open(self):
         """The kernel source, kept per thread in the run's cache (namespace ``sources``): a worker
@@ -101,7 +103,7 @@ class SourceRef:
         stores = [s.open() for s in self.stores]
         if self.spec_json is None:
             return StoreKernelSource(stores[0], normalized=self.normalized)
-        return ViewKernelSource(ComposedView(as_spec(self.spec_json), stores), idx=self.idx, n=self.n)
+        return ViewKernelSource(ComposedView(as_spec(self.spec_json), stores), idx=self.idx, n=self.n, scale=self.scale)
 
     def check_complete(self):
         """Raise :class:`IncompleteTileError` naming ``gramtile gram`` unless every store is complete."""
@@ -148,12 +150,12 @@ def source_ref(source) -> SourceRef:
         if isinstance(view, ComposedView):
             stores = tuple(StoreRef.of(v.store) for v in view.views.values())
             return SourceRef(stores=stores, spec_json=view.spec.to_json(), idx=source.idx,
-                             n=None if source.idx is not None else source.n)
+                             n=None if source.idx is not None else source.n, scale=source.scale)
         if isinstance(view, GramView):
             st = view.store
             spec = as_spec(st.meta["kernel"]).to_json()
             return SourceRef(stores=(StoreRef.of(st),), spec_json=spec, idx=source.idx,
-                             n=None if source.idx is not None else source.n)
+                             n=None if source.idx is not None else source.n, scale=source.scale)
     return SourceRef(local=source)
 
 

@@ -19,15 +19,22 @@ the children list" is read as *immediately* follows: the features are small subt
 
 Learners: :class:`Winnow` (Littlestone 1988's Winnow2, written here as scikit-learn has none),
 Naive Bayes (scikit-learn's ``BernoulliNB``) and a linear SVM (``LinearSVC``), built by
-:func:`feature_learner`.
+:func:`feature_learner`. :class:`FeatureSVM` is that linear SVM as a learner of the one
+evaluation and selection loop (:mod:`gramtile.pipeline.learn.selection`), over the relation
+examples themselves (:class:`RelationExamples`): each training part builds its own vocabulary, so
+choosing C never sees a feature of the held-out examples.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import csr_matrix, issparse
 
 from gramtile.pipeline import optional
 from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.learners.base import Learner, Outcome, Param, Session
 from gramtile.pipeline.representations.relation import node_class
 
 
@@ -202,3 +209,68 @@ def feature_learner(name: str, C: float = 1.0, seed: int = 0):
 
         return LinearSVC(C=C, max_iter=20000)
     raise EvaluationError(f"unknown feature learner {name!r}; use one of {list(LEARNERS)}")
+
+
+# ---- the linear SVM as a learner of the selection loop -------------------------------------------
+
+class RelationExamples:
+    """The data source of :class:`FeatureSVM`: relation examples by position (``n`` of them)."""
+
+    def __init__(self, examples):
+        self.examples = list(examples)
+        self.n = len(self.examples)
+
+
+@dataclass
+class FeatureFits:
+    """The linear SVM at every C of a grid on one training part, predicting its test part: the
+    vocabulary is that of the training examples (features only the test part has are dropped)."""
+
+    train: list          # the training examples
+    y: np.ndarray        # their labels
+    test: list           # the test examples
+    Cs: tuple
+
+    def run(self) -> list:
+        Xa, vocab = feature_matrix(self.train)
+        Xb, _ = feature_matrix(self.test, vocab)
+        return [np.asarray(feature_learner("linear_svm", C=C).fit(Xa, self.y).predict(Xb)) for C in self.Cs]
+
+
+class FeatureSession(Session):
+    """One :class:`FeatureFits` per training part (the feature matrices are built once for its grid)."""
+
+    def __init__(self, source: RelationExamples):
+        self.source = source
+
+    def tasks(self, y, train, test, points, problem, name):
+        ex = self.source.examples
+        y = np.asarray(y)
+        task = FeatureFits([ex[i] for i in train], y[np.asarray(train)], [ex[i] for i in test],
+                           tuple(float(p["C"]) for p in points))
+
+        def assemble(results):
+            return [Outcome(pred) for pred in results[0]]
+
+        return [task], assemble
+
+    def n_tasks(self, points, problem):
+        return 1
+
+
+class FeatureSVM(Learner):
+    """The Appendix C linear SVM (``LinearSVC``) over the :func:`relation_features` of relation
+    examples (a :class:`RelationExamples` source), with a vocabulary per training part. It serves
+    the relation workflows' feature baselines and is not one of ``gramtile evaluate``'s models."""
+
+    name = "feature_svm"
+    reads = "features"
+    params = (Param("C", float, 1.0, "--C", "the regularisation C of the linear SVM"),)
+    class_weight = False
+    summary_line = "LinearSVC on the Appendix C features of relation examples"
+
+    @contextmanager
+    def session(self, source, problem, sizes, cluster):
+        if not isinstance(source, RelationExamples):
+            raise EvaluationError(f"{self.name} reads relation examples (RelationExamples), not {type(source).__name__}")
+        yield FeatureSession(source)

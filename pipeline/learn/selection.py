@@ -16,8 +16,11 @@ Every fit is a task of the learner's session (:meth:`Session.tasks`), run by
 :func:`~gramtile.pipeline.learn.fits.run_fits` on the Runtime's executor; nested, a split's final
 fit starts as soon as its inner fits are in. Results are assembled in task order, so a parallel
 run gives the serial run's numbers. :func:`choose` is the nested choice on all the data (what
-``gramtile train`` does with a grid before it fits the chosen model); :func:`learning_curve`
-scores growing training parts through the same tasks.
+``gramtile train`` does with a grid before it fits the chosen model), or on given held-out splits
+(a recipe's dev split, folds by sentence); :func:`point_scores` gives each point's pooled or mean
+held-out score and :func:`pick` the best row of a table of scores (first wins ties), so a recipe
+keeps no fold or grid loop of its own; :func:`learning_curve` scores growing training parts
+through the same tasks.
 
 The task kind (``task``: :data:`~gramtile.pipeline.learn.learners.base.TASKS`) decides what is
 learnt and scored: a classification task (labels) is scored by accuracy and P/R/F1; a regression
@@ -278,19 +281,50 @@ def inner_splits(y, sp, folds: int, seed: int, problem: Problem):
     return [(sp.train[s.train], sp.train[s.test]) for s in inner], sub
 
 
-def best(rows, grid: list[Point], metric: str, ties: str = "smaller") -> Point:
-    """The point of the best row by ``metric``; ties go to the smaller values, in the point's
-    order (the simpler model), or with ``ties="first"`` to the earlier point of the grid."""
+def _value(v) -> float:
+    """A score as selection compares it: an undefined score (NaN: a constant prediction) is the worst."""
+    return -math.inf if v != v else v
+
+
+def _check_metric(rows, metric: str) -> None:
     if metric not in rows[0]:
         names = next((m for m in TASK_METRICS.values() if m[0] in rows[0]), METRICS)
         raise EvaluationError(f"selection metric {metric!r} is not a result column; use one of {list(names)}")
 
+
+def best(rows, grid: list[Point], metric: str, ties: str = "smaller") -> Point:
+    """The point of the best row by ``metric``; ties go to the smaller values, in the point's
+    order (the simpler model), or with ``ties="first"`` to the earlier point of the grid."""
+    _check_metric(rows, metric)
+
     def key(i):
-        v = rows[i][metric]
-        v = -math.inf if v != v else v  # an undefined score (NaN: a constant prediction) is the worst
+        v = _value(rows[i][metric])
         return (v, tuple(-v for _, v in grid[i].values) if ties == "smaller" else -i)
 
     return grid[max(range(len(rows)), key=key)]
+
+
+def point_scores(ev: Evaluation, metric: str, score: str = "pooled") -> list[float]:
+    """The score of each point of an evaluation (``ev.points``, in row order) by ``metric``: the
+    value of its row, which pools the predictions of every split (``score="pooled"``), or the mean
+    of its per-split values (``score="mean"``, e.g. the mean fold F1)."""
+    if score not in ("pooled", "mean"):
+        raise EvaluationError(f"score={score!r}; use 'pooled' or 'mean'")
+    _check_metric(ev.rows, metric)
+    if score == "pooled":
+        return [r[metric] for r in ev.rows]
+    k = len(ev.rows)  # fold rows are split-major, one per point
+    return [float(np.mean([r[metric] for r in ev.fold_rows[c::k]])) for c in range(k)]
+
+
+def pick(rows, metric: str):
+    """The row of ``rows`` (dicts) with the highest ``metric``: rows without it (e.g. a setting
+    that could not be scored) are passed over, an undefined score (NaN) is the worst, and between
+    equal scores the first row wins (the earlier point of a grid). None when no row has it."""
+    have = [i for i, r in enumerate(rows) if metric in r]
+    if not have:
+        return None
+    return rows[max(have, key=lambda i: (_value(rows[i][metric]), -i))]
 
 
 # ---- the loop -------------------------------------------------------------------------------------
@@ -440,13 +474,8 @@ def evaluate(learner: Learner, source, labels, splits, grid=None, *, kernel: str
                         for a, m, asm in inner_reads[i]]
                 ev = assemble(learner, y, [Split(tr, te, "inner") for tr, te in parts], cells, fits, sub, "inner",
                               varying=varying)
-                if score == "mean":  # the mean of each point's per-fold values (fold rows: fold-major)
-                    rows = [{metric: float(np.mean([r[metric] for r in ev.fold_rows[c::len(cells)]]))}
-                            for c in range(len(cells))]
-                else:
-                    rows = ev.rows
-                inner_scores[i] = [r[metric] for r in rows]
-                return best(rows, cells, metric, ties)
+                inner_scores[i] = point_scores(ev, metric, score)
+                return best([{metric: v} for v in inner_scores[i]], cells, metric, ties)
 
             for i, sp in enumerate(splits):
                 if not nested:
@@ -560,25 +589,39 @@ def assemble(learner: Learner, y, splits, shown, fits, problem: Problem, kernel,
     return res
 
 
-def choose(learner: Learner, source, labels, grid, *, folds: int = 3, seed: int = 0, metric: str | None = None,
-           positive=None, class_weight=None, multiclass: str = "ovr", problem_seed=None, kernel: str = "kernel",
-           task: str = "classification", groups=None, cluster=None) -> tuple[Point, Evaluation]:
-    """The point of ``grid`` with the best pooled score (``metric``, by default the task's first of
+def choose(learner: Learner, source, labels, grid, *, folds: int = 3, seed: int = 0, splits=None,
+           metric: str | None = None, score: str = "pooled", ties: str = "smaller", positive=None, class_weight=None,
+           multiclass: str = "ovr", problem_seed=None, kernel: str = "kernel", task: str = "classification",
+           groups=None, cluster=None) -> tuple[Point, Evaluation]:
+    """The point of ``grid`` with the best score (``metric``, by default the task's first of
     :data:`TASK_METRICS`: accuracy, Pearson's correlation, MAP) over ``folds`` folds (seed ``seed``;
     stratified, plain k-fold for a regression, group k-fold for a ranking) of all of ``source``'s
     examples (ties to the smaller values): the nested choice ``gramtile train`` makes before it
     fits the chosen model on every example, the same choice :func:`evaluate` makes inside each
-    training part. Returns the point and the inner evaluation (one row per point)."""
+    training part. Returns the point and the evaluation of the grid (one row per point).
+
+    ``splits`` gives the held-out splits instead of the k folds (e.g. a fixed train -> dev split, or
+    folds that keep the examples of one sentence together). ``score`` and ``ties`` are those of
+    :func:`evaluate`: the pooled score of all held-out predictions or the mean of the per-split
+    scores; equal scores to the smaller values or the earlier point. ``source`` may be a list of
+    sources over the same examples (alternatives, e.g. variants of a kernel): the grid then spans
+    the alternative too, and the point returned names it (``alternative``, its position).
+    """
+    if ties not in ("smaller", "first"):
+        raise EvaluationError(f"ties={ties!r}; use 'smaller' or 'first'")
+    if score not in ("pooled", "mean"):
+        raise EvaluationError(f"score={score!r}; use 'pooled' or 'mean'")
     points = as_grid(learner, grid)
     metric = TASK_METRICS[task][0] if metric is None else metric
     y = np.asarray(labels)
-    sp = Split(np.arange(y.size, dtype=np.int64), np.arange(y.size, dtype=np.int64), "all")
-    parts, _ = inner_splits(y, sp, folds, seed, problem_of(y, positive, class_weight, multiclass, problem_seed, task,
-                                                           groups))
-    ev = evaluate(learner, source, y, [Split(tr, te, f"inner {k}") for k, (tr, te) in enumerate(parts)], points,
-                  kernel=kernel, positive=positive, class_weight=class_weight, multiclass=multiclass,
-                  seed=problem_seed, select="test", task=task, groups=groups, cluster=cluster)
-    return best(ev.rows, points, metric), ev
+    if splits is None:
+        sp = Split(np.arange(y.size, dtype=np.int64), np.arange(y.size, dtype=np.int64), "all")
+        parts, _ = inner_splits(y, sp, folds, seed, problem_of(y, positive, class_weight, multiclass, problem_seed,
+                                                               task, groups))
+        splits = [Split(tr, te, f"inner {k}") for k, (tr, te) in enumerate(parts)]
+    ev = evaluate(learner, source, y, splits, points, kernel=kernel, positive=positive, class_weight=class_weight,
+                  multiclass=multiclass, seed=problem_seed, select="test", task=task, groups=groups, cluster=cluster)
+    return best([{metric: v} for v in point_scores(ev, metric, score)], ev.points, metric, ties), ev
 
 
 # ---- learning curves ------------------------------------------------------------------------------

@@ -122,12 +122,22 @@ def normalize_inplace(K, dr, dc):
 class ViewKernelSource:
     """A kernel source over any view with ``block(rows, cols)`` (a :class:`GramView` or a
     :class:`ComposedView` of stored base matrices), optionally over the examples ``idx`` of the
-    view renumbered 0..len(idx)-1, or its first ``n`` examples."""
+    view renumbered 0..len(idx)-1, or its first ``n`` examples; with ``scale``, every value is
+    divided by it (e.g. the mean self-kernel of the training examples, which keeps huge raw tree
+    kernel values in a range an SVM handles: the SVM with K / s and cost C is the one with K and
+    cost s C)."""
 
-    def __init__(self, view, idx=None, n: int | None = None):
+    def __init__(self, view, idx=None, n: int | None = None, scale: float | None = None):
         self.view = view
         self.idx = None if idx is None else np.asarray(idx, dtype=np.int64)
         self.n = int(len(self.idx) if self.idx is not None else n if n is not None else view.shape[0])
+        if scale is not None and not (np.isfinite(scale) and scale > 0):
+            raise EvaluationError(f"kernel scale {scale!r} must be a positive finite number")
+        self.scale = None if scale is None else float(scale)
+
+    def _scaled(self, B):
+        """``B / scale`` in float64, a new array (a view may hand out memory it keeps)."""
+        return B if self.scale is None else np.asarray(B, dtype=np.float64) / self.scale
 
     @property
     def chunk_reads(self) -> int:
@@ -143,7 +153,7 @@ class ViewKernelSource:
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         if self.idx is not None:
             rows, cols = self.idx[rows], self.idx[cols]
-        return self.view.block(rows, cols)
+        return self._scaled(self.view.block(rows, cols))
 
     def blocks(self, pairs, out=None) -> list:
         """``[self.block(rows, cols) for rows, cols in pairs]``; over one store's view, each stored chunk
@@ -153,7 +163,7 @@ class ViewKernelSource:
         pairs = [(np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)) for r, c in pairs]
         if self.idx is not None:
             pairs = [(self.idx[r], self.idx[c]) for r, c in pairs]
-        return self.view.blocks(pairs, out=out)
+        return [self._scaled(B) for B in self.view.blocks(pairs, out=out)]
 
 
 def open_gram_source(path, normalized: bool = False) -> StoreKernelSource:

@@ -9,15 +9,19 @@ The recipe behind ``workflows/inex2005.yaml`` (``recipe: gramtile.workflows.reci
 3. hyper-parameter selection: every variant (lam, mu, polynomial degree, normalised or not) is
    derived from the stored base matrices (``spec.combine``, as :class:`ComposedView`), and each
    (variant, C) is fitted on ``fit`` training trees (3,397) and scored on the rest (1,423): the
-   grid costs SVM fits, not kernel evaluations (on a cluster profile, or the threads pool, each
-   (variant, C) is a task that reads its blocks from the stores on the worker, with the serial
-   run's scores; sequential, the variants share the base blocks read once). The fit part is drawn stratified by class with a
-   seed (``split: stratified``, the default; scikit-learn ``train_test_split``), so a file sorted
-   by class still validates on every class; ``split: shuffled`` draws it unstratified, ``split:
-   first`` takes the first ``fit`` trees in file order. Any split warns when a class of the
-   training part is missing from the fit or the validation part;
-4. the best (variant, C) by validation accuracy (ties: first in grid order) is refitted on all
-   training trees and scored on the test trees with one-vs-all SVMs.
+   grid costs SVM fits, not kernel evaluations. Each variant's C grid is one run of the
+   selection loop (:func:`~gramtile.pipeline.learn.selection.evaluate` on the split fit ->
+   validation, one-vs-all SVMs; on a cluster profile, or the threads pool, each C is a task that
+   reads its blocks from the stores on the worker, with the serial run's scores). The fit part
+   is drawn stratified by class with a seed (``split: stratified``, the default; scikit-learn
+   ``train_test_split``), so a file sorted by class still validates on every class; ``split:
+   shuffled`` draws it unstratified, ``split: first`` takes the first ``fit`` trees in file order.
+   Any split warns when a class of the training part is missing from the fit or the validation
+   part. The validation scores are kept in ``selection-cache.json`` (one entry per variant, split
+   and C, written after each variant), so a rerun resumes the selection without refitting;
+4. the best (variant, C) by validation accuracy (ties: first in grid order,
+   :func:`~gramtile.pipeline.learn.selection.pick`) is refitted on all training trees and scored
+   on the test trees with one-vs-all SVMs.
 
 Unnormalised variants are divided by the mean training self-kernel before the SVM; that only
 reparametrises the C grid (an SVM with kernel s K and cost C equals one with K and cost s C), so
@@ -44,9 +48,7 @@ import itertools
 import json
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,14 +58,18 @@ import yaml
 from gramtile.kernels.composite import Normalized, Polynomial
 from gramtile.kernels.registry import as_spec, spec_from_dict
 from gramtile.pipeline import optional
-from gramtile.pipeline.cache import current
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.runtime import Runtime
-from gramtile.pipeline.learn.parallel import StoreRef, run_tasks, runs_here
+from gramtile.pipeline.learn import selection
+from gramtile.pipeline.learn.errors import EvaluationError
+from gramtile.pipeline.learn.folds import Split
+from gramtile.pipeline.learn.learners.registry import make
+from gramtile.pipeline.learn.parallel import StoreRef, run_tasks
 from gramtile.pipeline.learn.report import markdown_table
+from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.errors import StoreLockedError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
+from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import build_corpus, load_workflow
 
@@ -208,71 +214,38 @@ def variants(name, base, g, offset) -> list:
     return out
 
 
-class _Blocks:
-    """Base Gram blocks over fixed rows x cols, read once from their stores and shared by variants."""
-
-    def __init__(self, stores, rows, cols):
-        self.rows, self.cols = rows, cols
-        self.views, self.cache = {}, {}
-        for h, st in stores.items():
-            self.add(h, st)
-
-    def add(self, h, store):
-
-        self.views[h] = GramView(store)
-
-    def get(self, spec):
-        base = {}
-        for b in spec.base_specs():
-            h = b.spec_hash
-            if h not in self.cache:
-                v = self.views[h]
-                dr, dc = v.diag(self.rows, self.cols)
-                self.cache[h] = (v.block(self.rows, self.cols), dr, dc)
-            base[h] = self.cache[h]
-        K, dr, _ = spec.combine(base)
-        return np.asarray(K, dtype=np.float64), np.asarray(dr, dtype=np.float64)
+def fit_diagonal(view: ComposedView, rows) -> np.ndarray:
+    """K(x, x) of the variant ``view`` over ``rows``, from the stored base diagonals only (the
+    composite's self-kernels, as :meth:`KernelSpec.combine` derives them)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    base = {}
+    for h, v in view.views.items():
+        d, _ = v.diag(rows, rows)
+        base[h] = (np.zeros((rows.size, 1)), d, d[:1])
+    return np.asarray(view.spec.combine(base)[1], dtype=np.float64)
 
 
-def _variant_scores(K_fit, d_fit, K_val, y_fit, y_val, Cs, normalized) -> list:
-    """Validation accuracy of one variant at each C (``[None, ...]`` for non-finite kernel values)."""
-    if not (np.all(np.isfinite(K_fit)) and np.all(np.isfinite(K_val))):
-        return [None] * len(Cs)
-    scale = float(np.mean(d_fit)) if not normalized and np.mean(d_fit) > 0 else 1.0
-    return [_fit_score(K_fit, y_fit, K_val, y_val, C, scale) for C in Cs]
-
-
-@dataclass
-class _Score:
-    """One (variant, C) of the selection: the base stores by path and identity, never their values."""
-
-    run: str
-    bases: tuple         # ((spec hash, StoreRef), ...)
-    spec_json: str
-    fit: np.ndarray
-    val: np.ndarray
-    y_fit: np.ndarray
-    y_val: np.ndarray
-    C: float
-    normalized: bool
-
-
-def _score(task: _Score):
-    """What a worker runs: the variant's blocks as :class:`_Blocks` reads them (kept by this thread
-    in the run's cache for the variant's next C), then the validation accuracy at ``task.C`` (None
-    if non-finite)."""
-    key = (task.run, task.spec_json)
-    mine = current().load("fit-blocks", ("inex", threading.get_ident()), dict)
-    got = mine.get("blocks")
-    if got is None or got[0] != key:
-        mine["blocks"] = None
-        stores = {h: ref.open() for h, ref in task.bases}
-        spec = as_spec(task.spec_json)
-        K_fit, d_fit = _Blocks(stores, task.fit, task.fit).get(spec)
-        K_val, _ = _Blocks(stores, task.val, task.fit).get(spec)
-        got = mine["blocks"] = (key, K_fit, d_fit, K_val)
-    _, K_fit, d_fit, K_val = got
-    return _variant_scores(K_fit, d_fit, K_val, task.y_fit, task.y_val, [task.C], task.normalized)[0]
+def validation_scores(view: ComposedView, normalized: bool, y, held: Split, Cs, name: str, cluster):
+    """Validation accuracy of one variant at each C of ``Cs``: the one-vs-all SVM fitted on
+    ``held.train`` and scored on ``held.test`` through the selection loop; an unnormalised variant
+    divided by its mean self-kernel over the fit trees (module docstring). None when the variant's
+    blocks have NaN or infinite values (e.g. a high polynomial degree of a raw kernel)."""
+    scale = None
+    if not normalized:
+        m = float(np.mean(fit_diagonal(view, held.train)))
+        if not np.isfinite(m):
+            return None
+        scale = m if m > 0 else None
+    src = ViewKernelSource(view, scale=scale)
+    try:
+        ev = selection.evaluate(make("svm", solver="libsvm"), src, y, [held], {"C": [float(C) for C in Cs]},
+                                kernel=name, cluster=cluster)
+    except EvaluationError:
+        K_fit, K_val = view.block(held.train, held.train), view.block(held.test, held.train)
+        if np.all(np.isfinite(K_fit)) and np.all(np.isfinite(K_val)):
+            raise
+        return None
+    return [r["accuracy"] for r in ev.rows]
 
 
 @dataclass
@@ -360,9 +333,9 @@ def _run(raw, path, out, cluster, tile):
     # kernels are handled one after the other so each row is reported as soon as it is known
     stores, gram_seconds = {}, {}
     n_bases = len({bs.spec_hash for vs in plan.values() for s, _ in vs for bs in s.base_specs()})
-    sel_blocks = (_Blocks(stores, fit, fit), _Blocks(stores, val, fit))
+    held = Split(fit, val, "validation")
     rows, trials = [], []
-    # validation scores by (variant, split sizes, C), so a rerun resumes the selection too
+    # validation scores by (variant, split, split sizes, C), so a rerun resumes the selection too
     cache = out / "selection-cache.json"
     done = json.loads(cache.read_text()) if cache.exists() else {}
     for name, vs in plan.items():
@@ -376,51 +349,30 @@ def _run(raw, path, out, cluster, tile):
                 _gram_when_free(run_gram, corpus, bs, path, tile=tile, cluster=cluster.with_settings(progress=False))
                 gram_seconds[h] = time.perf_counter() - t1
                 stores[h] = GramStore.open(path)
-                sel_blocks[0].add(h, stores[h])
-                sel_blocks[1].add(h, stores[h])
                 say(f"Gram store {len(stores)}/{n_bases} {bs.to_json()}: {gram_seconds[h]:.1f} s")
         t_sel = time.perf_counter()
-        best = None
-        # on a cluster (or the threads pool) every (variant, C) not scored yet is a task reading its
-        # blocks from the stores; sequential, the variants share the base blocks read once here
-        todo = [(spec, params) for spec, params in vs
-                if not all(f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" in done for C in Cs)]
-        scores = {}
-        if todo and not runs_here(cluster):
-            refs = {h: StoreRef.of(st) for h, st in stores.items()}
-            run = uuid.uuid4().hex
-            tasks = [_Score(run, tuple((b.spec_hash, refs[b.spec_hash]) for b in spec.base_specs()), spec.to_json(),
-                            fit, val, y[fit], y[val], float(C), bool(params["normalized"]))
-                     for spec, params in todo for C in Cs]
-            got = iter(run_tasks(_score, tasks, cluster=cluster, desc=f"select {name}", bar=progress))
-            scores = {spec.spec_hash: [next(got) for _ in Cs] for spec, _ in todo}
+        scored = []  # (variant, C) rows in grid order, for the choice
         for spec, params in vs:
             keys = [f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}" for C in Cs]
             if all(k in done for k in keys):  # scored by an earlier (interrupted) run
-                for C, k in zip(Cs, keys):
-                    trials.append({"kernel": name, **params, "C": C, "valid_accuracy": done[k]})
-                    if best is None or done[k] > best[0]:
-                        best = (done[k], spec, params, C)
-                continue
-            if spec.spec_hash in scores:
-                accs = scores[spec.spec_hash]
+                accs = [done[k] for k in keys]
             else:
-                K_fit, d_fit = sel_blocks[0].get(spec)
-                K_val, _ = sel_blocks[1].get(spec)
-                accs = _variant_scores(K_fit, d_fit, K_val, y[fit], y[val], Cs, params["normalized"])
-            if accs[0] is None:
+                accs = validation_scores(ComposedView(spec, stores), bool(params["normalized"]), y, held, Cs, name,
+                                         cluster)
+                if accs is not None:
+                    done.update(zip(keys, accs))
+                    cache.write_text(json.dumps(done))
+            if accs is None:
                 trials.append({"kernel": name, **params, "skipped": "non-finite kernel values"})
                 continue
             for C, acc in zip(Cs, accs):
                 trials.append({"kernel": name, **params, "C": C, "valid_accuracy": acc})
-                done[f"{spec.spec_hash}|{split_id}|{fit.size}|{val.size}|{C!r}"] = acc
-                if best is None or acc > best[0]:
-                    best = (acc, spec, params, C)
-            cache.write_text(json.dumps(done))
+                scored.append({"valid_accuracy": acc, "spec": spec, "params": params, "C": C})
+        best = selection.pick(scored, "valid_accuracy")
         if best is None:
             raise WorkflowError(f"{wf.path}: every variant of kernel {name!r} gave non-finite values; "
                                 "lower lam or the polynomial degree in options.grid")
-        acc_v, spec, params, C = best
+        acc_v, spec, params, C = best["valid_accuracy"], best["spec"], best["params"], best["C"]
         # the refit on every training tree is a task too (on a worker when the run has a client)
         final = _Final(tuple((b.spec_hash, StoreRef.of(stores[b.spec_hash])) for b in spec.base_specs()),
                        spec.to_json(), train, test, y[train], y[test], float(C), bool(params["normalized"]))
@@ -442,8 +394,6 @@ def _run(raw, path, out, cluster, tile):
             f"(paper {paper}) [Gram {row['gram_seconds']} s, selection {row['selection_seconds']} s]")
         _write(out, wf, rows, trials, fit, val, train, test, len(stores), corpus.n, Cs, t_start,
                f"{opts['split']}" + ("" if opts["split"] == "first" else f", seed {opts['seed']}"))
-        for blocks in sel_blocks:  # the next kernel reads other bases: free ~130 MB per base
-            blocks.cache.clear()
     return rows
 
 

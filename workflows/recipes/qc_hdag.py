@@ -190,9 +190,6 @@ def _run(raw, path, out, cluster, tile):
     # every (fold, C) fit of a grid point is a task on the run's profile (the serial run's numbers)
     learn = dict(cluster=cluster)
 
-    def best_of(cands):  # highest CV accuracy; ties: first in grid order
-        return max(enumerate(cands), key=lambda e: (e[1][0], -e[0]))[1]
-
     for name, spec in wf.kernels.items():
         vs = variants(spec, opts["grid"].get(name, {}))
         t0 = time.perf_counter()
@@ -220,7 +217,7 @@ def _run(raw, path, out, cluster, tile):
             for pt, r in zip(ev.points, ev.rows):
                 s, params = points[pt.get("alternative", 0)]
                 cv.append({**params, "C": r["C"], "cv_accuracy": r["accuracy"]})
-                scored.append((r["accuracy"], s, params, r["C"]))
+                scored.append({"cv_accuracy": r["accuracy"], "spec": s, "params": params, "C": r["C"]})
 
         fixed = opts["first"].get(name)
         if fixed is None:
@@ -229,23 +226,25 @@ def _run(raw, path, out, cluster, tile):
             # two stages (options.first): the free parameters (e.g. lam) by CV at the fixed values
             # (e.g. p = 3), then the fixed ones swept (p = 1..5) at that choice
             score([(s, q) for s, q in vs if all(q[k] == v for k, v in fixed.items())])
-            chosen = best_of(scored)[2]
+            chosen = selection.pick(scored, "cv_accuracy")["params"]
             say(f"{name}: first stage at {fixed} chose {chosen}")
             score(staged(vs, fixed, chosen))
-        # the kernel's CV choice among every point evaluated; then (options.per) one row per value of
-        # a swept parameter, each at the CV-best setting of the other parameters
-        picks = [(name, best_of(scored))]
+        # the kernel's CV choice among every point evaluated (the highest CV accuracy, ties to the first
+        # in grid order); then (options.per) one row per value of a swept parameter, each at the CV-best
+        # setting of the other parameters
+        picks = [(name, selection.pick(scored, "cv_accuracy"))]
         k = opts["per"].get(name)
         if k is not None:
             for v in opts["grid"][name][k]:
-                some = [e for e in scored if e[2][k] == v]
+                some = [e for e in scored if e["params"][k] == v]
                 if some:  # (options.first may leave values of other parameters unevaluated)
-                    picks.append((f"{name} ({k}={v})", best_of(some)))
+                    picks.append((f"{name} ({k}={v})", selection.pick(some, "cv_accuracy")))
         # what the kernel's stores cost when they were computed (read from their logs: a rerun reuses them)
-        mine = {bs.spec_hash for _, s, _, _ in scored for bs in s.base_specs()}
+        mine = {bs.spec_hash for e in scored for bs in e["spec"].base_specs()}
         gram_wall = sum(store_time(stores[h])[0] for h in mine)
         gram_cpu = sum(store_time(stores[h])[1] for h in mine)
-        for label, (acc_cv, s, params, C) in picks:
+        for label, best in picks:
+            acc_cv, s, params, C = best["cv_accuracy"], best["spec"], best["params"], best["C"]
             view = ComposedView(s, stores)
             ev = evaluate(ViewKernelSource(view, np.arange(corpus.n)), y, [fixed_split(train, test, corpus.n)], model="svm",
                           C=[C], class_weight=wf.protocol["class_weight"], multiclass=wf.protocol["multiclass"],

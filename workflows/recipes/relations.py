@@ -50,7 +50,13 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import Split, fixed_split, stratified_kfold
 from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.metrics import binary_prf
-from gramtile.pipeline.learn.relation_features import LEARNERS, feature_learner, feature_matrix
+from gramtile.pipeline.learn.relation_features import (
+    LEARNERS,
+    FeatureSVM,
+    RelationExamples,
+    feature_learner,
+    feature_matrix,
+)
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.parsing.parse import default_model_name, load_model, parse_deps
@@ -220,11 +226,6 @@ def _grid(path, key, v):
     return sorted(_positive(path, key, x) for x in vs)
 
 
-def _best(scores):
-    """The C with the highest dev F1; ties go to the smaller C (the simpler model)."""
-    return max(scores, key=lambda cf: (cf[1], -cf[0]))[0]
-
-
 def sentence_folds(doc_ids, k: int, seed: int = 0):
     """``k`` cross-validation folds of the examples ``0 .. len(doc_ids) - 1`` by sentence.
 
@@ -255,21 +256,6 @@ def sentence_folds(doc_ids, k: int, seed: int = 0):
     fold = np.array([fold_of[s] for s in sid], dtype=np.int64)
     idx = np.arange(len(sid), dtype=np.int64)
     return [Split(idx[fold != f], idx[fold == f], f"fold-{f}") for f in range(k)]
-
-
-def feature_cv(docs, folds, grid, seed=0) -> dict:
-    """Mean fold F1 of the Appendix C linear SVM for each C of ``grid`` (vocabulary from each
-    fold's training part)."""
-
-    y = np.array([d.label for d in docs])
-    per = {c: [] for c in grid}
-    for sp in folds:
-        Xa, vocab = feature_matrix([docs[i].structures["relation"] for i in sp.train])
-        Xb, _ = feature_matrix([docs[i].structures["relation"] for i in sp.test], vocab)
-        for c in grid:
-            pred = np.asarray(feature_learner("linear_svm", C=c, seed=seed).fit(Xa, y[sp.train]).predict(Xb))
-            per[c].append(binary_prf(y[sp.test], pred, "1")[2])
-    return {c: float(np.mean(v)) for c, v in per.items()}
 
 
 def run_conll04(raw, path, out: Path, cluster="local", tile=None) -> list[dict]:
@@ -366,22 +352,22 @@ def run_conll04(raw, path, out: Path, cluster="local", tile=None) -> list[dict]:
                 raise_bad_key(path, "protocol.cv_folds", cv_folds, "every fold's training part needs both classes; "
                       "use fewer folds or raise limit.train / limit.dev")
 
-        def feature_select(grid):
-            if select_by == "dev":
-                return [(c, feature_scores(only_docs, tr_docs[n0:], ["linear_svm"], c, seed)[0]["f1"]) for c in grid]
-            return list(feature_cv(tr_docs, held, grid, seed).items())
-
         t1 = time.perf_counter()
         for name in learners:
             grid = fCs if name == "linear_svm" else [fCs[0]]
+            c, held_f1 = grid[0], None
             if len(grid) > 1:
-                dev_f1 = feature_select(grid)
-                c = _best(dev_f1)
-            else:
-                c, dev_f1 = grid[0], None
+                # the feature SVM's C by the mean F1 of the same held-out parts as the kernel SVMs' (the dev
+                # sentences, or the sentence folds), each part with the vocabulary of its training examples;
+                # ties to the smaller C; in this process
+                point, ev = selection.choose(FeatureSVM(), RelationExamples(x.structures["relation"] for x in tr_docs),
+                                             [x.label for x in tr_docs], {"C": grid}, splits=held, metric="f1",
+                                             score="mean", positive="1", kernel="features",
+                                             cluster=Runtime.of("sequential", progress=False))
+                c = float(point["C"])
+                held_f1 = selection.point_scores(ev, "f1", "mean")[ev.points.index(point)]
             r = feature_scores(tr_docs, te_docs, [name], c, seed)[0]
-            rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None,
-                         sel_key: None if dev_f1 is None else dict(dev_f1)[c],
+            rows.append({"relation": rel, **r, "C": c if name == "linear_svm" else None, sel_key: held_f1,
                          "seconds": round(time.perf_counter() - t1, 2)})
         sources, seconds = gram_sources(specs, corpus, d, cluster, tile)
         learn = dict(cluster=cluster)  # every fold x C fit a task
