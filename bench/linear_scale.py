@@ -72,8 +72,8 @@ def one(n: int, jsonl: Path, work: Path, a) -> dict:
                                              "--out", ev, "--no-progress"])
     res = json.loads((ev / "results.json").read_text())
     row["used"] = res["solver"]["used"]
-    row["accuracy"] = {c: r["accuracy"] for c, r in res["C"].items()}
-    row["accuracy_std"] = {c: r["accuracy_std"] for c, r in res["C"].items()}
+    row["accuracy"] = {f"{r['C']:g}": r["accuracy"] for r in res["rows"]}
+    row["accuracy_std"] = {f"{r['C']:g}": r["accuracy_std"] for r in res["rows"]}
     row["load_end"] = load()
     if a.predict and not a.done_predict:
         a.done_predict = True
@@ -88,8 +88,9 @@ def one(n: int, jsonl: Path, work: Path, a) -> dict:
                                                       "--cluster", a.cluster, "--folds-dir", rev, "--out", rev,
                                                       "--no-progress"])
         rres = json.loads((rev / "results.json").read_text())
-        row["real_accuracy"] = {c: r["accuracy"] for c, r in rres["C"].items()}
-        row["real_per_fold"] = {c: r["per_fold"] for c, r in rres["C"].items()}
+        row["real_accuracy"] = {f"{r['C']:g}": r["accuracy"] for r in rres["rows"]}
+        row["real_per_fold"] = {f"{r['C']:g}": [f["accuracy"] for f in rres["fold_rows"] if f["C"] == r["C"]]
+                                for r in rres["rows"]}
         row["real_used"] = rres["solver"]["used"]
     return row
 
