@@ -21,7 +21,7 @@ from conftest import corpus_store_of, num_trees
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.stores.gram_store import GramStore
-from gramtile.pipeline.stores.gram_store import verify as verify_store
+from gramtile.pipeline.stores.gram_verify import verify as verify_store
 from gramtile.workflows.cli import main
 
 GRAMTILE = [sys.executable, "-m", "gramtile"]

@@ -13,7 +13,8 @@ from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.folds import parse_split
 from gramtile.pipeline.learn.sources import ViewKernelSource, store_labels
 from gramtile.pipeline.stores.errors import StoreMismatchError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
 
 pytestmark = pytest.mark.shared_data

@@ -38,7 +38,8 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.parsing.formats import FORMATS
 from gramtile.pipeline.stores.errors import StoreError, StoreLockedError
-from gramtile.pipeline.stores.gram_store import GramStore, verify
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.pipeline.stores.locks import StoreLock
 from gramtile.workflows.cli import main
 

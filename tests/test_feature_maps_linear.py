@@ -8,10 +8,11 @@ from conftest import corpus_store_of, evaluate_features, num_trees
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.feature_sets import write_store
 from gramtile.pipeline.learn import linear
 from gramtile.pipeline.learn.linear_models import LinearModel
 from gramtile.pipeline.stores.errors import StoreError
-from gramtile.pipeline.stores.feature_store import open_store, write_store
+from gramtile.pipeline.stores.feature_store import open_store
 from gramtile.workflows.cli import main
 
 

@@ -13,7 +13,10 @@ from gramtile.pipeline.learn.crossval import evaluate
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source
 from gramtile.pipeline.stores.errors import StoreError, StoreMismatchError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, export_selection, verify
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_export import export_selection
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.workflows.cli import main
 
 SST = {"kind": "sst", "lam": 0.4}

@@ -14,7 +14,10 @@ from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreLockedError, StoreMismatchError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, export, store_lock, verify
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_export import export
+from gramtile.pipeline.stores.gram_store import GramStore, store_lock
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.pipeline.stores.tiles import Tile
 
 N = 240

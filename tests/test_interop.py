@@ -12,7 +12,8 @@ import zarr
 from conftest import corpus_store_of, num_trees
 
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.stores.gram_store import GramStore, export, export_selection
+from gramtile.pipeline.stores.gram_export import export, export_selection
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
 
 pytestmark = pytest.mark.shared_data

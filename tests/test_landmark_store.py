@@ -17,7 +17,8 @@ from gramtile.pipeline.learn.nystroem import LandmarkSource, pick_landmarks
 from gramtile.pipeline.learn.sources import open_gram_source
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.stores.errors import StoreError
-from gramtile.pipeline.stores.gram_store import GramStore, verify
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.pipeline.stores.landmarks import choose_landmarks
 from gramtile.workflows.cli import main
 

@@ -39,7 +39,8 @@ from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import IncompleteTileError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
 
 SST = {"kind": "sst", "lam": 0.4}

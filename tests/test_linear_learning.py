@@ -12,6 +12,7 @@ from conftest import corpus_store_of, evaluate_features, num_trees
 
 import gramtile
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.compute.feature_sets import write_store
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn import linear
 from gramtile.pipeline.learn.errors import EvaluationError
@@ -19,7 +20,7 @@ from gramtile.pipeline.learn.linear_models import LinearModel
 from gramtile.pipeline.readers.jsonl import write_jsonl
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.feature_store import FeatureStore, write_store
+from gramtile.pipeline.stores.feature_store import FeatureStore
 from gramtile.workflows.cli import main
 
 NST = {"kind": "normalized", "kernel": {"kind": "st", "lam": 0.4}}

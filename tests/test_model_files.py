@@ -10,6 +10,7 @@ from conftest import corpus_store_of, num_trees
 
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.feature_sets import write_store
 from gramtile.pipeline.learn import linear
 from gramtile.pipeline.learn.linear_models import LinearModel
 from gramtile.pipeline.learn.model_files import is_model_dir, load_model
@@ -17,7 +18,6 @@ from gramtile.pipeline.learn.models import SavedModel
 from gramtile.pipeline.learn.training import train_from_store
 from gramtile.pipeline.readers.jsonl import write_jsonl
 from gramtile.pipeline.stores.errors import StoreError
-from gramtile.pipeline.stores.feature_store import write_store
 from gramtile.pipeline.stores.integrity import MANIFEST, write_manifest
 from gramtile.workflows.cli import main
 

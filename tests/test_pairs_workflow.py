@@ -15,7 +15,8 @@ import gramtile
 from gramtile.kernels.composite import Normalized
 from gramtile.kernels.registry import spec_from_dict
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.recipes.pairs import field_spec, overlap_scores, pair_spec
 from gramtile.workflows.runner import load_workflow

@@ -9,10 +9,9 @@ from conftest import corpus_store_of, num_trees
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.cache import Cache
-from gramtile.pipeline.compute import product
+from gramtile.pipeline.compute import feature_sets, product
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.representations.structures import Document, TokenSeq
-from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.workflows.cli import main
@@ -85,7 +84,7 @@ def test_feature_set_built_once_and_shared_by_lam(corpus, tmp_path):
         gram(corpus, '{"kind": "st", "lam": 0.9}', tmp_path / "two.zarr", "product")  # lam changes weights only
     assert c.counts("feature-meta").get("built", 0) == 0 and c.counts("feature-meta")["loads"] >= 1
     (base,) = product.bases_with_map(as_spec(ST))
-    meta = feature_store.info(corpus, base)
+    meta = feature_sets.info(corpus, base)
     assert meta["n_examples"] == 500 and meta["n_features"] > 0
     assert sum(s["stop"] - s["start"] for s in meta["shards"]) == 500
 
@@ -94,12 +93,12 @@ def test_corrupt_feature_shard_is_reported(tmp_path):
     c = corpus_store_of(tmp_path / "c.zarr", num_trees(60), 30)
     gram(c, ST, tmp_path / "g.zarr", "product")
     base = as_spec(ST)
-    g = zarr.open_group(str(c), mode="r+")[feature_store.group_name(base)]["phi"]["1"]
+    g = zarr.open_group(str(c), mode="r+")[feature_sets.group_name(base)]["phi"]["1"]
     data = g["data"][...]
     data[0] += 1.0
     g["data"][...] = data  # a valid chunk with the wrong numbers: the recorded sha256 catches it
     with pytest.raises(StoreCorruptError, match="sha256"):
-        feature_store.load(c, base).rows(np.arange(30, 60))
+        feature_sets.load(c, base).rows(np.arange(30, 60))
 
 
 def test_product_path_for_a_kernel_without_a_map_is_refused(corpus, tmp_path, capsys):
@@ -160,5 +159,5 @@ def test_a_subsequence_vocabulary_that_cannot_fit_is_refused_before_anything_is_
     # auto on the long corpus: every tile pairwise, no feature set attempted
     st, K = gram(c, spec, tmp_path / "auto.zarr", "auto")
     assert all("paths" not in r for r in tiles_logged(st))
-    assert feature_store.too_large(c, as_spec(spec), CorpusStore.open(c))
-    assert feature_store.too_large(short, as_spec(spec), CorpusStore.open(short)) is None
+    assert feature_sets.too_large(c, as_spec(spec), CorpusStore.open(c))
+    assert feature_sets.too_large(short, as_spec(spec), CorpusStore.open(short)) is None

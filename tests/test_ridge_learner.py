@@ -14,7 +14,8 @@ from gramtile.pipeline.learn.learners.registry import LEARNERS
 from gramtile.pipeline.learn.learners.ridge import RidgeClassifier
 from gramtile.pipeline.learn.models import SavedModel
 from gramtile.pipeline.learn.sources import store_labels
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.cli import main
 
 SPEC = {"kind": "normalized", "kernel": {"kind": "sst", "lam": 0.4}}

@@ -21,7 +21,8 @@ from gramtile.pipeline.learn.smo import RowCache
 from gramtile.pipeline.learn.sources import ArrayKernelSource, StoreKernelSource, ViewKernelSource
 from gramtile.pipeline.representations.brackets import parse_tree
 from gramtile.pipeline.representations.structures import Document
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 
 N = 230  # not a multiple of the tile: ragged last tile row and column
 

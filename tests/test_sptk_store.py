@@ -22,7 +22,8 @@ from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.resources import keys as rkeys
 from gramtile.pipeline.resources.vectors import train_vectors, write_vectors_text
 from gramtile.pipeline.stores import resource_store
-from gramtile.pipeline.stores.gram_store import GramStore, verify
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.workflows.cli import main
 
 N = 60

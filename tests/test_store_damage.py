@@ -14,7 +14,9 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.learn.sources import open_gram_source
 from gramtile.pipeline.stores.errors import StoreCorruptError
-from gramtile.pipeline.stores.gram_store import GramStore, export, verify
+from gramtile.pipeline.stores.gram_export import export
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.pipeline.stores.tiles import Tile
 
 SST = {"kind": "sst", "lam": 0.4}

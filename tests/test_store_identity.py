@@ -12,7 +12,8 @@ from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.tile_task import TileJob, compute_tile, store_token
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreMismatchError
-from gramtile.pipeline.stores.gram_store import GramStore, selection_hash
+from gramtile.pipeline.stores.gram_format import selection_hash
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
 ST = {"kind": "st", "lam": 0.4}

@@ -31,7 +31,9 @@ from gramtile.pipeline.stores.errors import (
     StoreLockedError,
     StoreMismatchError,
 )
-from gramtile.pipeline.stores.gram_store import GramStore, export, store_lock, verify
+from gramtile.pipeline.stores.gram_export import export
+from gramtile.pipeline.stores.gram_store import GramStore, store_lock
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.pipeline.stores.locks import StoreLock, UrlLock
 from gramtile.pipeline.stores.storage import FsspecLocation, LocalLocation, location
 from gramtile.pipeline.stores.tiles import Tile

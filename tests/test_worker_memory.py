@@ -7,7 +7,7 @@ import pytest
 from conftest import corpus_store_of, num_trees
 
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.compute import product
+from gramtile.pipeline.compute import feature_sets, product
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.errors import TaskTooLargeError
 from gramtile.pipeline.compute.runtime import Runtime
@@ -17,7 +17,6 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.folds import stratified_kfold
 from gramtile.pipeline.learn.nystroem import features_in_place, pick_landmarks
 from gramtile.pipeline.learn.sources import ArrayKernelSource
-from gramtile.pipeline.stores import feature_store
 
 ST = '{"kind": "st", "lam": 0.4}'
 
@@ -37,7 +36,7 @@ def sequential(corpus, tmp_path_factory):
 
 
 def feature_set(corpus):
-    return feature_store.load(str(corpus), as_spec(ST))
+    return feature_sets.load(str(corpus), as_spec(ST))
 
 
 def runtime_of(per_task_mb: float, profile="threads") -> Runtime:

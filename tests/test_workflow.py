@@ -162,7 +162,8 @@ def test_C_selected_inside_the_training_part(tmp_path):
     assert len(rows) == 1 and rows[0]["C"] in (0.01, 1.0, 100.0) and rows[0]["C_grid"] == [0.01, 1.0, 100.0]
     # the same choice from the inner folds directly, on the training block only
     from gramtile.pipeline.stores.corpus_store import CorpusStore
-    from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+    from gramtile.pipeline.stores.gram_compose import ComposedView
+    from gramtile.pipeline.stores.gram_store import GramStore
 
     w = load_workflow(wf)
     stores = {GramStore.open(q).kernel_hash: GramStore.open(q) for q in (tmp_path / "o").glob("gram-*.zarr")}

@@ -41,7 +41,8 @@ from gramtile.pipeline.compute.tile_task import TileJob, compute_tile, store_tok
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
-from gramtile.pipeline.stores.gram_store import GramStore, check_dtype, selection_hash, store_lock
+from gramtile.pipeline.stores.gram_format import check_dtype, selection_hash
+from gramtile.pipeline.stores.gram_store import GramStore, store_lock
 from gramtile.pipeline.stores.landmarks import landmark_columns, landmark_meta
 from gramtile.pipeline.stores.resource_store import ensure_for_spec
 from gramtile.pipeline.stores.storage import location

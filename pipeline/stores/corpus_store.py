@@ -28,7 +28,7 @@ Layout::
       features/<kind>-<param hash>/
                            explicit feature sets of kernels with a feature map: the corpus-level
                            feature vocabulary, frequencies and rows per shard
-                           (pipeline/stores/feature_store.py), built by the Gram engine's driver
+                           (pipeline/compute/feature_sets.py), built by the Gram engine's driver
       .lock                held by the one writer (pid and host; at a URL also a token)
 
 A store can be written and read at an fsspec URL (``s3://bucket/c.zarr``,
@@ -399,6 +399,10 @@ class CorpusStore:
     @property
     def ids(self) -> list:
         return self._strings("ids")
+
+    def ids_between(self, start: int, stop: int) -> list:
+        """The ids of examples ``start`` to ``stop - 1``, read alone (not every id of the store)."""
+        return self._strings("ids", start, stop)
 
     @property
     def labels(self) -> list:

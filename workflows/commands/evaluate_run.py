@@ -34,7 +34,8 @@ from gramtile.pipeline.learn.report import (
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.learn.tasks import task_of, task_targets
 from gramtile.pipeline.progress import log
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.storage import refuse_url
 from gramtile.workflows.commands.running import check_output_dir, runtime, write_text_atomic
 
