@@ -13,7 +13,7 @@ import gramtile
 from gramtile.kernels.errors import KernelSpecError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.cache import PLUGIN, Cache
-from gramtile.pipeline.compute import tile_task
+from gramtile.pipeline.compute import resource_builds, tile_task
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.prepare import prepare
 from gramtile.pipeline.compute.runtime import Runtime
@@ -158,7 +158,7 @@ def test_changed_resource_makes_the_gram_store_mismatch(serve, tmp_path):
 def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     corpus = _corpus(serve, tmp_path / "c.zarr")
     (key,) = rkeys.keys_of(SOFT)
-    resource_store.ensure(corpus, [key])
+    resource_builds.ensure(corpus, [key])
     assert resource_store.load(corpus, key).nnz > N  # loads cleanly first
 
     def flip(a):
@@ -181,7 +181,7 @@ def test_corrupt_and_missing_resources_are_reported(serve, tmp_path):
     g = zarr.open_group(str(corpus), mode="r+")[rkeys.GROUP].require_group(key.group.split("/", 1)[1])
     g.create_array("data", data=np.zeros(3))
     assert resource_store.info(corpus, key) is None
-    assert resource_store.ensure(corpus, [key])[key.group]["built"]
+    assert resource_builds.ensure(corpus, [key])[key.group]["built"]
     assert resource_store.load(corpus, key).nnz > N
     assert json.loads(json.dumps(resource_store.stored(corpus)))[0]["name"] == "similarity/wordnet"
 

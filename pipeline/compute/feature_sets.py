@@ -24,7 +24,7 @@ from gramtile.kernels.maps import LocalFeatures, feature_map, no_map_reason, wei
 from gramtile.kernels.maps.subsequence import occurrences
 from gramtile.pipeline.cache import current
 from gramtile.pipeline.memory import available_memory_mb
-from gramtile.pipeline.stores.corpus_store import CorpusStore
+from gramtile.pipeline.stores.corpus_store import LOCK_WAIT_SECONDS, CorpusStore, corpus_group, corpus_lock
 from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, FeatureSetWriteError, StoreError
 from gramtile.pipeline.stores.feature_store import (
     ATTR,
@@ -32,18 +32,13 @@ from gramtile.pipeline.stores.feature_store import (
     STORE_ATTR,
     content_sha256,
     feature_group,
-    open_corpus_group,
     read_csr,
     set_info,
     write_array,
     write_strings,
 )
 from gramtile.pipeline.stores.integrity import clean_stale, publish_dir, sealed, temp_sibling
-from gramtile.pipeline.stores.resource_store import corpus_lock
 from gramtile.pipeline.stores.storage import disk_summary, is_url, location
-
-LOCK_WAIT_SECONDS = 600.0
-
 
 #: Resident bytes the vocabulary takes per distinct feature (a dictionary entry and the key arrays;
 #: ``bench/feature_vocab.py``: 228 B at 8.9 M subsequence features, more at fewer).
@@ -216,7 +211,7 @@ def _build(corpus_path, base, cs: CorpusStore, pairwise: bool = False) -> dict:
     reason = too_large(corpus_path, base, cs, pairwise)
     if reason:
         raise FeatureSetTooLargeError(reason)
-    root = open_corpus_group(corpus_path, mode="r+")
+    root = corpus_group(corpus_path, mode="r+")
     g = root.require_group(group_name(base))
     if ATTR in g.attrs:
         del g.attrs[ATTR]
@@ -289,7 +284,7 @@ class FeatureSet:
         self.corpus_path = corpus_path
         self.base = base
         self.meta = meta
-        g = open_corpus_group(corpus_path)[group_name(base)]
+        g = corpus_group(corpus_path)[group_name(base)]
         self._g = g
         self.df = g["df"][...]
         self.order = g["order"][...]
@@ -401,7 +396,7 @@ def write_store(corpus_path, spec, out) -> dict:
         hashes = {}
         for name, values in (("labels", cs.labels), ("ids", cs.ids)):
             hashes[name] = write_strings(g, name, values)
-        src = open_corpus_group(corpus_path)[group_name(base)]
+        src = corpus_group(corpus_path)[group_name(base)]
         vg = g.require_group("vocab")
         vocab_arrays = {name: src[name][...] for name in ("key_ptr", "key_items", "order")}
         for name, arr in vocab_arrays.items():

@@ -41,6 +41,7 @@ import scipy.sparse as sp
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
+from gramtile.pipeline.stores.corpus_store import corpus_group
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
 from gramtile.pipeline.stores.integrity import attr_intact, sealed
 from gramtile.pipeline.stores.storage import location
@@ -67,17 +68,12 @@ def feature_group(kind: str, params: dict) -> str:
     return f"{GROUP}/{kind}-{digest}"
 
 
-def open_corpus_group(corpus_path, mode="r"):
-    loc = location(corpus_path)
-    if not loc.exists("zarr.json"):
-        raise StoreError(f"no corpus store at {loc}. Fix: create it with `gramtile prepare --out {loc}`")
-    return zarr.open_group(loc.zarr_store(), mode=mode)
 
 
 def set_info(corpus_path, name: str) -> dict | None:
     """The stored attribute of the feature set in group ``name`` of a corpus store (None when absent
     or unfinished)."""
-    g = open_corpus_group(corpus_path)
+    g = corpus_group(corpus_path)
     try:
         node = g[name]
     except KeyError:

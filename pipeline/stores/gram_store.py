@@ -156,7 +156,7 @@ class GramStore:
         """Create a store, or reopen one created for exactly this kernel, corpus and selection.
 
         ``resources`` maps the corpus-resource groups the kernel reads to their content hashes
-        (:func:`gramtile.pipeline.stores.resource_store.ensure_for_spec`, called by the engine
+        (:func:`gramtile.pipeline.stores.resource_builds.ensure_for_spec`, called by the engine
         before the store is opened); they join the provenance, so a store reopened after a
         resource changed is a mismatch. ``dtype`` (``"float64"`` or ``"float32"``) is K's and the
         diagonals'; ``landmarks`` (:func:`gramtile.pipeline.stores.landmarks.landmark_meta`) marks

@@ -54,6 +54,7 @@ import numpy as np
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.resource_builds import ensure
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
@@ -68,7 +69,6 @@ from gramtile.pipeline.resources.similarity import lsa_similarity, wordnet_simil
 from gramtile.pipeline.stores.gram_compose import ComposedView
 from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.gram_view import GramView
-from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.recipes.relations import corpus_from_documents
 from gramtile.workflows.runner import json_default, raise_bad_key, resolve_path
