@@ -1,6 +1,6 @@
 """The HDAG kernel's sparse pair core (kernels/hdag.py: active node pairs, J as path-weight sums)
 against the dense table recursion it replaced (tests/reference/hdag_dense.py) on many random
-HDAGs larger than the explicit enumeration of tests/test_hdag.py reaches, every p, lam, and the
+HDAGs larger than the explicit enumeration of tests/kernels/test_hdag.py reaches, every p, lam, and the
 exact variant; and the per-batch arrays it reads (deep attribute lists, path weights)."""
 import random
 from collections import defaultdict

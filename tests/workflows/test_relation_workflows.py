@@ -12,7 +12,7 @@ from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import RecipeWorkflow, load_workflow, run_workflow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def reduced(tmp_path, name, **changes):

@@ -27,7 +27,7 @@ from gramtile.workflows.cli import main
 
 TREC_COUNTS = {"ABBR": 86, "DESC": 1162, "ENTY": 1250, "HUM": 1223, "LOC": 835, "NUM": 896}
 SHARD = 500  # 11 shards for 5,452 questions
-DEMO = Path(__file__).resolve().parents[1] / "workflows" / "data" / "demo.tsv"
+DEMO = Path(__file__).resolve().parents[2] / "workflows" / "data" / "demo.tsv"
 
 
 def _cli(*argv):

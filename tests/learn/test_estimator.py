@@ -10,7 +10,7 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import require_data
+from conftest import require_data, senseval_subset
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -127,7 +127,6 @@ def test_kernel_built_from_examples_is_not_pooled_and_predicts_with_the_training
     the training examples' K (no pool) and predicts with that space, as an SVC on the training K fed
     K(test, train) computed with the training space (a vocabulary starting with the training strings,
     unseen symbols out of the space)."""
-    from test_model_resources import _senseval_subset
 
     from gramtile.pipeline.compute.inmemory import evaluate_block, gram_with_resources
     from gramtile.pipeline.readers.senseval import read_senseval
@@ -137,7 +136,7 @@ def test_kernel_built_from_examples_is_not_pooled_and_predicts_with_the_training
 
     src = require_data("senseval_hard_line_serve") / "serve.pos"
     pick = subsample_indices(np.zeros(src.read_text().count("<instance ")), 60)
-    docs = list(read_senseval(_senseval_subset(src, tmp_path / "s.pos", pick)))
+    docs = list(read_senseval(senseval_subset(src, tmp_path / "s.pos", pick)))
     train, test = docs[:45], docs[45:]
     y = np.array([d.label for d in train])
     lsa = {"kind": "syntagmatic", "similarity": "lsa", "space_rep": "seq"}

@@ -10,7 +10,7 @@ from conftest import corpus_store_of, require_data
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.representations.structures import DepTree
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import scale_corpus  # noqa: E402
 
 

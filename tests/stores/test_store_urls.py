@@ -17,7 +17,7 @@ import uuid
 import fsspec
 import numpy as np
 import pytest
-from conftest import corpus_store_of, lock_holder, num_trees, stop_after
+from conftest import corpus_store_of, lock_holder, num_trees, senseval_head, stop_after
 
 from gramtile.pipeline.compute.engine import run_gram
 from gramtile.pipeline.compute.repair import repair
@@ -332,14 +332,13 @@ def test_corpus_stores_are_written_to_urls_and_a_missing_filesystem_is_named(cor
 
 def test_corpus_resources_are_built_at_and_loaded_from_a_url(mem, tmp_path):
     from conftest import require_data
-    from test_wsd_workflow import _senseval_head
-
+    
     from gramtile.pipeline.cache import Cache
     from gramtile.pipeline.compute.prepare import prepare
     from gramtile.pipeline.readers.senseval import read_senseval  # noqa: F401  (registers the reader)
     from gramtile.pipeline.stores import resource_store
 
-    serve = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve.pos", 30)
+    serve = senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve.pos", 30)
     local = tmp_path / "serve.zarr"
     prepare(serve, "senseval", local, shard_size=15, cluster="sequential")
     fsspec.filesystem("memory").put(str(local), f"{mem.split('://', 1)[1]}/serve.zarr", recursive=True)

@@ -11,7 +11,7 @@ from gramtile.pipeline.compute.engine import _check_out, _open_corpus, _selectio
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn.estimator import GramTransformer, KernelRanker, KernelSVC, KernelSVR
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_py_typed_is_package_data():

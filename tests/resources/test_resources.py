@@ -6,8 +6,7 @@ import json
 import numpy as np
 import pytest
 import zarr
-from conftest import require_data
-from test_wsd_workflow import _senseval_head
+from conftest import require_data, senseval_head
 
 import gramtile
 from gramtile.kernels.errors import KernelSpecError
@@ -35,7 +34,7 @@ DOMAIN = {"kind": "domain", "dims": 10}
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
     src = require_data("senseval_hard_line_serve") / "serve.pos"
-    return _senseval_head(src, tmp_path_factory.mktemp("src") / "serve40.pos", N)
+    return senseval_head(src, tmp_path_factory.mktemp("src") / "serve40.pos", N)
 
 
 @pytest.fixture(scope="module")

@@ -80,7 +80,7 @@ def composites(base):
     ]
 
 
-for _path in sorted(Path(__file__).parent.glob("instances_*.py")):
+for _path in sorted(Path(__file__).resolve().parents[1].glob("instances_*.py")):  # tests/, shared by the rooms
     _spec = importlib.util.spec_from_file_location(_path.stem, _path)
     _mod = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_mod)

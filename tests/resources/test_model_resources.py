@@ -7,11 +7,10 @@ support kernels equal the training Gram entries, and its predictions equal an SV
 training K and fed a K(test, train) built here, explicitly, with the training resources.
 """
 import json
-import re
 
 import numpy as np
 import pytest
-from conftest import require_data
+from conftest import require_data, senseval_subset
 from sklearn.svm import SVC
 
 import gramtile
@@ -42,13 +41,6 @@ WORDNET = {"kind": "syntagmatic", "similarity": "wordnet"}
 SPECS = {"lsa": LSA, "lsa_seq": LSA_SEQ, "domain": DOMAIN, "wordnet": WORDNET}
 
 
-def _senseval_subset(src, dst, positions):
-    """A well-formed senseval file holding the instances at ``positions`` of ``src``."""
-    text = src.read_text()
-    head = text[:text.index("<instance ")]
-    blocks = re.findall(r"<instance .*?</instance>\s*", text, flags=re.S)
-    dst.write_text(head + "".join(blocks[int(i)] for i in positions) + "</lexelt>\n</corpus>\n")
-    return dst
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +50,8 @@ def files(tmp_path_factory):
     pick = subsample_indices(np.zeros(n_all), N)
     d = tmp_path_factory.mktemp("serve")
     test_pos = np.arange(len(pick)) % 5 == 4
-    return (_senseval_subset(src, d / "train.pos", pick[~test_pos]),
-            _senseval_subset(src, d / "test.pos", pick[test_pos]))
+    return (senseval_subset(src, d / "train.pos", pick[~test_pos]),
+            senseval_subset(src, d / "test.pos", pick[test_pos]))
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from conftest import TWO_SENTENCES_CONLLU, require_data
 
 from gramtile.workflows.cli import build_parser, main
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
 
 

@@ -2,7 +2,7 @@
 
 Chain of evidence: (1) on tiny random trees the plain recursion equals explicit fragment
 enumeration exactly (Fractions); (2) the Numba block cores equal the recursion to 1e-12 relative
-on >= 500 random tree pairs per configuration; (3) tests/test_svmlighttk_rowsums.py ties the
+on >= 500 random tree pairs per configuration; (3) tests/kernels/test_svmlighttk_rowsums.py ties the
 conventions to SVM-Light-TK on real trees.
 """
 import os

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import tomllib
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_package_folder_is_in_the_distribution():

@@ -12,7 +12,7 @@ from conftest import require_data
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import load_workflow, run_workflow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def small_workflow(tmp_path, **options):

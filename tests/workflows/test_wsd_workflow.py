@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import require_data
+from conftest import require_data, senseval_head
 
 import gramtile
 from gramtile.pipeline.learn.crossval import evaluate
@@ -19,7 +19,7 @@ from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.recipes.wsd import _config, load_word
 from gramtile.workflows.runner import RecipeWorkflow, load_workflow, run_workflow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 SMALL = {
     "name": "wsd_ci",
@@ -185,17 +185,6 @@ def test_C_is_chosen_on_training_folds_only(tmp_path):
     assert one["accuracy"] == evaluate(src, labels, splits, C=(1.0,)).rows[0]["accuracy"]
 
 
-def _senseval_head(src: Path, dst: Path, k: int) -> Path:
-    """The first k instances of a senseval file, as a well-formed file of its own."""
-    out, count = [], 0
-    for line in src.read_text().splitlines(keepends=True):
-        out.append(line)
-        if line.strip() == "</instance>":
-            count += 1
-            if count == k:
-                break
-    dst.write_text("".join(out) + "</lexelt>\n</corpus>\n")
-    return dst
 
 
 def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
@@ -210,7 +199,7 @@ def test_engine_builds_corpus_resources_for_soft_and_domain_kernels(tmp_path):
     from gramtile.pipeline.representations.encode import encode
     from gramtile.pipeline.representations.vocab import Vocabularies
 
-    src = _senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve40.pos", 40)
+    src = senseval_head(require_data("senseval_hard_line_serve") / "serve.pos", tmp_path / "serve40.pos", 40)
     corpus = tmp_path / "c.zarr"
     prepare(src, "senseval", corpus, shard_size=15, cluster="sequential")
     docs = list(read_senseval(src))

@@ -16,7 +16,7 @@ import tomllib
 
 from gramtile.workflows import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted([ROOT / "README.md", ROOT / "BENCHMARKS.md", *(ROOT / "docs").rglob("*.md"),
                 *(ROOT / "workflows").glob("*.yaml"), *(ROOT / "bench").glob("*.py")])
 

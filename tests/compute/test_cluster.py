@@ -20,7 +20,7 @@ from gramtile.pipeline.compute.errors import ClusterConfigError
 from gramtile.pipeline.compute.executors import DaskExecutor, SequentialExecutor, ThreadExecutor
 from gramtile.pipeline.compute.runtime import Runtime
 
-REPO_CLUSTER_FILE = Path(__file__).resolve().parents[1] / "cluster.yaml"
+REPO_CLUSTER_FILE = Path(__file__).resolve().parents[2] / "cluster.yaml"
 
 
 def test_builtin_profiles_without_a_file(no_env):

@@ -138,7 +138,7 @@ def test_bad_data_and_kernels(tmp_path):
 def test_shipped_workflows_validate():
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "workflows"
+    root = Path(__file__).resolve().parents[2] / "workflows"
     num = load_workflow(root / "num_qc.yaml")
     assert list(num.kernels) == ["ST", "SST", "PT"] and num.fixed and num.protocol["C"] == "svmlight"
     kelp = load_workflow(root / "trec_qc_kelp.yaml")

@@ -221,7 +221,7 @@ def test_the_choices_help_shows_are_the_registries():
 def test_train_shows_its_selection_progress_and_no_progress_hides_it(tmp_path):
     """A grid makes ``train`` select by inner cross-validation: its fits show the progress line,
     which --no-progress removes (as in evaluate), while the result line stays."""
-    demo = Path(__file__).resolve().parents[1] / "workflows" / "data" / "demo.tsv"
+    demo = Path(__file__).resolve().parents[2] / "workflows" / "data" / "demo.tsv"
     argv = ["train", "--input", str(demo), "--format", "tsv", "--kernel", '{"kind": "bow"}', "--C", "0.1,1"]
     shown = subprocess.run(GRAMTILE + argv + ["--out", str(tmp_path / "a")], capture_output=True, text=True,
                            timeout=240)
