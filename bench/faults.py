@@ -1,7 +1,7 @@
-"""The figures of docs/reliability.md: run the fault suite (tests/test_fault_suite.py), the CLI
-fault regressions (tests/test_cli_faults.py), the bit-flip sweep over feature stores, landmark
-stores and model directories (tests/test_bitflip_sweep.py) and the integrity and input
-regressions (tests/test_integrity.py, tests/test_relative_paths_cluster.py), and print what was
+"""The figures of docs/reliability.md: run the fault suite (tests/faults/test_fault_suite.py), the CLI
+fault regressions (tests/faults/test_cli_faults.py), the bit-flip sweep over feature stores, landmark
+stores and model directories (tests/faults/test_bitflip_sweep.py) and the integrity and input
+regressions (tests/faults/test_integrity.py, tests/faults/test_relative_paths_cluster.py), and print what was
 tried and what survived.
 
 The suite counts its cases into a JSON summary (``GRAMTILE_FAULT_SUMMARY``); this script runs it
@@ -54,10 +54,10 @@ def main():
                    GRAMTILE_REQUIRE_DATA="1")
         sweep_file = Path(tmp) / "sweep.json"
         env.update(GRAMTILE_SWEEP_SUMMARY=str(sweep_file), GRAMTILE_SWEEP_FLIPS=str(a.flips))
-        suite = pytest(["tests/test_fault_suite.py"], env, Path(tmp) / "suite.xml")
-        cli = pytest(["tests/test_cli_faults.py"], env, Path(tmp) / "cli.xml")
-        sweep_run = pytest(["tests/test_bitflip_sweep.py"], env, Path(tmp) / "sweep.xml")
-        integ = pytest(["tests/test_integrity.py", "tests/test_relative_paths_cluster.py"], env, Path(tmp) / "integ.xml")
+        suite = pytest(["tests/faults/test_fault_suite.py"], env, Path(tmp) / "suite.xml")
+        cli = pytest(["tests/faults/test_cli_faults.py"], env, Path(tmp) / "cli.xml")
+        sweep_run = pytest(["tests/faults/test_bitflip_sweep.py"], env, Path(tmp) / "sweep.xml")
+        integ = pytest(["tests/faults/test_integrity.py", "tests/faults/test_relative_paths_cluster.py"], env, Path(tmp) / "integ.xml")
         tally = json.loads(summary.read_text()) if summary.exists() else {}
         sweep = json.loads(sweep_file.read_text()) if sweep_file.exists() else {}
     k, d, b = tally.get("kill_points", {}), tally.get("store_damage", {}), tally.get("bad_inputs", {})
@@ -78,7 +78,7 @@ def main():
          f"{lr.get('two_holders', 0)} with two holders"),
         ("malformed batches refused or computed finite", mb.get("refused", 0) + mb.get("accepted_and_computed", 0),
          mb.get("tried", 0), f"{mb.get('memory_error', 0)} MemoryError"),
-        ("CLI fault regressions passing (tests/test_cli_faults.py)", cli["tests"] - cli["failed"] - cli["skipped"],
+        ("CLI fault regressions passing (tests/faults/test_cli_faults.py)", cli["tests"] - cli["failed"] - cli["skipped"],
          cli["tests"], f"{cli['skipped']} skipped"),
     ]
     for kind, v in sorted(sweep.items()):  # the bit-flip sweep: one row per kind of store or model directory
@@ -90,8 +90,8 @@ def main():
                      f"{v.get('wrong_number', 0)} wrong number, {v.get('traceback', 0)} traceback, "
                      f"{v.get('unclear_error', 0)} unclear; verify missed {v.get('refused_but_verify_missed', 0)} "
                      "of the refused"))
-    rows.append(("integrity and input regressions passing (tests/test_integrity.py, "
-                 "tests/test_relative_paths_cluster.py)", integ["tests"] - integ["failed"] - integ["skipped"],
+    rows.append(("integrity and input regressions passing (tests/faults/test_integrity.py, "
+                 "tests/faults/test_relative_paths_cluster.py)", integ["tests"] - integ["failed"] - integ["skipped"],
                  integ["tests"], f"{integ['skipped']} skipped"))
     print("| fault | survived | tried | note |\n|---|---:|---:|---|")
     for name, ok, tried, note in rows:

@@ -23,8 +23,8 @@ import json
 from gramtile.kernels.maps import feature_map
 from gramtile.kernels.maps.subsequence import occurrences
 from gramtile.kernels.registry import spec_from_dict
+from gramtile.pipeline.compute.feature_sets import FeatureVocab
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.feature_store import FeatureVocab
 
 
 def rss() -> int:

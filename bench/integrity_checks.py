@@ -22,7 +22,7 @@ from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.parsing.formats import read
 from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.vocab import Vocabularies
-from gramtile.pipeline.stores.gram_store import tile_checksum
+from gramtile.pipeline.stores.gram_format import tile_checksum
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_qc_num_constituency" / "NUM_train.dat"
 

@@ -36,7 +36,8 @@ def main(argv=None):
     from gramtile.pipeline.compute.engine import run_gram
     from gramtile.pipeline.parsing.formats import read
     from gramtile.pipeline.stores.corpus_store import CorpusStore
-    from gramtile.pipeline.stores.gram_store import GramStore, export, export_selection
+    from gramtile.pipeline.stores.gram_export import export, export_selection
+    from gramtile.pipeline.stores.gram_store import GramStore
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="gramtile-interop-")).resolve()
     docs = list(itertools.islice(read(DATA / "trec_qc_num_constituency" / "NUM_train.dat", "svmlighttk"), args.n))

@@ -1,7 +1,7 @@
 """What the machine has now: the memory available to new allocations.
 
 Read by the learners' memory budget (``pipeline/learn/crossval.py``) and by the feature-set
-build, which refuses a vocabulary that could not fit (``pipeline/stores/feature_store.py``).
+build, which refuses a vocabulary that could not fit (``pipeline/compute/feature_sets.py``).
 """
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""Shared test helpers: where the real data lives.
+"""Shared test helpers: where the real data lives, the rooms' markers, helpers several rooms use.
+
+The tests are laid out by room of the code (``kernels``, ``readers``, ``resources``, ``stores``,
+``compute``, ``learn``, ``workflows``), plus ``faults`` (the fault and integrity suites, marker
+``faults``) and ``cluster`` (real SLURM and S3-protocol services, marker ``cluster``). Modules
+shared by several rooms stay here at the top: this conftest, ``strategies``, ``reference/`` (the
+slow, explicit kernels) and ``instances_<family>`` (the kernel contract instances).
 
 The data sets sit beside the repository in ``../shared/data`` and are never copied into it.
 Every test of a module that reads them carries the marker ``shared_data`` (set here at
@@ -8,6 +14,7 @@ hermetic subset. Without the data those tests are skipped with the reason, unles
 hard failure: there a test that silently skips cannot pass for one that ran.
 """
 import os
+import re
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -15,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+#: the tests folder (the rooms are its subfolders)
+HERE = Path(__file__).resolve().parent
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 #: make test / CI: a missing data set fails instead of skipping
 REQUIRE_DATA = os.environ.get("GRAMTILE_REQUIRE_DATA") == "1"
@@ -56,11 +65,19 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+#: test rooms whose every test carries the room's marker (``pytest -m "not faults"``)
+_ROOM_MARKERS = {"faults": pytest.mark.faults}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark every test of a module that uses the data helpers with ``shared_data``."""
+    """Mark every test of a module that uses the data helpers with ``shared_data``, and every test
+    under a room of :data:`_ROOM_MARKERS` with that room's marker."""
     uses = {}
     for item in items:
         path = Path(str(item.fspath))
+        room = path.parent.name if path.resolve().parent.parent == HERE else None
+        if room in _ROOM_MARKERS:
+            item.add_marker(_ROOM_MARKERS[room])
         if path not in uses:
             text = path.read_text(encoding="utf-8") if path.suffix == ".py" else ""
             uses[path] = path.name != "conftest.py" and any(h in text for h in _DATA_HELPERS)
@@ -142,3 +159,25 @@ def no_env(monkeypatch, tmp_path):
     monkeypatch.delenv("GRAMTILE_SCHEDULER", raising=False)
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def senseval_head(src: Path, dst: Path, k: int) -> Path:
+    """The first k instances of a senseval file, as a well-formed file of its own."""
+    out, count = [], 0
+    for line in src.read_text().splitlines(keepends=True):
+        out.append(line)
+        if line.strip() == "</instance>":
+            count += 1
+            if count == k:
+                break
+    dst.write_text("".join(out) + "</lexelt>\n</corpus>\n")
+    return dst
+
+
+def senseval_subset(src, dst, positions):
+    """A well-formed senseval file holding the instances at ``positions`` of ``src``."""
+    text = src.read_text()
+    head = text[:text.index("<instance ")]
+    blocks = re.findall(r"<instance .*?</instance>\s*", text, flags=re.S)
+    dst.write_text(head + "".join(blocks[int(i)] for i in positions) + "</lexelt>\n</corpus>\n")
+    return dst

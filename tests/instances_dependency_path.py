@@ -1,4 +1,4 @@
-"""Contract-test instances of the dependency-path kernel (tests/test_contracts.py)."""
+"""Contract-test instances of the dependency-path kernel (tests/kernels/test_contracts.py)."""
 from gramtile.pipeline.representations.structures import DepTree
 
 WORDS = ["a", "b", "c"]

@@ -1,4 +1,4 @@
-"""Contract-test instances of the HDAG kernel, and the random HDAG generator of tests/test_hdag.py."""
+"""Contract-test instances of the HDAG kernel, and the random HDAG generator of tests/kernels/test_hdag.py."""
 from gramtile.pipeline.representations.hdag import HDAG
 
 ALPHABET = "xyz"

@@ -1,4 +1,4 @@
-"""Contract-test instances of the relation-example subtree kernels (tests/test_contracts.py)."""
+"""Contract-test instances of the relation-example subtree kernels (tests/kernels/test_contracts.py)."""
 from gramtile.pipeline.representations.relation import RelationExample
 
 TYPES = ["PNP", "Person", "Verb"]

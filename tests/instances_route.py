@@ -1,4 +1,4 @@
-"""Contract-test instances of the route kernel (see tests/test_contracts.py)."""
+"""Contract-test instances of the route kernel (see tests/kernels/test_contracts.py)."""
 from gramtile.pipeline.representations.structures import PTree
 
 LABELS = "abc"

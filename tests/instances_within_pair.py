@@ -1,4 +1,4 @@
-"""Contract-test instances of the within-pair similarity kernel (see tests/test_contracts.py):
+"""Contract-test instances of the within-pair similarity kernel (see tests/kernels/test_contracts.py):
 examples of two texts, each a Document with the fields' trees and sequences."""
 from gramtile.pipeline.representations.structures import Document, TokenSeq, Tree
 

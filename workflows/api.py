@@ -43,7 +43,8 @@ from gramtile.pipeline.parsing.convert import parse
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import FeatureStore, is_feature_store
-from gramtile.pipeline.stores.gram_store import GramStore, GramView
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_view import GramView
 from gramtile.pipeline.stores.storage import beside, location
 from gramtile.workflows import cli
 from gramtile.workflows.errors import UsageError
@@ -159,7 +160,7 @@ def gram(spec: Any, X: Any = None, Y: Any = None, *, out: str | os.PathLike[str]
     Returns
     -------
     ndarray (len(X), len(Y)) without ``out``; with it, the store's
-    :class:`~gramtile.pipeline.stores.gram_store.GramView` (``to_numpy()``, ``to_dask()``,
+    :class:`~gramtile.pipeline.stores.gram_view.GramView` (``to_numpy()``, ``to_dask()``,
     ``to_xarray()``, ``block(rows, cols)``).
     """
     if (X is None) == (corpus is None):

@@ -67,7 +67,8 @@ from gramtile.pipeline.parsing.convert import available, complete
 from gramtile.pipeline.parsing.formats import FORMATS, read
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.errors import WorkflowError
 
 #: The shipped workflow files (``gramtile run NAME``): this package's folder.

@@ -13,7 +13,7 @@ A map turns a batch into :class:`LocalFeatures`: feature ids local to the batch,
 *key* that identifies the feature across batches. A key is a short list of integers, some of
 which (``key_ref``) are ids of other local features of a lower ``level`` (an ST subtree is its
 production and the ids of its internal children's subtrees; a route of length s is the route of
-length s - 1 and one position). The pipeline (``gramtile.pipeline.stores.feature_store``) interns
+length s - 1 and one position). The pipeline (``gramtile.pipeline.compute.feature_sets``) interns
 keys level by level into a corpus-level feature vocabulary, so tiles computed on different
 workers share feature ids. This package imports numpy and numba only, like the rest of
 ``gramtile.kernels``; the SciPy matrices are built in the pipeline.

@@ -36,14 +36,15 @@ from gramtile.pipeline.compute import product
 from gramtile.pipeline.compute.compilation import announce, mark_compiled, pending
 from gramtile.pipeline.compute.product import PATHS
 from gramtile.pipeline.compute.product import ensure as ensure_features
+from gramtile.pipeline.compute.resource_builds import ensure_for_spec
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.compute.tile_task import TileJob, compute_tile, store_token, warm_up
 from gramtile.pipeline.progress import log, progress_bar
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreError
-from gramtile.pipeline.stores.gram_store import GramStore, check_dtype, selection_hash, store_lock
+from gramtile.pipeline.stores.gram_format import check_dtype, selection_hash
+from gramtile.pipeline.stores.gram_store import GramStore, store_lock
 from gramtile.pipeline.stores.landmarks import landmark_columns, landmark_meta
-from gramtile.pipeline.stores.resource_store import ensure_for_spec
 from gramtile.pipeline.stores.storage import location
 from gramtile.pipeline.stores.tiles import TileGrid, as_selection, check_tile, choose_tile, parse_selection, plan
 

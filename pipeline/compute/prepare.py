@@ -510,7 +510,7 @@ def _record_parser(store, prov):
 
 def _check_done_shard(store, k, rng, shard):
     start, stop = rng
-    ids = store._strings("ids", start, stop)
+    ids = store.ids_between(start, stop)
     if len(shard) != stop - start or [d.id for d in shard] != ids:
         first = next((i for i, (a, b) in enumerate(zip(ids, [d.id for d in shard])) if a != b),
                      min(len(ids), len(shard)))

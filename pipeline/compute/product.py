@@ -29,13 +29,13 @@ import scipy.sparse as sp
 from gramtile.kernels.maps import feature_map, weights
 from gramtile.kernels.maps.product import mirror_upper, sparse_block
 from gramtile.kernels.maps.subsequence import occurrences
+from gramtile.pipeline.compute import feature_sets as fsets
 from gramtile.pipeline.compute.errors import TaskTooLargeError
+from gramtile.pipeline.compute.feature_sets import FeatureVocab, rows_of
 from gramtile.pipeline.compute.runtime import TaskMemory
 from gramtile.pipeline.progress import log
-from gramtile.pipeline.stores import feature_store
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, StoreError
-from gramtile.pipeline.stores.feature_store import FeatureVocab, rows_of
+from gramtile.pipeline.stores.errors import FeatureSetTooLargeError, FeatureSetWriteError, StoreError
 
 PATHS = ("auto", "pairwise", "product")
 
@@ -63,7 +63,7 @@ FEATURE_BYTES = 3 * 8 + 1
 #: Bytes per stored feature value of a tile's rows: the rows read (value and int64 index), their
 #: sparse part, the int64 copies handed to the core, the row ids of the split and the postings.
 NNZ_BYTES = 80
-#: Feature-row shards a process keeps decoded (feature_store's shard cache).
+#: Feature-row shards a process keeps decoded (the feature-set shard cache of :mod:`~gramtile.pipeline.compute.feature_sets`).
 CACHED_SHARDS = 64
 
 
@@ -88,7 +88,7 @@ def features(spec, X, vocab: FeatureVocab | None = None):
     (Phi, w, vocab): ``Phi`` a SciPy CSR matrix (len(X) x n_features), unweighted; ``w`` the
     feature weights (``K = Phi diag(w) Phi^T``); the vocabulary.
     """
-    fmap = feature_store.map_of(spec)
+    fmap = fsets.map_of(spec)
     batch = X if hasattr(X, "kind") else X[spec.rep_name]
     vocab = FeatureVocab() if vocab is None else vocab
     lf = fmap.local(spec, batch)
@@ -197,7 +197,7 @@ def ensure(corpus_path, spec, path: str) -> dict:
     Returns ``{base spec hash: feature-set attribute}``. With ``auto``, a subsequence kernel whose
     corpus would enumerate more than :data:`MAX_OCCURRENCES` occurrences, or whose feature set's
     build is refused because its vocabulary could not fit in memory
-    (:func:`~gramtile.pipeline.stores.feature_store.too_large`; with ``product`` that is an error),
+    (:func:`~gramtile.pipeline.compute.feature_sets.too_large`; with ``product`` that is an error),
     keeps the pairwise path,
     and so does every kernel when the corpus store cannot be written (the feature set is built
     into it).
@@ -210,12 +210,12 @@ def ensure(corpus_path, spec, path: str) -> dict:
             if occurrences(b, CorpusStore.open(corpus_path).sizes(b.rep_name)) > MAX_OCCURRENCES:
                 continue
         try:
-            out[b.spec_hash] = feature_store.ensure(corpus_path, b, pairwise=True)
+            out[b.spec_hash] = fsets.ensure(corpus_path, b, pairwise=True)
         except FeatureSetTooLargeError as e:
             if path == "product":
                 raise
             log.info(f"gramtile gram: no feature set for {b.kind} ({e}); tiles take the pairwise path")
-        except (OSError, feature_store.FeatureSetWriteError) as e:
+        except (OSError, FeatureSetWriteError) as e:
             if path == "product":
                 raise StoreError(f"--path product: cannot build the feature set of {b.to_json()} into corpus "
                                  f"store {corpus_path} ({e}). Fix: make the store writable once, or use --path "
@@ -264,7 +264,7 @@ def fitting_tile(corpus_path, spec, feature_sets: dict, tile: int, memory: TaskM
     budget = memory.per_task_mb * 1e6
     for b in bases_with_map(spec):
         if b.spec_hash in feature_sets:
-            t = largest_tile(feature_store.load(corpus_path, b), budget, tile)
+            t = largest_tile(fsets.load(corpus_path, b), budget, tile)
             if t is not None:
                 tile = min(tile, t)
     return tile
@@ -288,7 +288,7 @@ def within_memory(corpus_path, spec, feature_sets: dict, tile: int, n_rows: int,
     for b in bases_with_map(spec):
         if b.spec_hash not in feature_sets:
             continue
-        fs = feature_store.load(corpus_path, b)
+        fs = fsets.load(corpus_path, b)
         need_mb = block_bytes(fs, r, c, False) / 1e6
         if need_mb <= memory.per_task_mb:
             keep[b.spec_hash] = feature_sets[b.spec_hash]
@@ -321,10 +321,10 @@ def tile_products(corpus_path: str, spec, path: str, ridx, cidx, X, Y, symmetric
     for b in bases_with_map(spec):
         if bases is not None and b.spec_hash not in bases:
             continue
-        meta = feature_store.info(corpus_path, b)
+        meta = fsets.info(corpus_path, b)
         if meta is None:  # auto left it out (too many occurrences)
             continue
-        fs = feature_store.load(corpus_path, b)
+        fs = fsets.load(corpus_path, b)
         bx = X[b.rep_name]
         by = bx if Y is None else Y[b.rep_name]
         est = estimate(b, fs, len(ridx), len(cidx), symmetric, float(np.mean(bx.sizes())) if bx.n else 0.0,

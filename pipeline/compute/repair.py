@@ -1,4 +1,4 @@
-"""``gramtile verify --repair``: recompute the tiles that :func:`~gramtile.pipeline.stores.gram_store.verify` found bad.
+"""``gramtile verify --repair``: recompute the tiles that :func:`~gramtile.pipeline.stores.gram_verify.verify` found bad.
 
 The store only checks (it never imports the engine); repairing is a compute step: clear the
 done bits of the bad tiles under the store's lock, then run the engine on the store, which
@@ -7,7 +7,8 @@ plans exactly the tiles no longer done.
 from __future__ import annotations
 
 from gramtile.pipeline.compute.engine import run_gram
-from gramtile.pipeline.stores.gram_store import GramStore, VerifyReport, store_lock, verify
+from gramtile.pipeline.stores.gram_store import GramStore, store_lock
+from gramtile.pipeline.stores.gram_verify import VerifyReport, verify
 from gramtile.pipeline.stores.integrity import attr_intact
 from gramtile.pipeline.stores.tiles import Tile
 

@@ -39,7 +39,8 @@ from gramtile.pipeline.compute.product import tile_products
 from gramtile.pipeline.resources.keys import resource_names
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreMismatchError
-from gramtile.pipeline.stores.gram_store import tile_checksum, write_tile
+from gramtile.pipeline.stores.gram_format import tile_checksum
+from gramtile.pipeline.stores.gram_store import write_tile
 from gramtile.pipeline.stores.resource_store import load_for_spec
 from gramtile.pipeline.stores.tiles import Tile
 
@@ -92,7 +93,7 @@ class TileResult:
     seconds: float
     worker: str
     cpu_seconds: float = 0.0
-    #: crc32c of the tile's values (gram_store.tile_checksum), recorded in the store's manifest
+    #: crc32c of the tile's values (gram_format.tile_checksum), recorded in the store's manifest
     crc: int = 0
     #: the path each base kernel with a feature map took, with its cost estimates (for the log)
     paths: list | None = None

@@ -23,7 +23,7 @@ Nothing is copied: the examples are rows ``X[rows]`` of one C-contiguous float64
 place through the index array, so a caller holds one n x d feature array for all its splits and
 classes (:mod:`gramtile.pipeline.learn.nystroem`). Extra memory is O(len(rows) + d) per class.
 Agreement with ``sklearn.svm.LinearSVC(dual=True)`` (same problem, different random order) is
-checked in ``tests/test_dcd.py``: dual objective equal to minus the primal objective of
+checked in ``tests/learn/test_dcd.py``: dual objective equal to minus the primal objective of
 scikit-learn's solution within 1e-6 relative, >= 99.9 % identical decisions.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Linear learning on explicit features (a feature store written by ``gramtile features``).
 
-With rows ``x = phi(x) sqrt(w)`` (``gramtile.pipeline.stores.feature_store.linear_rows``; divided
+With rows ``x = phi(x) sqrt(w)`` (``gramtile.pipeline.compute.feature_sets.linear_rows``; divided
 by their norms for ``normalized`` of a mapped kernel), ``<x, y> = K(x, y)``: a linear SVM on the
 rows learns with the kernel without a Gram matrix. Two solvers (``solver``):
 

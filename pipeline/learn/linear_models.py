@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from gramtile.kernels.maps import weights
 from gramtile.kernels.registry import as_spec
+from gramtile.pipeline.compute.feature_sets import FeatureVocab, map_of
 from gramtile.pipeline.learn.errors import EvaluationError, PredictInputError
 from gramtile.pipeline.learn.models import (
     DAMAGED_FIX,
@@ -54,7 +55,6 @@ from gramtile.pipeline.representations.encode import encode
 from gramtile.pipeline.representations.structures import DepTree, Document
 from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError
-from gramtile.pipeline.stores.feature_store import FeatureVocab, map_of
 from gramtile.pipeline.stores.integrity import (
     MANIFEST,
     check_manifest,

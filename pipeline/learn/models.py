@@ -97,7 +97,8 @@ from gramtile.pipeline.resources.build import ARRAY_NAMES, arrays_of, build_valu
 from gramtile.pipeline.resources.keys import keys_of, resource_reps
 from gramtile.pipeline.stores.corpus_store import CorpusStore
 from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.integrity import (
     MANIFEST,
     check_manifest,

@@ -35,7 +35,9 @@ from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import StoreKernelSource, ViewKernelSource
 from gramtile.pipeline.progress import progress_bar
 from gramtile.pipeline.stores.errors import IncompleteTileError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_view import GramView
 from gramtile.pipeline.stores.storage import absolute
 
 #: How often a Dask task is retried after an error (a worker lost mid-task is rescheduled besides).

@@ -43,7 +43,8 @@ import numpy as np
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.learn.sources import ArrayKernelSource, StoreKernelSource, ViewKernelSource, normalize_inplace
 from gramtile.pipeline.progress import log
-from gramtile.pipeline.stores.gram_store import ComposedView, GramView
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_view import GramView
 from gramtile.pipeline.stores.locks import pid_alive
 from gramtile.pipeline.stores.storage import absolute
 

@@ -13,7 +13,8 @@ import numpy as np
 from gramtile.kernels.composite import normalize_block
 from gramtile.pipeline.learn.errors import EvaluationError
 from gramtile.pipeline.representations.errors import CorpusFormatError
-from gramtile.pipeline.stores.gram_store import GramStore, GramView
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_view import GramView
 
 
 @runtime_checkable
@@ -58,7 +59,7 @@ class ArrayKernelSource:
 
 
 class StoreKernelSource:
-    """A kernel source over a square Gram store (:class:`~gramtile.pipeline.stores.gram_store.GramView`).
+    """A kernel source over a square Gram store (:class:`~gramtile.pipeline.stores.gram_view.GramView`).
 
     Row/column positions are positions in the store's own row selection. ``chunk_reads``
     counts the K chunks read so far.

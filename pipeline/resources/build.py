@@ -3,7 +3,7 @@ tables and the word vectors they are built from.
 
 :func:`build_value` is the one builder of both paths, in-memory examples
 (:func:`gramtile.pipeline.compute.inmemory.add_resources`) and corpus stores
-(:func:`gramtile.pipeline.stores.resource_store.ensure`). :func:`arrays_of` / :func:`value_of`
+(:func:`gramtile.pipeline.stores.resource_builds.ensure`). :func:`arrays_of` / :func:`value_of`
 give a value's arrays for storage and back; :func:`content_hash` hashes them; :func:`map_value`
 re-indexes a value onto another vocabulary (saved models).
 """

@@ -6,5 +6,5 @@ stores and Zarr; :mod:`~gramtile.pipeline.stores.gram_store` takes its constants
 
 #: K's precision in a Gram store
 DTYPES = ("float64", "float32")
-#: the file formats of ``GramStore`` exports (:func:`~gramtile.pipeline.stores.gram_store.export_selection`)
+#: the file formats of ``GramStore`` exports (:func:`~gramtile.pipeline.stores.gram_export.export_selection`)
 EXPORT_FORMATS = ("npy", "libsvm", "svmlight")

@@ -5,7 +5,7 @@ training part: on the 5,483 NUM trees (10 folds, 3 inner folds) that is 40 pairs
 touching every one of the store's 21 stored chunks, i.e. 840 chunk reads of 21 chunks. Zarr v3
 decodes every chunk on its one event-loop thread (the crc32c check runs there, holding the GIL),
 so two learning threads reading at once got 1.14x the speed of one (bench/learn_parallel.py,
-BENCHMARKS.md). With a budget set, readers of :meth:`~gramtile.pipeline.stores.gram_store.GramView.blocks` keep
+BENCHMARKS.md). With a budget set, readers of :meth:`~gramtile.pipeline.stores.gram_view.GramView.blocks` keep
 the chunks they read, checked (finite, manifest checksum) and read-only, in the run's cache
 (:mod:`gramtile.pipeline.cache`, namespace ``chunks``) up to :func:`budget_mb` megabytes, least
 recently used first out. Only stores whose chunks all

@@ -12,7 +12,7 @@ its bytes is refused.
 
 :func:`local_chunk_reader` says whether a store's ``K`` has exactly that layout on a local
 filesystem; anything else (a store at an fsspec URL, another codec chain) is read through Zarr as
-before, so the two readers are interchangeable (``tests/test_chunk_files.py``).
+before, so the two readers are interchangeable (``tests/stores/test_chunk_files.py``).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ Layout::
       features/<kind>-<param hash>/
                            explicit feature sets of kernels with a feature map: the corpus-level
                            feature vocabulary, frequencies and rows per shard
-                           (pipeline/stores/feature_store.py), built by the Gram engine's driver
+                           (pipeline/compute/feature_sets.py), built by the Gram engine's driver
       .lock                held by the one writer (pid and host; at a URL also a token)
 
 A store can be written and read at an fsspec URL (``s3://bucket/c.zarr``,
@@ -94,6 +94,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections import OrderedDict, deque
 from contextlib import nullcontext
 from datetime import datetime, timezone
@@ -110,7 +111,7 @@ from gramtile.pipeline.representations.errors import CorpusFormatError
 from gramtile.pipeline.representations.fields import check_field_names, split_key
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.representations.vocab import Vocabularies
-from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreLockedError, StoreMismatchError
 from gramtile.pipeline.stores.storage import FsspecLocation, check_metadata, location
 
 #: 2: the ``prod`` column of ordered trees holds label-only productions (a node's label and its
@@ -209,6 +210,35 @@ def _writer_store(loc):
     """The writer's Zarr store at a URL (:meth:`~gramtile.pipeline.stores.storage.FsspecLocation.writer_store`);
     None at a path, where Zarr gets the path string as always."""
     return loc.writer_store() if isinstance(loc, FsspecLocation) else None
+
+
+def corpus_group(corpus_path, mode: str = "r"):
+    """The Zarr group of the corpus store at ``corpus_path`` (for the data kept inside it: resources,
+    feature sets), or a StoreError naming the fix when there is none."""
+    loc = location(corpus_path)
+    if not loc.exists("zarr.json"):
+        raise StoreError(f"no corpus store at {loc}. Fix: create it with `gramtile prepare --out {loc}`")
+    return zarr.open_group(loc.zarr_store(), mode=mode)
+
+
+#: How long a driver waits for another process's build of data kept in a corpus store (resources,
+#: feature sets: the corpus store's lock) before failing.
+LOCK_WAIT_SECONDS = 600.0
+
+
+def corpus_lock(corpus_path, wait: float):
+    """Take the corpus store's writer lock (``.lock``) for adding derived data (resources, feature
+    sets), waiting up to ``wait`` seconds for another writer; returns the held lock."""
+
+    lock = location(corpus_path).lock(".lock", f"corpus store {corpus_path}")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return lock.acquire()
+        except StoreLockedError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 class CorpusStore:
@@ -399,6 +429,10 @@ class CorpusStore:
     @property
     def ids(self) -> list:
         return self._strings("ids")
+
+    def ids_between(self, start: int, stop: int) -> list:
+        """The ids of examples ``start`` to ``stop - 1``, read alone (not every id of the store)."""
+        return self._strings("ids", start, stop)
 
     @property
     def labels(self) -> list:

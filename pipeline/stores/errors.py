@@ -25,3 +25,8 @@ class StoreCorruptError(StoreError):
 
 class FeatureSetTooLargeError(StoreError):
     """A feature set whose vocabulary could not fit in the memory available (it is not built)."""
+
+
+class FeatureSetWriteError(StoreError):
+    """The corpus store's storage refused the feature set (full, read-only): the message names the
+    corpus store and its storage, not the command's --out."""

@@ -1,6 +1,6 @@
 """The copy of a stored tile's values into a block of K, as one Numba loop without the GIL.
 
-:meth:`~gramtile.pipeline.stores.gram_store.GramView.block` assembles ``K[rows][:, cols]`` from
+:meth:`~gramtile.pipeline.stores.gram_view.GramView.block` assembles ``K[rows][:, cols]`` from
 the tiles the positions fall in. NumPy's ``out[np.ix_(ri, ci)] = chunk[np.ix_(lr, lc)]`` makes a
 temporary of the gathered values and scatters it again, holding the GIL; on a 3,290 x 3,290 block
 of a 1,000-tile store it was half of the read's time and kept two learning threads from reading

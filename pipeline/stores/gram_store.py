@@ -1,130 +1,44 @@
-"""The Gram store: a Zarr v3 group holding one (possibly partial) Gram matrix and its provenance.
-
-Layout of ``GRAM.zarr/``::
-
-    zarr.json        group attributes "gramtile": provenance (kernel spec JSON and hash, corpus
-                     content hash and path, selections' sha256 and sizes, row/col example ids,
-                     tile size, symmetric flag, gramtile version, created/updated times)
-    K/               float64 (or float32, ``dtype`` in the attributes) (n_rows, n_cols), chunks
-                     (tile, tile), fill NaN,
-                     codecs bytes -> crc32c (every chunk carries its checksum);
-                     dimension_names ("row", "col")
-    diag_rows/       K's dtype (n_rows,), self-kernels of the row examples, chunks (tile,); ("row",)
-    diag_cols/       K's dtype (n_cols,); ("col",)
-    done/            bool (n_tile_rows, n_tile_cols): tile (i, j) is complete; ("tile_row", "tile_col")
-    tile_crc/        uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, recorded
-                     by the driver with its done bit; binds a chunk's content to its position, so
-                     `verify` catches swapped, copied-over or stale chunks (0 = none recorded;
-                     stores made before it have no manifest and are checked by crc32c alone)
-    row_index/       int64 corpus indices of the row examples ("row",); col_index/ likewise ("col",)
-    log/             an empty uint8 array ("log_byte",) whose directory holds the run log
-                     log/records.jsonl: one JSON line per computed tile and per run start/end
-                     (inside an array's directory, where Zarr never lists; stores written
-                     before it kept log.jsonl at the top, which Zarr warns about on every
-                     listing; both are read)
-    gramtile.lock    present while a run writes (pid, host, time)
-
-``dtype`` (attributes; absent = ``"float64"``, the stores made before it): ``"float32"`` stores
-K and the diagonals in single precision (half the disk, memory and reads). Tiles are computed in
-float64 and rounded once, in the task, before the tile is written and its checksum taken, so the
-checksum binds the stored float32 values. Blocks read from a float32 store are float32; a
-composite (:class:`ComposedView`) refuses stores of different dtypes.
-
-A **landmark store** (``gramtile gram --landmarks M``) is a rectangular store whose columns are
-M landmark examples drawn from its rows (:mod:`gramtile.pipeline.stores.landmarks`); its
-``landmarks`` attribute records how they were drawn and their positions among the rows, and
-``diag_cols`` holds their self-kernels (for normalisation).
-
-Rules (uniform, relied on by every reader):
-
-- **Symmetric matrices store the upper tile triangle only.** The task computing tile (i, j),
-  i <= j, writes chunk (i, j); chunk (j, i) is never written (it stays NaN on disk) and both done
-  bits are set. Every reader goes through :class:`GramView`, which serves a block below the
-  diagonal by reading chunk (j, i) and transposing it. (Format 1 stores also hold the mirrored
-  chunks; format 2 stopped writing them: half the bytes written and stored, and half the
-  checksum work, for the price of a transpose on read. Both formats read identically.)
-- **Write order.** Metadata first (attributes, then arrays); a task writes its whole tile; only
-  then the driver writes the tile's diagonal chunks and its done bit(s). A tile
-  whose done bit is unset is recomputed on resume, so a crash at any point loses no finished
-  tile and never exposes a partial one.
-- **One writer per chunk.** ``K`` chunks are written by the task owning the tile; ``done``
-  and the diagonals only by the driver, which holds ``gramtile.lock``.
-
-The lock is an exclusive ``flock`` on ``gramtile.lock`` (local filesystems,
-:class:`~gramtile.pipeline.stores.locks.StoreLock`): released by the kernel when its holder dies,
-so a killed run's lock never blocks the rerun.
-
-A store may also live at an fsspec URL (``file://``, ``s3://``, ``memory://``, ...): every byte
-then goes through :mod:`gramtile.pipeline.stores.storage` (Zarr's ``FsspecStore``, a lock object
-:class:`~gramtile.pipeline.stores.locks.UrlLock`, and on object stores, which cannot append, one log
-object per run ``log/records/<run>.jsonl`` instead of ``log/records.jsonl``; :meth:`GramStore.read_log` merges them).
+"""The Gram store: one (possibly partial) Gram matrix in a Zarr v3 group, its provenance, its
+writer lock and the worker-side tile write; the on-disk layout and its rules are
+:mod:`gramtile.pipeline.stores.gram_format`.
 """
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
-import crc32c
 import numpy as np
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec
 
-from gramtile.kernels.composite import normalize_block
 from gramtile.kernels.registry import spec_from_dict
-from gramtile.pipeline import optional
 from gramtile.pipeline.cache import current
-from gramtile.pipeline.readers.base import tsv_field
-from gramtile.pipeline.stores.choices import DTYPES, EXPORT_FORMATS
-from gramtile.pipeline.stores.chunk_cache import chunk_cache, chunk_key
-from gramtile.pipeline.stores.chunk_files import chunk_file_bytes, local_chunk_reader, read_chunk
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.errors import IncompleteTileError, StoreCorruptError, StoreError, StoreMismatchError
-from gramtile.pipeline.stores.gather import gather, gather_scaled
+from gramtile.pipeline.stores.errors import StoreCorruptError, StoreError, StoreMismatchError
+from gramtile.pipeline.stores.gram_format import (
+    DIMS,
+    DONE_CHUNK,
+    FORMAT_VERSION,
+    LEGACY_LOG_NAME,
+    LOCK_NAME,
+    LOG_NAME,
+    TILE_CRC,
+    check_dtype,
+    selection_hash,
+    tile_checksum,
+)
+from gramtile.pipeline.stores.gram_view import GramView
 from gramtile.pipeline.stores.integrity import attr_intact, sealed
 from gramtile.pipeline.stores.storage import check_metadata, jsonl_log, location, read_jsonl_log
 from gramtile.pipeline.stores.tiles import Tile, TileGrid
 
-FORMAT_VERSION = 2  # 2: symmetric stores no longer write the mirrored chunks (see above)
-LOCK_NAME = "gramtile.lock"
-LOG_NAME = "log/records.jsonl"
-LEGACY_LOG_NAME = "log.jsonl"  # stores written before the log moved under log/
-#: the dtypes a Gram store may hold K in
-#: uint32 (n_tile_rows, n_tile_cols): crc32c of each done tile's values, bound to its position
-TILE_CRC = "tile_crc"
-DIMS = {"K": ("row", "col"), "diag_rows": ("row",), "diag_cols": ("col",), "done": ("tile_row", "tile_col"),
-        "row_index": ("row",), "col_index": ("col",), "log": ("log_byte",), TILE_CRC: ("tile_row", "tile_col")}
-_DONE_CHUNK = 256
-
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def selection_hash(idx: np.ndarray) -> str:
-    """sha256 of a selection's int64 little-endian bytes."""
-    return hashlib.sha256(np.ascontiguousarray(idx, dtype="<i8").tobytes()).hexdigest()
-
-
-def tile_checksum(block) -> int:
-    """crc32c of a tile's values as float64 in C order, as recorded in the store's ``tile_crc``
-    manifest when the tile is computed (never 0: 0 marks "nothing recorded"). A float32 tile
-    is checked on its float32 values (widened exactly to float64)."""
-    return int(crc32c.crc32c(np.ascontiguousarray(block, dtype=np.float64))) or 1  # its buffer, not a bytes copy
-
-
-def check_dtype(dtype) -> str:
-    """The dtype name of a Gram store (``"float64"`` or ``"float32"``), or a StoreError naming the fix."""
-    name = "float64" if dtype is None else np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    if name not in DTYPES:
-        raise StoreError(f"--dtype {dtype!r}: a Gram store holds float64 or float32; pass --dtype float64 "
-                         f"(the default) or --dtype float32")
-    return name
 
 
 def _crc_array(group, name, shape, chunks, dtype, fill):
@@ -137,10 +51,11 @@ def _new_done(group, gshape):
     """A new done mask with every chunk written (all False). Zarr leaves a chunk equal to the fill
     value unwritten, so a mask whose first tile was being marked when the process died would have
     no chunk file beside a manifest that holds the tile: indistinguishable from a lost file, which
-    :func:`verify` reports. Written out, a missing chunk file always means a lost one."""
-    done = _crc_array(group, "done", gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)), "bool",
+    :func:`~gramtile.pipeline.stores.gram_verify.verify` reports. Written out, a missing chunk file always means a lost one."""
+    done = _crc_array(group, "done", gshape, (min(gshape[0], DONE_CHUNK), min(gshape[1], DONE_CHUNK)), "bool",
                       False).with_config({"write_empty_chunks": True})
     done[...] = np.zeros(gshape, dtype=bool)
+
 
 
 # ---- lock ----------------------------------------------------------------------------------
@@ -162,7 +77,7 @@ def store_lock(path):
 # ---- the store -----------------------------------------------------------------------------
 
 class GramStore:
-    """A Gram store on disk or at an fsspec URL (see module docstring).
+    """A Gram store on disk or at an fsspec URL (its layout: :mod:`gramtile.pipeline.stores.gram_format`).
 
     Open with :meth:`open` or :meth:`create_or_open`. ``path`` is a :class:`Path` for a local
     store and the URL string for a store at a URL; ``loc`` is its storage location.
@@ -192,7 +107,7 @@ class GramStore:
         self.tile_crc = g[TILE_CRC] if self.loc.exists(f"{TILE_CRC}/zarr.json") else None
 
     def _new_manifest(self, gshape):
-        _crc_array(self.group, TILE_CRC, gshape, (min(gshape[0], _DONE_CHUNK), min(gshape[1], _DONE_CHUNK)),
+        _crc_array(self.group, TILE_CRC, gshape, (min(gshape[0], DONE_CHUNK), min(gshape[1], DONE_CHUNK)),
                    "uint32", 0)
         self.__dict__.pop("_crc_mem", None)
 
@@ -203,7 +118,7 @@ class GramStore:
 
         ``check`` (the default) refuses attributes that do not match their recorded sha256 and,
         for reading, a landmark store whose columns are not its rows at the recorded positions
-        (:class:`StoreCorruptError`); :func:`verify` opens without it and reports them."""
+        (:class:`StoreCorruptError`); :func:`~gramtile.pipeline.stores.gram_verify.verify` opens without it and reports them."""
         loc = location(path)
         p = loc.path
         check_metadata(loc, "Gram store", f"its description is lost; delete {p} and rerun the `gramtile gram` "
@@ -241,7 +156,7 @@ class GramStore:
         """Create a store, or reopen one created for exactly this kernel, corpus and selection.
 
         ``resources`` maps the corpus-resource groups the kernel reads to their content hashes
-        (:func:`gramtile.pipeline.stores.resource_store.ensure_for_spec`, called by the engine
+        (:func:`gramtile.pipeline.stores.resource_builds.ensure_for_spec`, called by the engine
         before the store is opened); they join the provenance, so a store reopened after a
         resource changed is a mismatch. ``dtype`` (``"float64"`` or ``"float32"``) is K's and the
         diagonals'; ``landmarks`` (:func:`gramtile.pipeline.stores.landmarks.landmark_meta`) marks
@@ -716,648 +631,3 @@ def write_tile(store_path, t: Tile, block: np.ndarray, tile: int, symmetric: boo
     if symmetric and t.i > t.j:
         raise StoreError(f"tile {tuple(t)} is below the diagonal of a symmetric store; only tiles i <= j are written")
     K[r0:r1, c0:c1] = block
-
-
-# ---- reading -------------------------------------------------------------------------------
-
-def _positions(sel, n: int, what: str) -> np.ndarray:
-    if sel is None:
-        return np.arange(n, dtype=np.int64)
-    if isinstance(sel, slice):
-        return np.arange(n, dtype=np.int64)[sel]
-    arr = np.asarray(sel, dtype=np.int64).reshape(-1)
-    if arr.size and (arr.min() < 0 or arr.max() >= n):
-        bad = arr[(arr < 0) | (arr >= n)][0]
-        raise StoreError(f"{what} position {int(bad)} is outside the stored matrix ({n} {what}s); "
-                         f"positions index the store's own row/column selection, 0..{n - 1}")
-    return arr
-
-
-class GramView:
-    """Lazy reader of a Gram store: :meth:`block` reads only the chunks it needs.
-
-    ``chunk_reads`` counts chunks of K read so far (tests assert laziness with it).
-    """
-
-    def __init__(self, store: GramStore):
-        self.store = store
-        self.chunk_reads = 0
-        self._done = store.done_mask()
-
-    @property
-    def shape(self):
-        return self.store.shape
-
-    def _read_chunk(self, a: int, b: int) -> np.ndarray:
-        """Tile (a, b) of K; below the diagonal of a symmetric store, tile (b, a) transposed (read
-        from the store, not the chunk cache: the callers stream every chunk once)."""
-        if self.store.symmetric and a > b:
-            return self._stored_chunk(b, a).T
-        return self._stored_chunk(a, b)
-
-    def _chunk_cache(self):
-        """This process's chunk cache (:mod:`.chunk_cache`) if it serves this store, else None. Only a
-        store whose stored chunks all fit the cache is cached: learners sweep every chunk of a
-        training part in turn, and an LRU smaller than the sweep would evict each chunk before its
-        next use, holding memory for no hit."""
-        cache = chunk_cache()
-        return cache if cache is not None and self._stored_bytes() <= cache.limit else None
-
-    def _cached_chunk(self, cache, a: int, b: int) -> np.ndarray:
-        """:meth:`_stored_chunk` through ``cache`` (from :meth:`_chunk_cache`; None: read), read-only."""
-        key = chunk_key(self.store, a, b) if cache is not None else None
-        if key is None:
-            return self._stored_chunk(a, b)
-        got = cache.get(key)
-        if got is None:
-            return cache.put(key, self._stored_chunk(a, b))
-        self.chunk_reads += 1  # counts the chunks blocks touch, read or found in the cache
-        return got
-
-    def _stored_bytes(self) -> int:
-        """Bytes of every chunk the store holds (tiles above the diagonal of a symmetric store, at
-        most full tiles)."""
-        nr, nc = self.shape
-        t = self.store.tile
-        ti, tj = -(-nr // t), -(-nc // t)
-        tiles = ti * (ti + 1) // 2 if self.store.symmetric else ti * tj
-        return int(tiles * t * t * np.dtype(self.store.dtype).itemsize)
-
-    def _stored_chunk(self, a: int, b: int, scratch: np.ndarray | None = None, padded: bool = False) -> np.ndarray:
-        """The chunk stored for tile (a, b) (a <= b in a symmetric store), checked: finite values,
-        and the checksum recorded when the tile was computed. ``scratch``: memory a local store's
-        chunk file may be read into (:func:`~.chunk_files.read_chunk`; the result is then a view of
-        it, valid until the next read into it). ``padded``: an edge tile's chunk may come whole
-        (tile x tile, C-contiguous; only its part inside the matrix is checked and meaningful)."""
-        r0, r1, c0, c1 = self.store.spans(Tile(a, b))
-        self.chunk_reads += 1
-        direct = self.__dict__.get("_direct")
-        if direct is None:
-            direct = self._direct = local_chunk_reader(self.store)
-        if direct:  # the chunk file itself, GIL-free (chunk_files.py); a missing one is refused there
-            got = read_chunk(self.store, a, b, (r1 - r0, c1 - c0), scratch, padded)
-        else:
-            try:
-                got = np.asarray(self.store.K[r0:r1, c0:c1])
-            except Exception as e:  # noqa: BLE001  (zarr reports checksum failures as ValueError and others)
-                raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} cannot be read ({e}); run "
-                                        f"`gramtile verify {self.store.path} --repair`") from None
-        v = got[:r1 - r0, :c1 - c0]  # the part inside the matrix (all of it unless padded)
-        # every reader (blocks, export, learners) refuses values a done tile cannot hold and chunks
-        # that are not the ones recorded for this position (swapped, copied over, stale)
-        if not np.isfinite(v).all():
-            raise StoreCorruptError(f"tile {(a, b)} of {self.store.path} holds NaN or infinite values (a chunk "
-                                    f"missing or damaged); run `gramtile verify {self.store.path} --repair`")
-        crc = self._manifest_entry(a, b)
-        if crc and tile_checksum(v) != crc:
-            raise StoreCorruptError(f"chunk of tile {(a, b)} in {self.store.path} does not match the checksum recorded "
-                                    f"when the tile was computed (swapped or stale); run "
-                                    f"`gramtile verify {self.store.path} --repair`")
-        return got
-
-    def _manifest_entry(self, a: int, b: int) -> int:
-        """The recorded checksum of tile (a, b) (0: none recorded, or a store without a manifest)."""
-        m = self.__dict__.get("_manifest")
-        if m is None:
-            arr = self.store.tile_crc
-            try:
-                m = np.zeros((0, 0), dtype=np.uint32) if arr is None else np.asarray(arr[...], dtype=np.uint32)
-            except Exception:  # noqa: BLE001
-                raise StoreCorruptError(f"the tile checksum manifest of {self.store.path} ({TILE_CRC}) is damaged; run "
-                                        f"`gramtile verify {self.store.path} --repair`") from None
-            self._manifest = m
-        return int(m[a, b]) if a < m.shape[0] and b < m.shape[1] else 0
-
-    def __getitem__(self, key):
-        """``view[rows, cols]`` (or ``view[rows]`` for every column): :meth:`block`, unnormalised."""
-        rows, cols = key if isinstance(key, tuple) else (key, None)
-        return self.block(rows, cols)
-
-    def diag(self, rows=None, cols=None) -> tuple:
-        """(diag over the row positions, diag over the column positions)."""
-        nr, nc = self.shape
-        r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
-        return self._diag("diag_rows")[r], self._diag("diag_cols")[c]
-
-    def _diag(self, name: str) -> np.ndarray:
-        try:
-            return np.asarray(getattr(self.store, name)[...])
-        except Exception as e:  # noqa: BLE001  (a chunk failing its crc32c, truncated, ...)
-            raise StoreCorruptError(f"{self.store.path}/{name} cannot be read ({type(e).__name__}: {e}); run "
-                                    f"`gramtile verify {self.store.path} --repair`") from None
-
-    def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
-        """``K[rows][:, cols]`` as a dense array of the store's dtype (float64, or float32).
-
-        Parameters
-        ----------
-        rows, cols : None (all), slice, or integer positions into the store's row/column selection
-        normalized : bool
-            Divide by sqrt(K(x,x) K(y,y)) (0 where either self-kernel is 0).
-
-        Returns
-        -------
-        ndarray, shape (len(rows), len(cols))
-
-        Raises
-        ------
-        IncompleteTileError
-            A needed tile is not marked done.
-        """
-        return self.blocks([(rows, cols)], normalized)[0]
-
-    def blocks(self, pairs, normalized: bool = False, out=None) -> list:
-        """``[self.block(rows, cols, normalized) for rows, cols in pairs]``, reading each stored chunk
-        once for all of them (a fit's K(train, train) and K(test, train) touch the same chunks), one
-        chunk in memory at a time beside the blocks (chunks come through this process's chunk cache,
-        :mod:`~gramtile.pipeline.stores.chunk_cache`). ``out``: arrays to fill, one per pair (C order,
-        the store's dtype and the block's shape; any other entry, or None, is allocated)."""
-        nr, nc = self.shape
-        t = self.store.tile
-        plans, parts = [], {}
-        for k, (rows, cols) in enumerate(pairs):
-            r, c = _positions(rows, nr, "row"), _positions(cols, nc, "column")
-            ti, tj = r // t, c // t
-            rsel = {int(a): np.nonzero(ti == a)[0] for a in np.unique(ti)}
-            csel = {int(b): np.nonzero(tj == b)[0] for b in np.unique(tj)}
-            for a in rsel:
-                for b in csel:
-                    if not self._done[a, b]:
-                        d, tot = self.store.tiles_done()
-                        raise IncompleteTileError(
-                            f"tile {(a, b)} of {self.store.path} is not computed yet ({d} of {tot} tiles "
-                            f"done); finish it by rerunning the same `gramtile gram` command")
-                    # in a symmetric store, tiles (a, b) and (b, a) come from the one chunk above the diagonal
-                    key = (min(a, b), max(a, b)) if self.store.symmetric else (a, b)
-                    parts.setdefault(key, []).append((k, a, b))
-            buf = out[k] if out is not None else None
-            if not (isinstance(buf, np.ndarray) and buf.shape == (r.size, c.size) and buf.dtype == self.store.dtype
-                    and buf.flags.c_contiguous and buf.flags.writeable):
-                buf = np.empty((r.size, c.size), dtype=self.store.dtype)
-            plans.append((r, c, rsel, csel, buf))
-        scales = [self._scales(r, c) if normalized else None for r, c, *_ in plans]
-        cache = self._chunk_cache()
-        # without the cache each chunk is used only until the next one is read: one buffer serves them all
-        scratch = np.empty(chunk_file_bytes(self.store), dtype=np.uint8) if cache is None and parts else None
-        for (sa, sb), need in parts.items():
-            chunk = self._stored_chunk(sa, sb, scratch, padded=True) if cache is None else self._cached_chunk(cache, sa, sb)
-            for k, a, b in need:
-                r, c, rsel, csel, buf = plans[k]
-                ri, ci = rsel[a], csel[b]
-                if scales[k] is None:
-                    gather(buf, chunk, ri, ci, r[ri] - a * t, c[ci] - b * t, (a, b) != (sa, sb))
-                else:
-                    gather_scaled(buf, chunk, ri, ci, r[ri] - a * t, c[ci] - b * t, (a, b) != (sa, sb),
-                                  scales[k][0], scales[k][1])
-        got = []
-        for (_, _, _, _, buf), sc in zip(plans, scales):
-            if sc is not None:  # normalize_block's zeros: a row or column whose self-kernel is not positive
-                buf[sc[2], :] = 0.0
-                buf[:, sc[3]] = 0.0
-            got.append(buf)
-        return got
-
-    def _scales(self, r, c):
-        """(sqrt of the row self-kernels, of the column ones, rows and columns whose self-kernel is not
-        positive) for normalising the block of rows ``r`` and columns ``c``, as normalize_block does."""
-        dr, dc = self.diag(r, c)
-        dr, dc = np.asarray(dr, dtype=np.float64), np.asarray(dc, dtype=np.float64)
-        if not (np.isfinite(dr).all() and np.isfinite(dc).all()):
-            normalize_block(np.empty((0, 0)), dr, dc)  # raises its error, which names the repair
-        return np.sqrt(np.where(dr > 0, dr, 1.0)), np.sqrt(np.where(dc > 0, dc, 1.0)), dr <= 0, dc <= 0
-
-    # -- interop: numpy, dask, xarray ------------------------------------------------------
-    def _require_complete(self, what: str):
-        done, total = self.store.tiles_done()
-        if done != total:
-            raise IncompleteTileError(
-                f"{self.store.path} is incomplete ({done} of {total} tiles done); finish it by rerunning the "
-                f"same `gramtile gram` command before {what}")
-
-    def to_numpy(self, normalized: bool = False) -> np.ndarray:
-        """The whole matrix (both triangles of a symmetric store) as a dense array of the store's dtype."""
-        self._require_complete("reading the whole matrix")
-        return self.block(normalized=normalized)
-
-    def __array__(self, dtype=None, copy=None):
-        """``np.asarray(view)``: :meth:`to_numpy` (never a 0-d object array)."""
-        out = self.to_numpy()
-        return out if dtype is None else out.astype(dtype, copy=False)
-
-    def tile_block(self, a: int, b: int, normalized: bool = False) -> np.ndarray:
-        """Tile (a, b) as an array (below the diagonal of a symmetric store: tile (b, a) transposed),
-        normalised with the same arithmetic as :meth:`export`."""
-        blk = self._read_chunk(int(a), int(b))
-        if normalized:
-            t = self.store.tile
-            nr, nc = self.shape
-            dr, dc = self.diag(slice(a * t, min((a + 1) * t, nr)), slice(b * t, min((b + 1) * t, nc)))
-            blk = normalize_block(blk, dr, dc)
-        return blk
-
-    def to_dask(self, normalized: bool = False):
-        """A dask array of the whole matrix, one chunk per tile, read lazily.
-
-        Unlike ``dask.array.from_zarr(store, "K")`` (which shows the NaN of the never-written
-        lower tile triangle of a symmetric store), each chunk below the diagonal is the stored
-        chunk above it, transposed. Refuses an incomplete store.
-        """
-        da = optional.dask_array()
-        dask = optional.load("dask")
-        self._require_complete("reading it as a dask array")
-        nr, nc = self.shape
-        t = self.store.tile
-        rows = []
-        for a in range(-(-nr // t)):
-            h = min((a + 1) * t, nr) - a * t
-            row = []
-            for b in range(-(-nc // t)):
-                w = min((b + 1) * t, nc) - b * t
-                d = dask.delayed(self.tile_block, pure=True)(a, b, normalized,
-                                                             dask_key_name=f"gramtile-{self.store.meta['uid']}-"
-                                                                           f"{int(normalized)}-{a}-{b}")
-                row.append(da.from_delayed(d, shape=(h, w), dtype=np.dtype(self.store.dtype)))
-            rows.append(row)
-        return da.block(rows)
-
-    def to_xarray(self, normalized: bool = False, lazy: bool = True, labels: bool | None = None):
-        """An ``xarray.DataArray`` of the matrix with dimensions ("row", "col").
-
-        Coordinates: ``row_id`` / ``col_id`` (example ids), ``row_index`` / ``col_index``
-        (corpus positions) and ``row_label`` / ``col_label`` (labels, plain strings, from the
-        corpus store). ``lazy`` wraps :meth:`to_dask`, else :meth:`to_numpy`. ``labels=None``
-        adds the labels when the corpus store can be opened, ``True`` requires them.
-        """
-        xr = optional.xarray()
-        data = self.to_dask(normalized) if lazy else self.to_numpy(normalized)
-        st = self.store
-        coords = {"row_id": ("row", np.array(st.ids("row"), dtype=str)),
-                  "col_id": ("col", np.array(st.ids("col"), dtype=str)),
-                  "row_index": ("row", st.rows()),
-                  "col_index": ("col", st.rows() if st.symmetric else st.cols())}
-        if labels is not False:
-            try:
-                coords["row_label"] = ("row", np.array([str(x) for x in st.labels("row")], dtype=str))
-                coords["col_label"] = ("col", np.array([str(x) for x in st.labels("col")], dtype=str))
-            except StoreError:
-                if labels:
-                    raise
-        return xr.DataArray(data, dims=("row", "col"), coords=coords, name="K",
-                            attrs={"kernel": st.meta["kernel_json"], "kernel_hash": st.kernel_hash,
-                                   "normalized": int(bool(normalized)), "store": str(st.path)})
-
-    def export(self, out_npy, normalized: bool = False):
-        """Write the full matrix to ``out_npy`` (.npy), tile by tile; refuses an incomplete store."""
-        self._require_complete("exporting")
-        nr, nc = self.shape
-        t = self.store.tile
-        out = Path(out_npy)
-        tmp = out.with_name(out.name + ".partial")  # the output appears only when complete
-        try:
-            dr, dc = self.diag() if normalized else (None, None)
-            with open(tmp, "wb") as f:  # written in order, no memory map: a full disk is an OSError here
-                write_npy_header(f, self.store.dtype, (nr, nc))
-                for a in range(-(-nr // t)):
-                    r0, r1 = a * t, min((a + 1) * t, nr)
-                    band = np.empty((r1 - r0, nc), dtype=self.store.dtype)
-                    for b in range(-(-nc // t)):
-                        c0, c1 = b * t, min((b + 1) * t, nc)
-                        blk = self._read_chunk(a, b)
-                        if normalized:
-                            blk = normalize_block(blk, dr[r0:r1], dc[c0:c1])
-                        band[:, c0:c1] = blk
-                    f.write(memoryview(band).cast("B"))
-            tmp.replace(out)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        return out
-
-
-def write_npy_header(f, dtype, shape):
-    """The .npy header of a C-order array of ``dtype`` and ``shape`` (its values follow in order)."""
-    np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype).newbyteorder("<")),
-                                             "fortran_order": False, "shape": tuple(int(x) for x in shape)})
-
-
-def export(store, out_npy, normalized: bool = False):
-    """Write a complete store's K (optionally normalized) to ``out_npy``; see :meth:`GramView.export`."""
-    st = store if isinstance(store, GramStore) else GramStore.open(store)
-    return st.view().export(out_npy, normalized=normalized)
-
-
-def numeric_labels(labels) -> tuple:
-    """LIBSVM labels are numbers: (codes, mapping). Labels that all read as numbers are kept
-    (mapping None); otherwise label ``sorted(set(labels))[k]`` is written as ``k``."""
-    try:
-        vals = [float(str(y)) for y in labels]
-        if all(np.isfinite(vals)):
-            return [str(y).strip() for y in labels], None
-    except ValueError:
-        pass
-    classes = sorted({str(y) for y in labels})
-    code = {c: k for k, c in enumerate(classes)}
-    return [str(code[str(y)]) for y in labels], classes
-
-
-def export_selection(store, out, fmt: str = "npy", rows=None, cols=None, normalized: bool = False,
-                     labels=None) -> list:
-    """Write ``K[rows][:, cols]`` of a store in one of :data:`EXPORT_FORMATS`, plus the ids and labels beside it.
-
-    - ``npy``: a .npy of shape (len(rows), len(cols)) in the store's dtype (float64 or float32);
-    - ``libsvm``: LIBSVM's precomputed-kernel format (``svm-train -t 4``), one line per row
-      ``label 0:i 1:K(r,c_1) ... m:K(r,c_m)`` with ``i`` the row's 1-based serial number in the
-      row selection (LIBSVM needs it equal to the training example's number when rows are the
-      training columns; for test rows it is ignored); every value is written, zeros included;
-    - ``svmlight``: the same rows without the ``0:i`` serial, features 1..m, so
-      ``sklearn.datasets.load_svmlight_file(f)[0]`` is exactly K[rows][:, cols] (for
-      ``SVC(kernel="precomputed")``).
-
-    Values are written with 17 significant digits (they read back bitwise; a float32 store's
-    values read back as the same float32 numbers, widened). Beside ``out``:
-    ``OUT.rows.tsv`` (position in the store, corpus index, id, label) and, when the columns
-    differ from the rows, ``OUT.cols.tsv``; with text labels in a text format also
-    ``OUT.classes.tsv`` (number written -> label). ``rows``/``cols`` are positions in the
-    store's own row/column selection (None: all). Returns the paths written.
-
-    Raises
-    ------
-    StoreError
-        Unknown format; labels unavailable for a text format.
-    IncompleteTileError
-        A needed tile is not computed.
-    """
-    if fmt not in EXPORT_FORMATS:
-        raise StoreError(f"export format {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
-    st = store if isinstance(store, GramStore) else GramStore.open(store)
-    v = st.view()
-    nr, nc = st.shape
-    r = _positions(rows, nr, "row")
-    same = cols is None and st.symmetric and rows is not None
-    c = r if same else _positions(cols, nc, "column")
-    out = Path(out)
-    if labels is None:
-        try:
-            all_labels = st.labels("row")
-        except StoreError as e:
-            if fmt != "npy":
-                raise StoreError(f"the {fmt} format needs one label per row: {e}") from None
-            all_labels = None
-        row_labels = None if all_labels is None else [all_labels[i] for i in r]
-    else:
-        labels = list(labels)
-        if len(labels) != nr:
-            raise StoreError(f"{len(labels)} labels given for a store of {nr} rows; give one per row, in row order")
-        row_labels = [labels[i] for i in r]
-    ids_r = st.ids("row")
-    written = []
-    tmp = out.with_name(out.name + ".partial")
-    try:
-        t = st.tile
-        if fmt == "npy":
-            with open(tmp, "wb") as f:  # written in order, no memory map: a full disk is an OSError here
-                write_npy_header(f, st.dtype, (r.size, c.size))
-                for k in range(0, r.size, t):
-                    blk = np.ascontiguousarray(v.block(r[k:k + t], c, normalized=normalized), dtype=st.dtype)
-                    f.write(memoryview(blk).cast("B"))
-        else:
-            codes, classes = numeric_labels(row_labels)
-            first = 1 if fmt == "libsvm" else 0
-            with open(tmp, "w", encoding="ascii") as f:
-                for k in range(0, r.size, t):
-                    blk = v.block(r[k:k + t], c, normalized=normalized)
-                    for i, row in enumerate(blk):
-                        head = f"{codes[k + i]} 0:{k + i + 1} " if first else f"{codes[k + i]} "
-                        f.write(head + " ".join(f"{j}:{x:.17g}" for j, x in enumerate(row, 1)) + "\n")
-            if classes is not None:
-                cl = out.with_name(out.name + ".classes.tsv")
-                cl.write_text("code\tlabel\n" + "".join(f"{k}\t{tsv_field(lab)}\n" for k, lab in enumerate(classes)),
-                              encoding="utf-8")
-                written.append(cl)
-        tmp.replace(out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    written.insert(0, out)
-    idx_r = st.rows()
-    side = out.with_name(out.name + ".rows.tsv")
-    side.write_text("position\tcorpus_index\tid\tlabel\n" + "".join(
-        f"{p}\t{idx_r[p]}\t{tsv_field(ids_r[p])}\t{'' if row_labels is None else tsv_field(row_labels[k])}\n"
-        for k, p in enumerate(r)),
-        encoding="utf-8")
-    written.append(side)
-    if not (same or (cols is None and rows is None and st.symmetric)):
-        ids_c, idx_c = st.ids("col"), (st.rows() if st.symmetric else st.cols())
-        side = out.with_name(out.name + ".cols.tsv")
-        side.write_text("position\tcorpus_index\tid\n" + "".join(
-            f"{p}\t{idx_c[p]}\t{tsv_field(ids_c[p])}\n" for p in c), encoding="utf-8")
-        written.append(side)
-    return written
-
-
-class ComposedView:
-    """A composite kernel read from stored base matrices, without recomputing any pair.
-
-    Parameters
-    ----------
-    spec : KernelSpec
-        The composite (or base) spec.
-    stores : mapping base spec_hash -> GramStore, or a sequence of GramStores / paths / URLs
-        One store per distinct base spec of ``spec``, all over the same corpus and selections.
-        A sequence is matched to the base kernels by each store's kernel hash (extra stores
-        are ignored).
-
-    Raises
-    ------
-    StoreMismatchError
-        A base kernel has no store among those given (the message lists what each holds), the
-        stores cover different corpora or selections, or they hold different dtypes (a float32
-        store mixed with a float64 one: the composite would silently be float32-accurate).
-    """
-
-    def __init__(self, spec, stores):
-        self.spec = spec
-        bases = spec.base_specs()
-        if not isinstance(stores, dict):
-            given = [st if isinstance(st, GramStore) else GramStore.open(st) for st in stores]
-            stores = {st.kernel_hash: st for st in given}
-        missing = [b for b in bases if b.spec_hash not in stores]
-        if missing:
-            held = "; ".join(f"{st.path} holds {st.meta['kernel_json']} (hash {h[:12]})"
-                             for h, st in stores.items()) or "no store was given"
-            raise StoreMismatchError(
-                f"no stored Gram matrix for base kernel {missing[0].to_json()} (hash {missing[0].spec_hash[:12]}) "
-                f"among the stores given ({held}); pass its store too, or compute it with "
-                f"`gramtile gram --kernel '{missing[0].to_json()}'`")
-        self.views = {}
-        ref = None
-        for b in bases:
-            st = stores[b.spec_hash]
-            if st.kernel_hash != b.spec_hash:
-                raise StoreMismatchError(f"store {st.path} holds kernel hash {st.kernel_hash}, "
-                                         f"not {b.spec_hash} ({b.to_json()}); pass the right store for it")
-            key = (st.corpus_hash, st.meta["rows_sha256"], st.meta["cols_sha256"])
-            if ref is None:
-                ref = (key, st.path)
-            elif key != ref[0]:
-                raise StoreMismatchError(f"stores {ref[1]} and {st.path} cover different corpora or selections "
-                                         f"(corpus hashes {ref[0][0]} vs {key[0]}); compute both over the same "
-                                         f"--corpus/--rows/--cols")
-            self.views[b.spec_hash] = GramView(st)
-        dtypes = {v.store.dtype: v.store.path for v in self.views.values()}
-        if len(dtypes) > 1:
-            raise StoreMismatchError(
-                f"a composite kernel mixes Gram stores of different dtypes ({dtypes['float32']} holds float32, "
-                f"{dtypes['float64']} float64); recompute {dtypes['float32']} with --dtype float64 (or "
-                f"{dtypes['float64']} with --dtype float32) so every base kernel has the same precision")
-        self.dtype = next(iter(dtypes), "float64")
-
-    @property
-    def shape(self):
-        return next(iter(self.views.values())).shape
-
-    @property
-    def chunk_reads(self) -> int:
-        return sum(v.chunk_reads for v in self.views.values())
-
-    def block(self, rows=None, cols=None, normalized: bool = False) -> np.ndarray:
-        base = {}
-        for h, v in self.views.items():
-            dr, dc = v.diag(rows, cols)
-            base[h] = (v.block(rows, cols), dr, dc)
-        K, dr, dc = self.spec.combine(base)
-        K = np.asarray(K, dtype=self.dtype)
-        return (normalize_block(K, dr, dc) if normalized else K).astype(self.dtype, copy=False)
-
-
-# ---- verification --------------------------------------------------------------------------
-
-@dataclass
-class VerifyReport:
-    """Result of :func:`verify`: tiles checked and the bad ones with reasons."""
-
-    path: str
-    checked: int = 0
-    bad: list = field(default_factory=list)  # [(Tile, reason)]
-    repaired: list = field(default_factory=list)
-    #: the reason when the done mask itself is damaged (no tile could be checked), else None
-    done_damaged: str | None = None
-    #: tiles kept when a damaged done mask was rebuilt (repair)
-    rebuilt: list | None = None
-    #: what is inconsistent in the store's metadata (sizes, selections, tile), else None
-    metadata: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing was found, or everything found was repaired."""
-        if self.metadata or (self.done_damaged and self.rebuilt is None):
-            return False
-        return not self.bad
-
-
-def metadata_problem(st: GramStore) -> str | None:
-    """What contradicts itself in a store's metadata (recorded sizes, selection hashes, tile size,
-    array shapes), or None. Such a store cannot be repaired by recomputing tiles: its provenance no
-    longer says which examples its rows and columns are."""
-    m = st.meta
-    try:
-        rows, cols = (np.asarray(st.group[n][:], dtype=np.int64) for n in ("row_index", "col_index"))
-        kshape, kchunks, kdtype = tuple(st.K.shape), tuple(st.K.chunks), np.dtype(st.K.dtype).name
-    except Exception as e:  # noqa: BLE001
-        return f"row_index / col_index / K cannot be read ({type(e).__name__}: {e})"
-    checks = [
-        (rows.shape[0] == m.get("n_rows") == kshape[0], f"n_rows {m.get('n_rows')}, row_index has {rows.shape[0]} "
-                                                        f"entries, K has {kshape[0]} rows"),
-        (cols.shape[0] == m.get("n_cols") == kshape[1], f"n_cols {m.get('n_cols')}, col_index has {cols.shape[0]} "
-                                                        f"entries, K has {kshape[1]} columns"),
-        (selection_hash(rows) == m.get("rows_sha256"), "row_index does not match the recorded row selection hash"),
-        (selection_hash(cols) == m.get("cols_sha256"), "col_index does not match the recorded column selection hash"),
-        (kchunks == (m.get("tile"), m.get("tile")), f"tile {m.get('tile')} but K is chunked {kchunks}"),
-        (not m.get("symmetric") or np.array_equal(rows, cols), "a symmetric store whose rows and columns differ"),
-        (kdtype == m.get("dtype", "float64"), f"dtype {m.get('dtype', 'float64')} recorded but K holds {kdtype}"),
-    ]
-    bad = [why for ok, why in checks if not ok]
-    if attr_intact(m) is False:
-        bad.append("the attributes do not match their recorded sha256")
-    if not bad and st.landmarks is not None:
-        return st.landmark_problem()
-    if not bad:
-        return None
-    return (f"metadata of Gram store {st.path} is inconsistent: {'; '.join(bad)}. Fix: it was edited or damaged "
-            f"and cannot be repaired by recomputing tiles; recompute it into a new --out")
-
-
-def verify(store) -> VerifyReport:
-    """Re-read every done chunk; report checksum / decode failures and NaN inside done tiles.
-
-    Only checks: recomputing the bad tiles is :func:`gramtile.pipeline.compute.repair.repair`.
-
-    Parameters
-    ----------
-    store : GramStore, path or URL
-
-    Returns
-    -------
-    VerifyReport
-    """
-    st = store if isinstance(store, GramStore) else GramStore.open(store, check=False)
-    rep = VerifyReport(str(st.path))
-    problem = metadata_problem(st)
-    if problem:
-        rep.metadata = problem
-        return rep
-    try:
-        done = st.done_mask()
-        manifest = None if st.tile_crc is None else np.asarray(st.tile_crc[...], dtype=np.uint32)
-    except StoreCorruptError as e:
-        rep.done_damaged = str(e)
-        return rep
-    except Exception as e:  # noqa: BLE001  (the manifest fails its own crc32c)
-        rep.done_damaged = f"the tile checksum manifest of {st.path} is damaged ({type(e).__name__}: {e})"
-        return rep
-    if manifest is not None:
-        # a lost chunk file of the done mask reads as "nothing done": the manifest still holds its tiles
-        cs = st.done.chunks
-        for a, b in sorted({(i // cs[0], j // cs[1]) for i, j in zip(*np.nonzero(manifest))}):
-            if not st.loc.exists(f"done/c/{a}/{b}"):
-                rep.done_damaged = (f"the done mask's chunk done/c/{a}/{b} of {st.path} is missing, but the checksum "
-                                    "manifest holds tiles of it")
-                return rep
-    nr, nc = st.shape
-
-    diag_bad_rows, diag_bad_cols = set(), set()
-    for name, n, bad in (("diag_rows", nr, diag_bad_rows), ("diag_cols", nc, diag_bad_cols)):
-        arr = st.group[name]
-        for a in range(-(-n // st.tile)):
-            if not (done[a, :].any() if name == "diag_rows" else done[:, a].any()):
-                continue
-            s0, s1 = a * st.tile, min((a + 1) * st.tile, n)
-            try:
-                v = np.asarray(arr[s0:s1])
-                if not np.isfinite(v).all():
-                    bad.add(a)
-            except Exception:  # noqa: BLE001
-                bad.add(a)
-
-    for a, b in zip(*np.nonzero(done)):
-        if st.symmetric and a > b:
-            continue  # stored once, as tile (b, a)
-        t = Tile(int(a), int(b))
-        r0, r1, c0, c1 = st.spans(t)
-        rep.checked += 1
-        try:
-            v = np.asarray(st.K[r0:r1, c0:c1])
-        except Exception as e:  # noqa: BLE001  (checksum mismatch, truncated chunk, ...)
-            rep.bad.append((t, f"unreadable chunk: {type(e).__name__}: {e}"))
-            continue
-        if np.isnan(v).any():
-            rep.bad.append((t, "NaN inside a done tile (chunk missing or partly written)"))
-        elif not np.isfinite(v).all():
-            rep.bad.append((t, "infinite value inside a done tile"))
-        elif manifest is not None and manifest[t.i, t.j] and tile_checksum(v) != manifest[t.i, t.j]:
-            rep.bad.append((t, "chunk does not match the checksum recorded when its tile was computed "
-                               "(a chunk swapped, copied over or written by another run)"))
-        elif t.i in diag_bad_rows or t.j in diag_bad_cols:
-            rep.bad.append((t, "diagonal chunk of this tile's rows/columns unreadable or NaN"))
-
-    return rep

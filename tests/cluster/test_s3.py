@@ -152,7 +152,7 @@ def _chunks(fs, url) -> int:
 @pytest.mark.timeout(900)
 def test_a_sigkilled_driver_leaves_a_store_its_rerun_finishes_bitwise(local, s3, tmp_path):
     from gramtile.pipeline.stores.gram_store import GramStore
-    from gramtile.pipeline.stores.gram_store import verify as verify_store
+    from gramtile.pipeline.stores.gram_verify import verify as verify_store
 
     env, b, fs = s3["env"], s3["bucket"], s3["fs"]
     corpus, gram = f"s3://{b}/kill/c.zarr", f"s3://{b}/kill/g.zarr"

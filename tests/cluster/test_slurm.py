@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from gramtile.pipeline.stores.gram_store import GramStore
-from gramtile.pipeline.stores.gram_store import verify as verify_store
+from gramtile.pipeline.stores.gram_verify import verify as verify_store
 
 HERE = Path(__file__).resolve().parent
 

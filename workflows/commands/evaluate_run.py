@@ -34,9 +34,10 @@ from gramtile.pipeline.learn.report import (
 from gramtile.pipeline.learn.sources import ViewKernelSource, open_gram_source, read_labels, store_labels
 from gramtile.pipeline.learn.tasks import task_of, task_targets
 from gramtile.pipeline.progress import log
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.storage import refuse_url
-from gramtile.workflows.commands.running import check_output_dir, runtime, write_text_atomic
+from gramtile.workflows.commands.running import check_output_dir, runtime, write_json_atomic, write_text_atomic
 
 
 def _floats(text, what):
@@ -393,7 +394,7 @@ def run(args) -> int:
         if args.out:
             d = Path(args.out)
             d.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(d / "results.json", json.dumps(_jsonable(out), indent=1))
+            write_json_atomic(d / "results.json", _jsonable(out))
             write_text_atomic(d / "results.md", "\n".join(md) + "\n")
             log.info(f"wrote {d / 'results.md'} and {d / 'results.json'}")
     return 0

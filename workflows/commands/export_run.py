@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from gramtile.pipeline.learn.sources import read_labels
-from gramtile.pipeline.stores.gram_store import GramStore, export_selection
+from gramtile.pipeline.stores.gram_export import export_selection
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.pipeline.stores.tiles import parse_selection
 from gramtile.workflows.commands.running import check_output_file
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from gramtile.kernels.registry import as_spec
-from gramtile.pipeline.stores.feature_store import write_store
+from gramtile.pipeline.compute.feature_sets import write_store
 
 
 def run(args) -> int:

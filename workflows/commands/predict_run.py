@@ -15,7 +15,7 @@ from gramtile.pipeline.learn.tasks import labels_as_relevance
 from gramtile.pipeline.parsing import links
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.readers.base import tsv_field
-from gramtile.workflows.commands.running import check_output_file, write_text_atomic
+from gramtile.workflows.commands.running import check_output_file, write_json_atomic, write_text_atomic
 from gramtile.workflows.datainput import reader_options as data_options
 
 
@@ -113,7 +113,7 @@ def _write_real(args, task, docs, got, t0) -> int:
                 if gold is not None:
                     o["gold"] = float(gold[i])
                 objs.append(o)
-            write_text_atomic(out, json.dumps(objs, indent=1))
+            write_json_atomic(out, objs)
         else:
             write_text_atomic(out, "\n".join(lines) + "\n")
     else:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gramtile.kernels.errors import RepresentationError
 from gramtile.pipeline.compute.prepare import prepare
+from gramtile.pipeline.compute.resource_builds import ensure
 from gramtile.pipeline.parsing.choices import PAIR_FORMATS
 from gramtile.pipeline.parsing.parse import MODEL_FIX, default_model_name
 from gramtile.pipeline.progress import log
@@ -14,7 +15,6 @@ from gramtile.pipeline.resources.keys import VECTORS, keys_for_option, keys_for_
 from gramtile.pipeline.resources.vector_sources import check_available
 from gramtile.pipeline.resources.vectors import CORPUS
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.resource_store import ensure
 from gramtile.pipeline.stores.storage import is_url, location
 from gramtile.workflows.commands.running import check_output_file, runtime
 from gramtile.workflows.datainput import needs_spacy, stdin_input

@@ -1,10 +1,12 @@
 """What the commands' runs share: the command's :class:`~gramtile.pipeline.compute.runtime.Runtime`
 from its options (:func:`runtime`), its storage options put in force (:func:`apply_storage_options`,
 called by the CLI before every command), and outputs checked before any work and written whole
-(:func:`check_output_file`, :func:`check_output_dir`, :func:`replacing_dir`, :func:`write_text_atomic`).
+(:func:`check_output_file`, :func:`check_output_dir`, :func:`replacing_dir`, :func:`write_text_atomic`,
+:func:`write_json_atomic`).
 
 The options these read are defined in :mod:`gramtile.workflows.commands`.
 """
+import json
 import os
 import shutil
 from contextlib import contextmanager
@@ -103,6 +105,21 @@ def replacing_dir(path: Path, overwrite: bool = True):
         publish_dir(tmp, path, overwrite, "folder")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_json_atomic(path: Path, obj, indent: int | None = 1):
+    """Write ``obj`` as JSON to ``path`` as :func:`write_text_atomic` writes text, streamed: the text
+    (the same bytes ``json.dumps(obj, indent=indent)`` gives) is never held whole in memory, which
+    for the per-example predictions of a million-example evaluation is a few hundred MB."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".partial")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=indent)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_text_atomic(path: Path, text: str):

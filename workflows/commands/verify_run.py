@@ -7,7 +7,7 @@ from gramtile.pipeline.compute.repair import repair
 from gramtile.pipeline.learn.model_files import is_model_dir, load_model
 from gramtile.pipeline.stores.errors import StoreError
 from gramtile.pipeline.stores.feature_store import is_feature_store, verify_store
-from gramtile.pipeline.stores.gram_store import verify
+from gramtile.pipeline.stores.gram_verify import verify
 from gramtile.pipeline.stores.integrity import MANIFEST, write_manifest
 from gramtile.workflows.commands.running import runtime
 

@@ -25,7 +25,8 @@ from gramtile.pipeline.learn.folds import load_or_make_folds
 from gramtile.pipeline.learn.report import markdown_table, plot_learning_curve
 from gramtile.pipeline.learn.sources import ViewKernelSource, store_labels
 from gramtile.pipeline.parsing.parse import MODEL_STEP, default_model_name
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 
 #: Base kernels computed tile by tile into Gram stores (unnormalised: normalisation and sums
 #: are derived from the stored matrices and diagonals, never recomputed).

@@ -69,7 +69,8 @@ from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.progress import log
 from gramtile.pipeline.stores.errors import StoreLockedError
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.runner import build_corpus, load_workflow
 

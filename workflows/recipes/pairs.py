@@ -12,7 +12,7 @@ first, then the test part). Then:
    each of those is ONE Gram store over train + test, computed by the engine once (a rerun
    reuses every finished tile);
 2. each pair construction of ``options.constructions`` composes a pair kernel from those stores
-   without evaluating a pair again (:class:`~gramtile.pipeline.stores.gram_store.ComposedView`),
+   without evaluating a pair again (:class:`~gramtile.pipeline.stores.gram_compose.ComposedView`),
    with N the cosine normalisation of a field kernel:
 
    - ``sum``: K(p1, p2) = N(K_f1)(p1, p2) + N(K_f2)(p1, p2) (summed over all fields),
@@ -72,7 +72,8 @@ from gramtile.pipeline.learn.metrics import ranking_report
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
 from gramtile.pipeline.representations.fields import field_key
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.recipes.inex import load_recipe_workflow, reject, store_time
 from gramtile.workflows.runner import build_corpus
 

@@ -48,7 +48,8 @@ from gramtile.pipeline.learn.folds import fixed_split, stratified_kfold
 from gramtile.pipeline.learn.learners.registry import make
 from gramtile.pipeline.learn.report import markdown_table
 from gramtile.pipeline.learn.sources import ViewKernelSource
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.recipes.inex import load_recipe_workflow, reject, store_time
 from gramtile.workflows.runner import build_corpus
 

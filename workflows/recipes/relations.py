@@ -67,7 +67,8 @@ from gramtile.pipeline.readers.semeval import official_f1, read_semeval
 from gramtile.pipeline.representations.relation import relation_to_json
 from gramtile.pipeline.representations.structures import Document
 from gramtile.pipeline.stores.corpus_store import CorpusStore
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
 from gramtile.workflows.runner import parse_kernels, raise_bad_key, resolve_path
 
 _COMMON = {"name", "description", "recipe", "task", "kernels", "protocol", "report", "data", "limit"}

@@ -12,7 +12,7 @@ contexts, no labels used; kernels reading target sentences name the contexts wit
 ``space_rep: seq``); compute every distinct base kernel through the tiled engine
 (:func:`gramtile.pipeline.compute.engine.run_gram`, the run's ``--cluster`` profile) into
 ``DIR/<word>/gram/<kind>-<hash16>.zarr`` (resumable: a rerun computes no tile); read each stored
-base matrix once (:class:`gramtile.pipeline.stores.gram_store.GramView`), derive the composite kernels
+base matrix once (:class:`gramtile.pipeline.stores.gram_view.GramView`), derive the composite kernels
 with ``spec.combine``, and run seeded stratified k-fold SVM evaluation with C (and an
 alternative) chosen per fold on its training part (:func:`learn`: every fit of a word a task on
 the run's ``--cluster``, with the serial run's results; worker processes read their blocks from
@@ -54,6 +54,7 @@ import numpy as np
 from gramtile.kernels.errors import GramtileError
 from gramtile.kernels.registry import as_spec
 from gramtile.pipeline.compute.engine import run_gram
+from gramtile.pipeline.compute.resource_builds import ensure
 from gramtile.pipeline.compute.runtime import Runtime
 from gramtile.pipeline.learn import selection
 from gramtile.pipeline.learn.folds import Split, stratified_kfold
@@ -65,8 +66,9 @@ from gramtile.pipeline.representations.vocab import Vocabularies
 from gramtile.pipeline.resources.domain import domain_resource
 from gramtile.pipeline.resources.keys import keys_of, resource_names
 from gramtile.pipeline.resources.similarity import lsa_similarity, wordnet_similarity
-from gramtile.pipeline.stores.gram_store import ComposedView, GramStore, GramView
-from gramtile.pipeline.stores.resource_store import ensure
+from gramtile.pipeline.stores.gram_compose import ComposedView
+from gramtile.pipeline.stores.gram_store import GramStore
+from gramtile.pipeline.stores.gram_view import GramView
 from gramtile.workflows.errors import WorkflowError
 from gramtile.workflows.recipes.relations import corpus_from_documents
 from gramtile.workflows.runner import json_default, raise_bad_key, resolve_path
