@@ -107,29 +107,31 @@ def replacing_dir(path: Path, overwrite: bool = True):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_json_atomic(path: Path, obj, indent: int | None = 1):
-    """Write ``obj`` as JSON to ``path`` as :func:`write_text_atomic` writes text, streamed: the text
-    (the same bytes ``json.dumps(obj, indent=indent)`` gives) is never held whole in memory, which
-    for the per-example predictions of a million-example evaluation is a few hundred MB."""
+@contextmanager
+def _replaced_atomically(path: Path):
+    """An open text file at ``path.partial`` renamed to ``path`` when the block ends: a failed
+    write (disk full) leaves no truncated file, and an existing one stays as it was."""
     path = Path(path)
     tmp = path.with_name(path.name + ".partial")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=indent)
+            yield f
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, obj, indent: int | None = 1):
+    """Write ``obj`` as JSON to ``path`` as :func:`write_text_atomic` writes text, streamed: the text
+    (the same bytes ``json.dumps(obj, indent=indent)`` gives) is never held whole in memory, which
+    for the per-example predictions of a million-example evaluation is a few hundred MB."""
+    with _replaced_atomically(path) as f:
+        json.dump(obj, f, indent=indent)
 
 
 def write_text_atomic(path: Path, text: str):
     """Write ``text`` to ``path`` through ``path.partial`` and a rename: a failed write (disk full)
     leaves no truncated file, and an existing one stays as it was."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with _replaced_atomically(path) as f:
+        f.write(text)
